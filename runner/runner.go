@@ -1,0 +1,138 @@
+// Package runner holds the contract between the gate and a sandbox backend:
+// a Spec describing one run of untrusted code and the Result it produced.
+// Backends (runner/docker today) implement Run; callers define the small
+// interface they need where they use it.
+package runner
+
+import (
+	"time"
+)
+
+// Language names the interpreter a run uses.
+type Language string
+
+// Languages a Spec may ask for. A backend whose image lacks the interpreter
+// returns an error wrapping ErrLanguageUnavailable that names the image.
+const (
+	Python Language = "python"
+	Shell  Language = "sh"
+	Node   Language = "node"
+)
+
+// Stream names an output stream of a run.
+type Stream string
+
+// The two output streams.
+const (
+	Stdout Stream = "stdout"
+	Stderr Stream = "stderr"
+)
+
+// Runtime names the OCI runtime a container runs under.
+type Runtime string
+
+// Runtimes gatekeeper knows. Asking for one the engine lacks is an error
+// wrapping ErrRuntimeUnavailable, never a fallback.
+const (
+	Runc  Runtime = "runc"
+	Runsc Runtime = "runsc"
+)
+
+// Sandbox is the fully resolved sandbox policy of one run: every limit is
+// concrete. The zero value is not runnable; the gate builds a Sandbox from
+// the query's effective policy.
+type Sandbox struct {
+	// Image is the container image reference (a local tag or ID).
+	Image string
+	// Runtime is the OCI runtime; empty means Runc.
+	Runtime Runtime
+	// UID and GID the code runs as; UID 0 is refused.
+	UID, GID int
+	// CPUs is the CPU quota in cores (0.5 = half a core).
+	CPUs float64
+	// MemoryBytes is the memory limit; swap is set equal to it (no swap).
+	MemoryBytes int64
+	// PIDs is the maximum number of processes and threads.
+	PIDs int64
+	// WorkspaceBytes is the size of the /workspace tmpfs.
+	WorkspaceBytes int64
+	// TmpBytes is the size of the /tmp tmpfs.
+	TmpBytes int64
+	// DepsDir is a host directory mounted read-only at /deps; empty means none.
+	DepsDir string
+	// DenyGlobs are host path globs (already ~-expanded) a DepsDir must not
+	// match or contain.
+	DenyGlobs []string
+	// Network is the network policy; the zero value means no network at all.
+	Network Network
+	// MaxOutputBytes caps stdout and stderr each; output beyond it is
+	// discarded while streaming and Result.Truncated is set.
+	MaxOutputBytes int64
+}
+
+// Network is the network part of a Sandbox.
+type Network struct {
+	// Enabled false means the container has no network interface but loopback.
+	Enabled bool
+	// Allow and Deny are host patterns ("example.com", "*.example.com",
+	// "host:443"); Deny always wins.
+	Allow, Deny []string
+}
+
+// Spec is one run: what to execute and under which sandbox.
+type Spec struct {
+	// RunID identifies the run in labels, audit lines and logs.
+	RunID string
+	// QueryID is the agent query the run belongs to (a label).
+	QueryID string
+	// Language selects the interpreter.
+	Language Language
+	// Code is the program text, written to /workspace as the main file.
+	Code string
+	// Files are extra files, keyed by a path relative to /workspace; a path
+	// that would leave /workspace is refused.
+	Files map[string]string
+	// Timeout is the wall-clock limit; the container is killed when it
+	// passes and Result.TimedOut is set.
+	Timeout time.Duration
+	// Sandbox is the resolved policy the container enforces.
+	Sandbox Sandbox
+	// Labels are extra container labels.
+	Labels map[string]string
+	// OnOutput, when set, receives output as it arrives, in order per
+	// stream, after truncation to MaxOutputBytes. It is called from the
+	// backend's goroutines and must not block for long.
+	OnOutput func(Stream, []byte)
+}
+
+// ExitReason says why a run ended.
+type ExitReason string
+
+// Exit reasons, from most to least specific.
+const (
+	Exited    ExitReason = "exited"     // the program ended by itself
+	TimedOut  ExitReason = "timed_out"  // the wall-clock timeout killed it
+	OOMKilled ExitReason = "oom_killed" // the memory limit killed it
+	Cancelled ExitReason = "cancelled"  // the caller's context ended first
+)
+
+// Result is what a run produced.
+type Result struct {
+	RunID string
+	// Reason says why the run ended; ExitCode is meaningful for all reasons
+	// (137 after a kill).
+	Reason   ExitReason
+	ExitCode int
+	// Stdout and Stderr hold at most Sandbox.MaxOutputBytes each.
+	Stdout, Stderr string
+	// Truncated is true when either stream exceeded the cap.
+	Truncated bool
+	TimedOut  bool
+	OOMKilled bool
+	Duration  time.Duration
+	// PeakMemoryBytes is the highest memory use observed (0 if unknown).
+	PeakMemoryBytes int64
+	// Image and Runtime say what actually ran the code.
+	Image   string
+	Runtime Runtime
+}
