@@ -1,0 +1,165 @@
+// Package policy holds the operator's sandbox.policy.yaml: its typed model,
+// strict decoding with file:line:column errors, validation, and the merge of
+// a per-query override over the base sandbox section.
+//
+// A Policy is plain data: it is decoded once, validated, and then only read.
+// Ceiling checks of overrides are done in Rego (rego/constraints.rego) by the
+// gate; this package does the checks that need no policy language.
+package policy
+
+import "slices"
+
+// Version is the only policy file version this package reads.
+const Version = 1
+
+// Policy is the whole policy file.
+type Policy struct {
+	// Version must be 1.
+	Version int `yaml:"version" json:"version"`
+	// WorkspaceRoot is the host directory the agent's host-side file tools
+	// may touch. A relative path is relative to the policy file's directory;
+	// after Load it is absolute and cleaned.
+	WorkspaceRoot string `yaml:"workspace_root" json:"workspace_root"`
+	// Tools lists tool names; a tool in no list is denied.
+	Tools Tools `yaml:"tools" json:"tools"`
+	// Sandbox is the base sandbox policy of every query.
+	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
+	// Ceilings bound what a per-query override may ask for.
+	Ceilings Ceilings `yaml:"ceilings" json:"ceilings"`
+}
+
+// Tools are exact tool names as the Agent SDK reports them.
+type Tools struct {
+	Allow []string `yaml:"allow" json:"allow"`
+	Deny  []string `yaml:"deny" json:"deny"`
+	Ask   []string `yaml:"ask" json:"ask"`
+}
+
+// Sandbox is what a sandboxed run may do. A per-query override is a partial
+// Sandbox.
+type Sandbox struct {
+	FS     FS     `yaml:"fs" json:"fs"`
+	Net    Net    `yaml:"net" json:"net"`
+	Proc   Proc   `yaml:"proc" json:"proc"`
+	Output Output `yaml:"output" json:"output"`
+}
+
+// FS is the sandbox's filesystem.
+type FS struct {
+	// Image is the container image; empty means gatekeeper's locally built
+	// default image.
+	Image string `yaml:"image" json:"image"`
+	// Workspace is the tmpfs at /workspace holding the code and its files.
+	Workspace Tmpfs `yaml:"workspace" json:"workspace"`
+	// Tmp is the tmpfs at /tmp.
+	Tmp Tmpfs `yaml:"tmp" json:"tmp"`
+	// Deps is a host directory mounted read-only at /deps; empty means none.
+	Deps string `yaml:"deps" json:"deps"`
+	// Deny are host path globs ("~/.ssh/**", "**/.env") that no host file
+	// tool may touch and no mount may expose, even inside the workspace.
+	Deny []string `yaml:"deny" json:"deny"`
+}
+
+// Tmpfs is a size-limited in-memory filesystem.
+type Tmpfs struct {
+	Size ByteSize `yaml:"size" json:"size"`
+}
+
+// Net is the sandbox's network. The zero value is no network at all.
+type Net struct {
+	Enabled bool     `yaml:"enabled" json:"enabled"`
+	Allow   []string `yaml:"allow" json:"allow"`
+	Deny    []string `yaml:"deny" json:"deny"`
+}
+
+// Proc are process limits.
+type Proc struct {
+	CPUs    float64  `yaml:"cpus" json:"cpus"`
+	Memory  ByteSize `yaml:"memory" json:"memory"`
+	PIDs    int64    `yaml:"pids" json:"pids"`
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// Runtime is "runc" or "runsc" (gVisor).
+	Runtime string `yaml:"runtime" json:"runtime"`
+	// User is the uid (and gid) code runs as; never 0.
+	User int `yaml:"user" json:"user"`
+}
+
+// Output bounds what a run may print.
+type Output struct {
+	// MaxBytes caps stdout and stderr, each.
+	MaxBytes ByteSize `yaml:"max_bytes" json:"max_bytes"`
+}
+
+// Ceilings are the most an override may ask for. A ceiling left out of the
+// file equals the base sandbox's value: nothing may be raised.
+type Ceilings struct {
+	CPUs        float64  `yaml:"cpus" json:"cpus"`
+	Memory      ByteSize `yaml:"memory" json:"memory"`
+	PIDs        int64    `yaml:"pids" json:"pids"`
+	Timeout     Duration `yaml:"timeout" json:"timeout"`
+	Tmpfs       ByteSize `yaml:"tmpfs" json:"tmpfs"`
+	OutputBytes ByteSize `yaml:"output_bytes" json:"output_bytes"`
+	// NetHosts are host patterns an override may add to net.allow.
+	NetHosts []string `yaml:"net_hosts" json:"net_hosts"`
+	// Images an override may choose besides the base image.
+	Images []string `yaml:"images" json:"images"`
+	// Runtimes an override may choose.
+	Runtimes []string `yaml:"runtimes" json:"runtimes"`
+}
+
+// Default returns the values a policy file starts from: no tools, no mounts,
+// no network, and small limits. Keys the file leaves out keep these values.
+func Default() Policy {
+	return Policy{
+		Version: Version,
+		Sandbox: Sandbox{
+			FS: FS{
+				Workspace: Tmpfs{Size: 64 << 20},
+				Tmp:       Tmpfs{Size: 64 << 20},
+			},
+			Proc: Proc{
+				CPUs:    1,
+				Memory:  256 << 20,
+				PIDs:    128,
+				Timeout: Duration(10e9),
+				Runtime: "runc",
+				User:    65534,
+			},
+			Output: Output{MaxBytes: 1 << 20},
+		},
+	}
+}
+
+// Clone returns a deep copy of the sandbox section.
+func (s Sandbox) Clone() Sandbox {
+	s.FS.Deny = slices.Clone(s.FS.Deny)
+	s.Net.Allow = slices.Clone(s.Net.Allow)
+	s.Net.Deny = slices.Clone(s.Net.Deny)
+	return s
+}
+
+// fillCeilings sets every ceiling the file left out to the base value.
+func (p *Policy) fillCeilings() {
+	c, s := &p.Ceilings, p.Sandbox
+	if c.CPUs == 0 {
+		c.CPUs = s.Proc.CPUs
+	}
+	if c.Memory == 0 {
+		c.Memory = s.Proc.Memory
+	}
+	if c.PIDs == 0 {
+		c.PIDs = s.Proc.PIDs
+	}
+	if c.Timeout == 0 {
+		c.Timeout = s.Proc.Timeout
+	}
+	if c.Tmpfs == 0 {
+		c.Tmpfs = max(s.FS.Workspace.Size, s.FS.Tmp.Size)
+	}
+	if c.OutputBytes == 0 {
+		c.OutputBytes = s.Output.MaxBytes
+	}
+	if c.Runtimes == nil {
+		c.Runtimes = []string{s.Proc.Runtime}
+	}
+}

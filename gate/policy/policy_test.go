@@ -1,0 +1,221 @@
+package policy_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+)
+
+const minimal = "version: 1\nworkspace_root: /srv/app\n"
+
+func decode(t *testing.T, src string) (*policy.Policy, error) {
+	t.Helper()
+	return policy.Decode("p.yaml", []byte(src), "/etc/gatekeeper")
+}
+
+func problems(t *testing.T, err error) []string {
+	t.Helper()
+	var pe *policy.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error = %v, want *policy.Error", err)
+	}
+	return pe.Messages()
+}
+
+func TestShippedPolicyIsValid(t *testing.T) {
+	t.Parallel()
+	p, err := policy.Load("../../sandbox.policy.yaml")
+	if err != nil {
+		t.Fatalf("shipped policy: %v", err)
+	}
+	if !slices.Contains(p.Tools.Deny, "Bash") {
+		t.Errorf("shipped policy does not deny Bash: %v", p.Tools.Deny)
+	}
+	if p.Sandbox.Net.Enabled {
+		t.Errorf("shipped policy enables the network")
+	}
+	if !filepath.IsAbs(p.WorkspaceRoot) || filepath.Base(p.WorkspaceRoot) != "workspace" {
+		t.Errorf("workspace_root = %q, want an absolute path ending in workspace", p.WorkspaceRoot)
+	}
+}
+
+func TestDecodeDefaults(t *testing.T) {
+	t.Parallel()
+	p, err := decode(t, minimal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Tools.Allow) != 0 || p.Sandbox.Net.Enabled || p.Sandbox.FS.Deps != "" {
+		t.Errorf("zero policy grants something: %+v", p)
+	}
+	if p.Sandbox.Proc.User != 65534 || p.Sandbox.Proc.Memory != 256<<20 || p.Sandbox.Proc.Timeout.Std() != 10*time.Second {
+		t.Errorf("defaults = %+v", p.Sandbox.Proc)
+	}
+	if p.Ceilings.Memory != p.Sandbox.Proc.Memory || !slices.Equal(p.Ceilings.Runtimes, []string{"runc"}) {
+		t.Errorf("absent ceilings do not equal the base: %+v", p.Ceilings)
+	}
+}
+
+func TestDecodeRelativeWorkspaceRoot(t *testing.T) {
+	t.Parallel()
+	p, err := decode(t, "version: 1\nworkspace_root: ./ws/../work\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.WorkspaceRoot != "/etc/gatekeeper/work" {
+		t.Errorf("workspace_root = %q", p.WorkspaceRoot)
+	}
+}
+
+func TestDecodeErrorsNameTheirLocation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"an unknown top-level key", minimal + "tool:\n  allow: [Read]\n", []string{`p.yaml:3:1: tool: unknown key "tool"`}},
+		{"an unknown nested key", minimal + "sandbox:\n  proc:\n    memroy: 1g\n", []string{`p.yaml:5:5: sandbox.proc.memroy: unknown key "memroy"`}},
+		{"a key differing only in case", minimal + "sandbox:\n  proc:\n    Memory: 1g\n", []string{`p.yaml:5:5: sandbox.proc.Memory: unknown key "Memory"`}},
+		{"a duplicate key", minimal + "tools:\n  allow: [Read]\n  allow: [Bash]\n", []string{`p.yaml:5:3: tools.allow: key "allow" appears twice`}},
+		{"a bad size", minimal + "sandbox:\n  proc:\n    memory: lots\n", []string{`p.yaml:5:`, `size "lots"`}},
+		{"a bad duration", minimal + "sandbox:\n  proc:\n    timeout: forever\n", []string{`p.yaml:5:`, `duration "forever"`}},
+		{"a string for an integer", minimal + "sandbox:\n  proc:\n    pids: many\n", []string{`p.yaml:5:`, `cannot unmarshal`}},
+		{"a list where a mapping belongs", minimal + "sandbox: [a]\n", []string{`p.yaml:3:10: sandbox: expected a mapping`}},
+		{"a null value", minimal + "sandbox:\n  net:\n    enabled: ~\n", []string{`p.yaml:5:14: sandbox.net.enabled: null is not a value`}},
+		{"broken YAML syntax", "version: 1\nworkspace_root: [\n", []string{`p.yaml:2: did not find expected node content`}},
+		{"two documents", minimal + "---\nversion: 1\n", []string{`more than one YAML document`}},
+		{"uid zero", minimal + "sandbox:\n  proc:\n    user: 0\n", []string{`p.yaml:5:11: sandbox.proc.user: uid 0 (root) is never allowed`}},
+		{"an unknown runtime", minimal + "sandbox:\n  proc:\n    runtime: kata\n", []string{`p.yaml:5:14: sandbox.proc.runtime: runtime "kata" is not runc or runsc`}},
+		{"a tool in two lists", minimal + "tools:\n  allow: [Bash]\n  deny: [Bash]\n", []string{`p.yaml:5:9: tools.deny[0]: tool "Bash" is already in tools.allow`}},
+		{"a tool name with a space", minimal + "tools:\n  allow: [\"Read \"]\n", []string{`tools.allow[0]: tool name "Read " has characters`}},
+		{"the docker socket as deps", minimal + "sandbox:\n  fs:\n    deps: /var/run/docker.sock\n", []string{`sandbox.fs.deps: the Docker socket`}},
+		{"the host root as deps", minimal + "sandbox:\n  fs:\n    deps: /\n", []string{`sandbox.fs.deps: "/" may never be mounted`}},
+		{"a home directory as deps", minimal + "sandbox:\n  fs:\n    deps: /home/alice\n", []string{`may never be mounted`}},
+		{"a bad host pattern", minimal + "sandbox:\n  net:\n    allow: [\"http://x.com\"]\n", []string{`sandbox.net.allow[0]: "http://x.com" is not a host pattern`}},
+		{"the root as workspace", "version: 1\nworkspace_root: /\n", []string{`workspace_root: / would expose the whole host`}},
+		{"no workspace", "version: 1\n", []string{`workspace_root: is required`}},
+		{"version 2", "version: 2\nworkspace_root: /srv\n", []string{`p.yaml:1:10: version: version 2 is not supported`}},
+		{"memory below the container minimum", minimal + "sandbox:\n  proc:\n    memory: 1m\n", []string{`sandbox.proc.memory: 1m is below`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := decode(t, tc.src)
+			if err == nil {
+				t.Fatal("decoded without error")
+			}
+			got := strings.Join(problems(t, err), "\n")
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("problems\n%s\ndo not contain %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	_, err := decode(t, "version: 1\nworkspace_root: /srv\nsandbox:\n  proc:\n    user: 0\n    runtime: kata\n    cpus: 0\n")
+	if got := problems(t, err); len(got) != 3 {
+		t.Errorf("got %d problems, want 3: %q", len(got), got)
+	}
+}
+
+func TestOverride(t *testing.T) {
+	t.Parallel()
+	base, err := decode(t, minimal+"sandbox:\n  fs:\n    deny: [\"~/.ssh/**\"]\n  net:\n    allow: [a.example]\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		raw     string
+		check   func(t *testing.T, s policy.Sandbox)
+		wantErr string
+	}{
+		{name: "an empty override is the base", raw: ``, check: func(t *testing.T, s policy.Sandbox) {
+			if s.Proc.Memory != base.Sandbox.Proc.Memory {
+				t.Errorf("memory = %v", s.Proc.Memory)
+			}
+		}},
+		{name: "a string size and duration replace only their keys", raw: `{"proc":{"memory":"512m","timeout":"30s"}}`, check: func(t *testing.T, s policy.Sandbox) {
+			if s.Proc.Memory != 512<<20 || s.Proc.Timeout.Std() != 30*time.Second || s.Proc.PIDs != 128 {
+				t.Errorf("proc = %+v", s.Proc)
+			}
+		}},
+		{name: "numbers are bytes and milliseconds", raw: `{"proc":{"memory":8388608,"timeout":1500}}`, check: func(t *testing.T, s policy.Sandbox) {
+			if s.Proc.Memory != 8<<20 || s.Proc.Timeout.Std() != 1500*time.Millisecond {
+				t.Errorf("proc = %+v", s.Proc)
+			}
+		}},
+		{name: "a list replaces the base list", raw: `{"net":{"enabled":true,"allow":["b.example"]}}`, check: func(t *testing.T, s policy.Sandbox) {
+			if !s.Net.Enabled || !slices.Equal(s.Net.Allow, []string{"b.example"}) {
+				t.Errorf("net = %+v", s.Net)
+			}
+		}},
+		{name: "pretty-printed JSON with tabs", raw: "{\n\t\"proc\": {\n\t\t\"pids\": 64\n\t}\n}", check: func(t *testing.T, s policy.Sandbox) {
+			if s.Proc.PIDs != 64 {
+				t.Errorf("pids = %d", s.Proc.PIDs)
+			}
+		}},
+		{name: "an unknown key is refused", raw: `{"proc":{"privileged":true}}`, wantErr: `sandbox.proc.privileged: unknown key "privileged"`},
+		{name: "a read-only switch does not exist", raw: `{"fs":{"read_only":false}}`, wantErr: `sandbox.fs.read_only: unknown key`},
+		{name: "a case-variant key is refused", raw: `{"proc":{"Memory":"8g"}}`, wantErr: `unknown key "Memory"`},
+		{name: "a duplicate key is refused", raw: `{"proc":{"memory":"1g","memory":"8g"}}`, wantErr: `sandbox.proc.memory: key "memory" appears twice`},
+		{name: "root is refused", raw: `{"proc":{"user":0}}`, wantErr: `sandbox.proc.user: uid 0 (root) is never allowed`},
+		{name: "a null is refused", raw: `{"net":null}`, wantErr: `null is not a value`},
+		{name: "a whole policy is not a sandbox section", raw: `{"tools":{"allow":["Bash"]}}`, wantErr: `sandbox.tools: unknown key "tools"`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := base.Override([]byte(tc.raw))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, s)
+		})
+	}
+	if !slices.Equal(base.Sandbox.Net.Allow, []string{"a.example"}) || base.Sandbox.Proc.Memory != 256<<20 {
+		t.Errorf("override changed the base: %+v", base.Sandbox)
+	}
+}
+
+func TestByteSize(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]policy.ByteSize{"4096": 4096, "1k": 1024, "512m": 512 << 20, "1g": 1 << 30, "64Mi": 64 << 20, "2GiB": 2 << 30, "3 MB": 3 << 20} {
+		got, err := policy.ParseByteSize(in)
+		if err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1m", "1.5g", "g", "99999999999t"} {
+		if _, err := policy.ParseByteSize(in); err == nil {
+			t.Errorf("ParseByteSize(%q) succeeded", in)
+		}
+	}
+	if s := policy.ByteSize(8 << 30).String(); s != "8g" {
+		t.Errorf("String = %q", s)
+	}
+}
+
+func TestLoadNamesAMissingFile(t *testing.T) {
+	t.Parallel()
+	_, err := policy.Load(filepath.Join(t.TempDir(), "nope.yaml"))
+	if !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "nope.yaml") {
+		t.Errorf("err = %v", err)
+	}
+}

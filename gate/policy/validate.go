@@ -1,0 +1,203 @@
+package policy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Validate checks a policy built in code (Load and Decode already validate)
+// and returns an *Error listing every problem, or nil.
+func (p *Policy) Validate() error { return p.validate("", nil) }
+
+func (p *Policy) validate(file string, pos positions) error {
+	v := validator{file: file, pos: pos}
+	if p.Version != Version {
+		v.add("version", "version %d is not supported; this gatekeeper reads version %d", p.Version, Version)
+	}
+	switch {
+	case p.WorkspaceRoot == "":
+		v.add("workspace_root", "is required: the host directory the agent's file tools may touch")
+	case !filepath.IsAbs(p.WorkspaceRoot):
+		v.add("workspace_root", "%q must be an absolute path", p.WorkspaceRoot)
+	case p.WorkspaceRoot == "/":
+		v.add("workspace_root", "/ would expose the whole host")
+	}
+	v.tools(p.Tools)
+	v.sandbox(p.Sandbox, "sandbox.")
+	c := p.Ceilings
+	for _, f := range []struct {
+		path string
+		n    float64
+	}{{"ceilings.cpus", c.CPUs}, {"ceilings.memory", float64(c.Memory)}, {"ceilings.pids", float64(c.PIDs)}, {"ceilings.timeout", float64(c.Timeout)}, {"ceilings.tmpfs", float64(c.Tmpfs)}, {"ceilings.output_bytes", float64(c.OutputBytes)}} {
+		if f.n < 0 {
+			v.add(f.path, "must not be negative")
+		}
+	}
+	if _, set := v.pos["ceilings.runtimes"]; set || v.pos == nil {
+		for i, r := range c.Runtimes {
+			if !validRuntime(r) {
+				v.add(fmt.Sprintf("ceilings.runtimes[%d]", i), "runtime %q is not runc or runsc", r)
+			}
+		}
+	}
+	for i, h := range c.NetHosts {
+		if !ValidHostPattern(h) {
+			v.add(fmt.Sprintf("ceilings.net_hosts[%d]", i), "%q is not a host pattern (host, *.domain, IP, optionally :port)", h)
+		}
+	}
+	return v.err()
+}
+
+// ValidateSandbox checks a merged sandbox section, as after Override.
+func ValidateSandbox(s Sandbox) error {
+	v := validator{}
+	v.sandbox(s, "sandbox.")
+	return v.err()
+}
+
+type validator struct {
+	file  string
+	pos   positions
+	probs []Problem
+}
+
+func (v *validator) add(path, format string, args ...any) {
+	p := Problem{File: v.file, Path: path, Msg: fmt.Sprintf(format, args...)}
+	// Point at the nearest key the file wrote.
+	for q := path; q != ""; {
+		if at, ok := v.pos[q]; ok {
+			p.Line, p.Col = at.line, at.col
+			break
+		}
+		i := strings.LastIndexAny(q, ".[")
+		if i < 0 {
+			break
+		}
+		q = q[:i]
+	}
+	v.probs = append(v.probs, p)
+}
+
+func (v *validator) err() error {
+	if len(v.probs) == 0 {
+		return nil
+	}
+	return &Error{Problems: v.probs}
+}
+
+func (v *validator) positive(path string, n float64) {
+	if n <= 0 {
+		v.add(path, "must be greater than zero")
+	}
+}
+
+var toolNameRE = regexp.MustCompile(`^[A-Za-z0-9_.-]+$`)
+
+func (v *validator) tools(t Tools) {
+	where := map[string]string{}
+	for _, list := range []struct {
+		name  string
+		names []string
+	}{{"tools.allow", t.Allow}, {"tools.ask", t.Ask}, {"tools.deny", t.Deny}} {
+		for i, n := range list.names {
+			path := fmt.Sprintf("%s[%d]", list.name, i)
+			if !toolNameRE.MatchString(n) {
+				v.add(path, "tool name %q has characters outside A-Z a-z 0-9 _ . -", n)
+			}
+			if prev, ok := where[n]; ok {
+				v.add(path, "tool %q is already in %s", n, prev)
+				continue
+			}
+			where[n] = list.name
+		}
+	}
+}
+
+// forbiddenDeps are host directories never mounted into a sandbox.
+var forbiddenDeps = []string{"/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/home", "/run", "/var/run", "/var/lib/docker"}
+
+func (v *validator) sandbox(s Sandbox, pre string) {
+	v.positive(pre+"fs.workspace.size", float64(s.FS.Workspace.Size))
+	v.positive(pre+"fs.tmp.size", float64(s.FS.Tmp.Size))
+	if d := s.FS.Deps; d != "" {
+		clean := filepath.Clean(d)
+		switch {
+		case !filepath.IsAbs(d):
+			v.add(pre+"fs.deps", "%q must be an absolute host path", d)
+		case slices.Contains(forbiddenDeps, clean) || strings.HasPrefix(clean, "/home/") && strings.Count(clean, "/") == 2:
+			v.add(pre+"fs.deps", "%q may never be mounted into a sandbox", d)
+		case strings.Contains(clean, "docker.sock"):
+			v.add(pre+"fs.deps", "the Docker socket may never be mounted into a sandbox")
+		}
+	}
+	for i, g := range s.FS.Deny {
+		if strings.TrimSpace(g) == "" {
+			v.add(fmt.Sprintf("%sfs.deny[%d]", pre, i), "empty glob")
+		}
+	}
+	for _, list := range []struct {
+		name     string
+		patterns []string
+	}{{"net.allow", s.Net.Allow}, {"net.deny", s.Net.Deny}} {
+		for i, h := range list.patterns {
+			if !ValidHostPattern(h) {
+				v.add(fmt.Sprintf("%s%s[%d]", pre, list.name, i), "%q is not a host pattern (host, *.domain, IP, optionally :port)", h)
+			}
+		}
+	}
+	v.positive(pre+"proc.cpus", s.Proc.CPUs)
+	if s.Proc.Memory < 6<<20 {
+		v.add(pre+"proc.memory", "%s is below the 6m a container needs", s.Proc.Memory)
+	}
+	v.positive(pre+"proc.pids", float64(s.Proc.PIDs))
+	v.positive(pre+"proc.timeout", float64(s.Proc.Timeout))
+	if !validRuntime(s.Proc.Runtime) {
+		v.add(pre+"proc.runtime", "runtime %q is not runc or runsc", s.Proc.Runtime)
+	}
+	switch u := s.Proc.User; {
+	case u == 0:
+		v.add(pre+"proc.user", "uid 0 (root) is never allowed")
+	case u < 0 || u > 1<<31-2:
+		v.add(pre+"proc.user", "uid %d is out of range", u)
+	}
+	v.positive(pre+"output.max_bytes", float64(s.Output.MaxBytes))
+}
+
+func validRuntime(r string) bool { return r == "runc" || r == "runsc" }
+
+var hostPatternRE = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$`)
+
+// ValidHostPattern reports whether s is a host pattern: a lower-case host
+// name, "*." followed by a domain, an IPv4 literal or a bracketed IPv6
+// literal, each optionally followed by ":port".
+func ValidHostPattern(s string) bool { return hostPatternRE.MatchString(s) }
+
+// Override decodes raw, a partial sandbox section in JSON (or YAML), over a
+// copy of the base sandbox and validates the result. Keys are matched
+// exactly; unknown keys, duplicate keys and nulls are refused. Lists in raw
+// replace the base lists. Ceilings are not checked here.
+func (p *Policy) Override(raw []byte) (Sandbox, error) {
+	merged := p.Sandbox.Clone()
+	if len(raw) == 0 {
+		return merged, nil
+	}
+	// JSON is YAML, but tabs and pretty-printing are not always; compact it.
+	var compact bytes.Buffer
+	if json.Compact(&compact, raw) == nil {
+		raw = compact.Bytes()
+	}
+	_, probs := decodeStrict("sandbox_policy", raw, reflect.ValueOf(&merged).Elem(), "sandbox")
+	if len(probs) > 0 {
+		return Sandbox{}, &Error{Problems: probs}
+	}
+	if err := ValidateSandbox(merged); err != nil {
+		return Sandbox{}, err
+	}
+	return merged, nil
+}
