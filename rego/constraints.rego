@@ -1,0 +1,120 @@
+# gatekeeper.constraints: what a per-query override may change.
+#
+# Evaluated once when a query opens with a sandbox_policy override, over
+#   input.base      the operator's sandbox section
+#   input.merged    the override merged over it
+#   input.ceilings  the operator's ceilings
+# Sizes are bytes, durations milliseconds. Every violation is a sentence;
+# any violation refuses the whole override, nothing is clamped. Operators
+# may add `violations contains msg if ...` rules in their --rego-dir.
+package gatekeeper.constraints
+
+_limits := [
+	{"path": "sandbox.proc.cpus", "value": input.merged.proc.cpus, "ceiling": input.ceilings.cpus, "unit": "cpus"},
+	{"path": "sandbox.proc.memory", "value": input.merged.proc.memory, "ceiling": input.ceilings.memory, "unit": "bytes"},
+	{"path": "sandbox.proc.pids", "value": input.merged.proc.pids, "ceiling": input.ceilings.pids, "unit": "count"},
+	{"path": "sandbox.proc.timeout", "value": input.merged.proc.timeout, "ceiling": input.ceilings.timeout, "unit": "ms"},
+	{"path": "sandbox.fs.workspace.size", "value": input.merged.fs.workspace.size, "ceiling": input.ceilings.tmpfs, "unit": "bytes"},
+	{"path": "sandbox.fs.tmp.size", "value": input.merged.fs.tmp.size, "ceiling": input.ceilings.tmpfs, "unit": "bytes"},
+	{"path": "sandbox.output.max_bytes", "value": input.merged.output.max_bytes, "ceiling": input.ceilings.output_bytes, "unit": "bytes"},
+]
+
+violations contains msg if {
+	some l in _limits
+	l.value > l.ceiling
+	msg := sprintf("%s %s exceeds ceiling %s", [l.path, fmt(l.value, l.unit), fmt(l.ceiling, l.unit)])
+}
+
+violations contains "sandbox.proc.user 0 (root) is never allowed" if input.merged.proc.user == 0
+
+violations contains msg if {
+	not input.merged.proc.runtime in {r | some r in input.ceilings.runtimes}
+	input.merged.proc.runtime != input.base.proc.runtime
+	msg := sprintf("sandbox.proc.runtime %q is not in ceilings.runtimes", [input.merged.proc.runtime])
+}
+
+violations contains msg if {
+	input.merged.fs.image != input.base.fs.image
+	not input.merged.fs.image in {i | some i in input.ceilings.images}
+	msg := sprintf("sandbox.fs.image %q is not in ceilings.images", [input.merged.fs.image])
+}
+
+# An override never adds or changes a mount.
+violations contains msg if {
+	input.merged.fs.deps != input.base.fs.deps
+	msg := sprintf("sandbox.fs.deps cannot be changed by an override (asked for %q)", [input.merged.fs.deps])
+}
+
+# Deny lists may grow, never shrink.
+violations contains msg if {
+	some g in input.base.fs.deny
+	not g in {x | some x in input.merged.fs.deny}
+	msg := sprintf("sandbox.fs.deny cannot drop %q", [g])
+}
+
+violations contains msg if {
+	some h in input.base.net.deny
+	not h in {x | some x in input.merged.net.deny}
+	msg := sprintf("sandbox.net.deny cannot drop %q", [h])
+}
+
+# Every host an override allows must lie within ceilings.net_hosts (hosts the
+# base policy already allows stay allowed).
+violations contains msg if {
+	input.merged.net.enabled
+	some h in input.merged.net.allow
+	not h in {x | some x in input.base.net.allow}
+	not _within_ceiling(h)
+	msg := sprintf("sandbox.net.allow host %s is not within ceilings.net_hosts", [h])
+}
+
+violations contains "sandbox.net.enabled cannot be turned on: ceilings.net_hosts is empty" if {
+	input.merged.net.enabled
+	not input.base.net.enabled
+	count(input.ceilings.net_hosts) == 0
+}
+
+_within_ceiling(h) if h in {x | some x in input.ceilings.net_hosts}
+
+# "*.example.com" in the ceilings covers "a.example.com" and "*.a.example.com".
+_within_ceiling(h) if {
+	some c in input.ceilings.net_hosts
+	startswith(c, "*.")
+	not contains(c, ":")
+	[host, _] := _split(h)
+	endswith(host, substring(c, 1, -1))
+}
+
+# A ceiling without a port covers the same host with any port.
+_within_ceiling(h) if {
+	some c in input.ceilings.net_hosts
+	not contains(c, ":")
+	[host, port] := _split(h)
+	port != ""
+	host == c
+}
+
+_split(s) := [m[0][1], m[0][2]] if {
+	m := regex.find_all_string_submatch_n(`^(\[[^\]]*\]|[^:]*)(?::([0-9]+))?$`, s, 1)
+	count(m) == 1
+}
+
+# fmt renders a limit the way people write it in the policy file.
+fmt(n, "bytes") := sprintf("%dg", [n / 1073741824]) if {
+	n > 0
+	n % 1073741824 == 0
+} else := sprintf("%dm", [n / 1048576]) if {
+	n > 0
+	n % 1048576 == 0
+} else := sprintf("%dk", [n / 1024]) if {
+	n > 0
+	n % 1024 == 0
+} else := sprintf("%d bytes", [n])
+
+fmt(n, "ms") := sprintf("%ds", [n / 1000]) if {
+	n % 1000 == 0
+} else := sprintf("%dms", [n])
+
+fmt(n, "cpus") := sprintf("%v", [n])
+
+fmt(n, "count") := sprintf("%d", [n])

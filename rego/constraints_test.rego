@@ -1,0 +1,101 @@
+package gatekeeper.constraints_test
+
+import data.gatekeeper.constraints
+
+_base := {
+	"fs": {"image": "", "workspace": {"size": 67108864}, "tmp": {"size": 67108864}, "deps": "", "deny": ["~/.ssh/**"]},
+	"net": {"enabled": false, "allow": [], "deny": ["evil.example"]},
+	"proc": {"cpus": 1, "memory": 268435456, "pids": 128, "timeout": 10000, "runtime": "runc", "user": 65534},
+	"output": {"max_bytes": 1048576},
+}
+
+_ceilings := {
+	"cpus": 2, "memory": 1073741824, "pids": 512, "timeout": 120000, "tmpfs": 536870912, "output_bytes": 8388608,
+	"net_hosts": ["pypi.org", "*.pythonhosted.org"], "images": ["py:3.12"], "runtimes": ["runc", "runsc"],
+}
+
+_check(patch) := v if {
+	v := constraints.violations with input as {"base": _base, "merged": json.patch(_base, patch), "ceilings": _ceilings}
+}
+
+test_unchanged_base_has_no_violations if count(_check([])) == 0
+
+test_memory_over_ceiling if {
+	_check([{"op": "replace", "path": "/proc/memory", "value": 8589934592}]) == {"sandbox.proc.memory 8g exceeds ceiling 1g"}
+}
+
+test_every_violation_is_listed if {
+	v := _check([
+		{"op": "replace", "path": "/proc/memory", "value": 8589934592},
+		{"op": "replace", "path": "/proc/timeout", "value": 600000},
+		{"op": "replace", "path": "/proc/cpus", "value": 4},
+	])
+	v == {"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.proc.timeout 600s exceeds ceiling 120s", "sandbox.proc.cpus 4 exceeds ceiling 2"}
+}
+
+test_limits_within_ceilings_pass if {
+	count(_check([
+		{"op": "replace", "path": "/proc/memory", "value": 536870912},
+		{"op": "replace", "path": "/proc/timeout", "value": 30000},
+	])) == 0
+}
+
+test_root_is_never_allowed if {
+	"sandbox.proc.user 0 (root) is never allowed" in _check([{"op": "replace", "path": "/proc/user", "value": 0}])
+}
+
+test_deps_cannot_be_added if {
+	_check([{"op": "replace", "path": "/fs/deps", "value": "/opt/deps"}]) == {"sandbox.fs.deps cannot be changed by an override (asked for \"/opt/deps\")"}
+}
+
+test_deny_globs_cannot_shrink if {
+	_check([{"op": "replace", "path": "/fs/deny", "value": []}]) == {"sandbox.fs.deny cannot drop \"~/.ssh/**\""}
+}
+
+test_deny_globs_may_grow if {
+	count(_check([{"op": "add", "path": "/fs/deny/-", "value": "**/secrets/**"}])) == 0
+}
+
+test_net_host_inside_ceilings if {
+	count(_check([
+		{"op": "replace", "path": "/net/enabled", "value": true},
+		{"op": "replace", "path": "/net/allow", "value": ["pypi.org", "files.pythonhosted.org", "pypi.org:443"]},
+	])) == 0
+}
+
+test_net_host_outside_ceilings if {
+	_check([
+		{"op": "replace", "path": "/net/enabled", "value": true},
+		{"op": "replace", "path": "/net/allow", "value": ["pypi.org", "evil.example", "pythonhosted.org"]},
+	]) == {"sandbox.net.allow host evil.example is not within ceilings.net_hosts", "sandbox.net.allow host pythonhosted.org is not within ceilings.net_hosts"}
+}
+
+test_net_deny_cannot_shrink if {
+	"sandbox.net.deny cannot drop \"evil.example\"" in _check([{"op": "replace", "path": "/net/deny", "value": []}])
+}
+
+test_runtime_outside_ceilings if {
+	"sandbox.proc.runtime \"kata\" is not in ceilings.runtimes" in _check([{"op": "replace", "path": "/proc/runtime", "value": "kata"}])
+}
+
+test_runsc_within_ceilings if count(_check([{"op": "replace", "path": "/proc/runtime", "value": "runsc"}])) == 0
+
+test_image_outside_ceilings if {
+	_check([{"op": "replace", "path": "/fs/image", "value": "attacker/image"}]) == {"sandbox.fs.image \"attacker/image\" is not in ceilings.images"}
+}
+
+test_image_in_ceilings if count(_check([{"op": "replace", "path": "/fs/image", "value": "py:3.12"}])) == 0
+
+test_tmpfs_and_output_ceilings if {
+	v := _check([
+		{"op": "replace", "path": "/fs/tmp/size", "value": 1073741824},
+		{"op": "replace", "path": "/output/max_bytes", "value": 16777216},
+	])
+	v == {"sandbox.fs.tmp.size 1g exceeds ceiling 512m", "sandbox.output.max_bytes 16m exceeds ceiling 8m"}
+}
+
+test_network_needs_ceiling_hosts if {
+	c := json.patch(_ceilings, [{"op": "replace", "path": "/net_hosts", "value": []}])
+	v := constraints.violations with input as {"base": _base, "merged": json.patch(_base, [{"op": "replace", "path": "/net/enabled", "value": true}]), "ceilings": c}
+	"sandbox.net.enabled cannot be turned on: ceilings.net_hosts is empty" in v
+}

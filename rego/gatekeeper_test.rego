@@ -1,0 +1,181 @@
+package gatekeeper_test
+
+import data.gatekeeper
+
+_policy := {
+	"tools": {"allow": ["Read", "Write", "Glob", "WebFetch", "mcp__sandboxed_code__run", "TodoWrite"], "deny": ["Bash"], "ask": ["NotebookEdit"]},
+	"sandbox": {"net": {"enabled": true, "allow": ["pypi.org", "*.example.com", "api.local:8443"], "deny": ["bad.example.com"]}},
+}
+
+_in(tool, extra) := object.union(
+	{
+		"event": "PreToolUse", "tool_name": tool, "tool_input": {}, "tool_use_id": "t1",
+		"policy": _policy, "workspace_root": "/srv/app", "deny_globs": ["/root/.ssh/**", "**/.env", "/root/.*"], "paths": [],
+	},
+	extra,
+)
+
+_path(raw, resolved) := {"field": "file_path", "raw": raw, "abs": raw, "resolved": resolved, "error": ""}
+
+test_unlisted_tool_is_denied if {
+	d := gatekeeper.decision with input as _in("Frobnicate", {})
+	d.decision == "deny"
+	d.rule == "tools.not_allowlisted"
+}
+
+test_deny_list_wins if {
+	d := gatekeeper.decision with input as _in("Bash", {})
+	d == {"decision": "deny", "rule": "tools.deny_list", "reason": "tool \"Bash\" is denied by the gatekeeper policy"}
+}
+
+test_case_variant_is_not_the_tool if {
+	d := gatekeeper.decision with input as _in("read", {"paths": [_path("/srv/app/a", "/srv/app/a")]})
+	d.rule == "tools.not_allowlisted"
+}
+
+test_zero_width_name_is_malformed if {
+	d := gatekeeper.decision with input as _in("Re\u200bad", {})
+	d.rule == "tools.malformed_name"
+}
+
+test_trailing_space_name_is_malformed if {
+	d := gatekeeper.decision with input as _in("Read ", {})
+	d.rule == "tools.malformed_name"
+}
+
+test_ask_list_asks if {
+	d := gatekeeper.decision with input as _in("NotebookEdit", {"paths": [_path("/srv/app/n.ipynb", "/srv/app/n.ipynb")]})
+	d.decision == "ask"
+	d.rule == "tools.ask_list"
+}
+
+test_plain_allowlisted_tool_is_allowed if {
+	d := gatekeeper.decision with input as _in("TodoWrite", {})
+	d.decision == "allow"
+	d.rule == "tools.allow_list"
+}
+
+test_read_inside_workspace_is_allowed if {
+	d := gatekeeper.decision with input as _in("Read", {"paths": [_path("/srv/app/notes.txt", "/srv/app/notes.txt")]})
+	d.decision == "allow"
+	d.rule == "host_fs.inside_workspace"
+}
+
+test_read_of_sibling_prefix_is_outside if {
+	d := gatekeeper.decision with input as _in("Read", {"paths": [_path("/srv/app2/x", "/srv/app2/x")]})
+	d.rule == "host_fs.outside_workspace"
+}
+
+test_symlink_out_of_workspace_is_denied if {
+	d := gatekeeper.decision with input as _in("Read", {"paths": [_path("/srv/app/link", "/etc/passwd")]})
+	d.rule == "host_fs.outside_workspace"
+	contains(d.reason, "resolves to /etc/passwd")
+}
+
+test_deny_glob_inside_workspace if {
+	d := gatekeeper.decision with input as _in("Read", {"paths": [_path("/srv/app/.env", "/srv/app/.env")]})
+	d.rule == "host_fs.deny_glob"
+}
+
+test_deny_glob_covers_children_of_a_match if {
+	d := gatekeeper.decision with input as _in("Read", {"workspace_root": "/root", "paths": [_path("/root/.config/gh/hosts.yml", "/root/.config/gh/hosts.yml")]})
+	d.rule == "host_fs.deny_glob"
+}
+
+test_deny_glob_checks_the_unresolved_path_too if {
+	p := {"field": "file_path", "raw": "/srv/app/.env", "abs": "/srv/app/.env", "resolved": "/srv/app/config", "error": ""}
+	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
+	d.rule == "host_fs.deny_glob"
+}
+
+test_bad_path_is_denied if {
+	p := {"field": "file_path", "raw": "a\u0000b", "abs": "", "resolved": "", "error": "path contains a NUL byte"}
+	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
+	d.rule == "host_fs.bad_path"
+}
+
+test_file_tool_without_path_is_denied if {
+	d := gatekeeper.decision with input as _in("Read", {})
+	d.rule == "host_fs.no_path"
+}
+
+test_sandbox_tool_from_sdk_server_is_allowed if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python", "code": "print(1)"}, "mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.decision == "allow"
+}
+
+test_sandbox_tool_from_configured_server_is_denied if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python"}, "mcp_server": {"name": "sandboxed_code", "source": "stdio"}})
+	d.rule == "mcp.untrusted_sandboxed_code"
+}
+
+test_sandbox_tool_without_provenance_is_denied if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python"}})
+	d.rule == "mcp.untrusted_sandboxed_code"
+}
+
+test_mcp_name_collision_is_not_the_sandbox_tool if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run__x", {"mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.rule == "tools.not_allowlisted"
+}
+
+test_mcp_server_mismatch_is_denied if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed__code_run", {"mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.rule == "mcp.server_mismatch"
+}
+
+test_run_with_unknown_language_is_denied if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "ruby"}, "mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.rule == "run.bad_language"
+}
+
+test_webfetch_allowlisted_host if {
+	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://pypi.org/x", "host": "pypi.org", "port": "443", "error": ""}})
+	d.decision == "allow"
+	d.rule == "net.host_allowed"
+}
+
+test_webfetch_wildcard_does_not_match_apex if {
+	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://example.com/", "host": "example.com", "port": "443", "error": ""}})
+	d.rule == "net.host_not_allowed"
+}
+
+test_webfetch_wildcard_does_not_match_suffix_lookalike if {
+	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://notexample.com/", "host": "notexample.com", "port": "443", "error": ""}})
+	d.rule == "net.host_not_allowed"
+}
+
+test_webfetch_wildcard_matches_subdomain if {
+	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://a.b.example.com/", "host": "a.b.example.com", "port": "443", "error": ""}})
+	d.decision == "allow"
+}
+
+test_webfetch_deny_beats_allow if {
+	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://bad.example.com/", "host": "bad.example.com", "port": "443", "error": ""}})
+	d.rule == "net.host_denied"
+}
+
+test_webfetch_port_pattern if {
+	ok := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://api.local:8443/", "host": "api.local", "port": "8443", "error": ""}})
+	ok.decision == "allow"
+	no := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "https://api.local/", "host": "api.local", "port": "443", "error": ""}})
+	no.rule == "net.host_not_allowed"
+}
+
+test_webfetch_with_network_disabled if {
+	pol := json.patch(_policy, [{"op": "replace", "path": "/sandbox/net/enabled", "value": false}])
+	d := gatekeeper.decision with input as _in("WebFetch", {"policy": pol, "url": {"raw": "https://pypi.org/", "host": "pypi.org", "port": "443", "error": ""}})
+	d.rule == "net.disabled"
+}
+
+test_operator_deny_beats_builtin_allow if {
+	d := gatekeeper.decision with input as _in("TodoWrite", {})
+		with gatekeeper.deny as {{"rule": "team.no_todos", "reason": "todos are off"}}
+	d == {"decision": "deny", "rule": "team.no_todos", "reason": "todos are off"}
+}
+
+test_ask_beats_allow if {
+	d := gatekeeper.decision with input as _in("TodoWrite", {})
+		with gatekeeper.ask as {{"rule": "team.confirm", "reason": "confirm"}}
+	d.decision == "ask"
+}
