@@ -1,0 +1,47 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors; the errors returned by this package wrap them so callers
+// can classify failures with errors.Is.
+var (
+	// ErrBroken means the hash chain does not verify. Verify and Open return
+	// a *BreakError that wraps it and names the line.
+	ErrBroken = errors.New("audit chain broken")
+	// ErrClosed means the Log was closed.
+	ErrClosed = errors.New("audit log closed")
+	// ErrLocked means another open Log, in this process or another, holds
+	// the file.
+	ErrLocked = errors.New("audit log in use")
+	// ErrTorn means a failed write left a partial line that could not be
+	// removed; the Log refuses every later Write and the file must be
+	// repaired by hand before it is opened again.
+	ErrTorn = errors.New("audit log has a torn line")
+)
+
+// Errors of masking, wrapped in Write's error.
+var (
+	errTooDeep      = errors.New("value nested too deep")
+	errTrailingData = errors.New("decode json: data after the value")
+)
+
+// BreakError reports the first line at which a log stops verifying.
+type BreakError struct {
+	// Line is the 1-based line number in the file.
+	Line int
+	// Seq is the seq the line carries, 0 when it has none or does not parse.
+	Seq int64
+	// Reason says what is wrong, e.g. "prev hash does not match line 3".
+	Reason string
+}
+
+// Error implements error.
+func (e *BreakError) Error() string {
+	return fmt.Sprintf("line %d: %s", e.Line, e.Reason)
+}
+
+// Unwrap returns ErrBroken.
+func (e *BreakError) Unwrap() error { return ErrBroken }

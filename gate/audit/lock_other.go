@@ -1,0 +1,9 @@
+//go:build !unix
+
+package audit
+
+import "os"
+
+// lockFile does nothing where flock is not available: keeping a second
+// writer away is up to the operator.
+func lockFile(*os.File) error { return nil }

@@ -1,0 +1,32 @@
+//go:build unix
+
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+)
+
+// lockFile takes an exclusive, non-blocking flock on f. It is released
+// when f is closed.
+func lockFile(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	var lerr error
+	if err := rc.Control(func(fd uintptr) {
+		lerr = syscall.Flock(int(fd), syscall.LOCK_EX|syscall.LOCK_NB)
+	}); err != nil {
+		return fmt.Errorf("lock: %w", err)
+	}
+	if errors.Is(lerr, syscall.EWOULDBLOCK) {
+		return ErrLocked
+	}
+	if lerr != nil {
+		return fmt.Errorf("lock: %w", lerr)
+	}
+	return nil
+}

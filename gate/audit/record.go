@@ -1,0 +1,90 @@
+package audit
+
+import "time"
+
+// Kind says what a Record is about.
+type Kind string
+
+// The kinds of records the sidecar writes.
+const (
+	KindDecision Kind = "decision" // a tool call was decided
+	KindRun      Kind = "run"      // a sandbox run ended
+	KindEgress   Kind = "egress"   // a sandbox run made a network request
+	KindQuery    Kind = "query"    // a query was opened or closed
+)
+
+// Outcome says how a sandbox run ended.
+type Outcome string
+
+// Run outcomes; the first four match runner.ExitReason.
+const (
+	OutcomeExited    Outcome = "exited"
+	OutcomeTimedOut  Outcome = "timed_out"
+	OutcomeOOMKilled Outcome = "oom_killed"
+	OutcomeCancelled Outcome = "cancelled"
+	OutcomeError     Outcome = "error" // the run could not be started or watched
+)
+
+// Record is one line of the audit log. It is a single flat struct for every
+// Kind; fields that do not apply are left empty and are omitted from the
+// line. The zero value of every field except Kind is valid.
+//
+// Seq, Time and Prev belong to the chain: Log.Write sets them and ignores
+// whatever the caller put there. They are exported so that a line decodes
+// back into a Record.
+type Record struct {
+	// Seq is the 1-based position of the line in the file.
+	Seq int64 `json:"seq,omitempty"`
+	// Time is when the line was written, in UTC; it is written in RFC 3339
+	// with nanoseconds.
+	Time time.Time `json:"time,omitzero"`
+	// Prev is the hex SHA-256 of the previous line's bytes without its
+	// newline, or 64 zeros on the first line.
+	Prev string `json:"prev,omitempty"`
+
+	// Kind is what the record is about.
+	Kind Kind `json:"kind,omitempty"`
+
+	// Identifiers tying the record to the rest of the system.
+	DecisionID string `json:"decision_id,omitempty"`
+	RunID      string `json:"run_id,omitempty"`
+	QueryID    string `json:"query_id,omitempty"`
+	ToolUseID  string `json:"tool_use_id,omitempty"`
+
+	// Tool is the tool name, e.g. "Bash" or "mcp__sandboxed_code__run".
+	Tool string `json:"tool,omitempty"`
+	// Event is the hook event, e.g. "PreToolUse".
+	Event string `json:"event,omitempty"`
+	// Decision is "allow", "deny" or "ask".
+	Decision string `json:"decision,omitempty"`
+	// Rule names the policy rule that decided.
+	Rule string `json:"rule,omitempty"`
+	// Reason is the sentence given to the model.
+	Reason string `json:"reason,omitempty"`
+	// PolicyRevision and PolicyHash identify the policy that decided.
+	PolicyRevision string `json:"policy_revision,omitempty"`
+	PolicyHash     string `json:"policy_hash,omitempty"`
+	// Client is the name the client gave in hello.
+	Client string `json:"client,omitempty"`
+	// ToolInput is the tool's input. Write masks values under secret-looking
+	// keys (see Write) in a copy; the caller's value is never modified.
+	ToolInput any `json:"tool_input,omitempty"`
+
+	// Run fields (Kind "run").
+	Outcome         Outcome `json:"outcome,omitempty"`
+	ExitCode        *int    `json:"exit_code,omitempty"`
+	DurationMS      int64   `json:"duration_ms,omitempty"`
+	PeakMemoryBytes int64   `json:"peak_memory_bytes,omitempty"`
+	StdoutBytes     int64   `json:"stdout_bytes,omitempty"`
+	StderrBytes     int64   `json:"stderr_bytes,omitempty"`
+	Truncated       bool    `json:"truncated,omitempty"`
+	Image           string  `json:"image,omitempty"`
+	Runtime         string  `json:"runtime,omitempty"`
+	Error           string  `json:"error,omitempty"`
+
+	// Egress fields (Kind "egress").
+	Host      string `json:"host,omitempty"`
+	Port      int    `json:"port,omitempty"`
+	BytesUp   int64  `json:"bytes_up,omitempty"`
+	BytesDown int64  `json:"bytes_down,omitempty"`
+}

@@ -1,0 +1,256 @@
+// Package gate decides tool calls. An Engine holds the operator's policy and
+// the compiled Rego; a Query is one agent query with its effective sandbox
+// policy; Query.Decide turns a tool call into allow, deny or ask.
+//
+// Everything fails closed: a policy error, an evaluation error, a timeout, an
+// undefined or malformed result is a deny with rule "gatekeeper.error".
+package gate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	oparego "github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
+	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	builtin "github.com/gatekeeper-ai/gatekeeper/rego"
+)
+
+// Config says where the policy comes from.
+type Config struct {
+	// PolicyFile is the sandbox.policy.yaml path.
+	PolicyFile string
+	// RegoDir optionally holds operator .rego files loaded beside the
+	// built-in ones (same packages; *_test.rego files are skipped).
+	RegoDir string
+	// Home expands "~" in paths and globs; empty means the process's home.
+	Home string
+	// DecisionTimeout bounds one evaluation; zero means 1s.
+	DecisionTimeout time.Duration
+	// Logger receives reload outcomes; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Engine holds the current policy snapshot. It is safe for concurrent use;
+// Reload swaps the snapshot atomically and keeps the old one on failure.
+type Engine struct {
+	cfg    Config
+	log    *slog.Logger
+	cur    atomic.Pointer[snapshot]
+	mu     sync.Mutex // serializes Reload
+	failed string     // revision of the last refused reload
+}
+
+// snapshot is one loaded, compiled policy revision. It is never mutated.
+type snapshot struct {
+	revision    string
+	policy      *policy.Policy
+	decide      oparego.PreparedEvalQuery
+	constraints oparego.PreparedEvalQuery
+	root        string // workspace root, symlinks resolved
+	home        string // home directory for ~
+	base        *Effective
+}
+
+// New loads and compiles the policy. A broken policy file or Rego module is
+// an error naming the file and line: the sidecar does not start.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.DecisionTimeout <= 0 {
+		cfg.DecisionTimeout = time.Second
+	}
+	if cfg.Home == "" {
+		cfg.Home, _ = os.UserHomeDir()
+	}
+	e := &Engine{cfg: cfg, log: cfg.Logger}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	snap, err := e.load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	e.cur.Store(snap)
+	return e, nil
+}
+
+// Revision is the current policy revision: "sha256:" over the policy file
+// and every loaded Rego module.
+func (e *Engine) Revision() string { return e.cur.Load().revision }
+
+// Policy returns the current base policy. The caller must not modify it.
+func (e *Engine) Policy() *policy.Policy { return e.cur.Load().policy }
+
+// Reload loads the policy file and Rego again. On success the new revision
+// serves every later decision; on failure the old one stays in force and the
+// error says why. Reloading an unchanged revision does nothing.
+func (e *Engine) Reload(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	rev, err := e.sourceRevision()
+	if err != nil {
+		return err
+	}
+	old := e.cur.Load()
+	if rev == old.revision {
+		return nil
+	}
+	snap, err := e.load(ctx)
+	if err != nil {
+		if rev != e.failed {
+			e.log.Error("policy reload refused; keeping the old policy", "revision", old.revision, "err", err)
+		}
+		e.failed = rev
+		return err
+	}
+	e.failed = ""
+	e.cur.Store(snap)
+	e.log.Info("policy reloaded", "old_revision", old.revision, "revision", snap.revision)
+	return nil
+}
+
+// Watch reloads whenever the policy file or Rego directory changes, checking
+// every interval, until ctx ends.
+func (e *Engine) Watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_ = e.Reload(ctx) // logged by Reload
+		}
+	}
+}
+
+type source struct {
+	name string
+	data []byte
+}
+
+// sources reads the policy file and every operator module, in a fixed order.
+func (e *Engine) sources() (pol source, mods []source, err error) {
+	data, err := os.ReadFile(e.cfg.PolicyFile)
+	if err != nil {
+		return pol, nil, fmt.Errorf("%w: read %s: %w", ErrPolicy, e.cfg.PolicyFile, err)
+	}
+	pol = source{e.cfg.PolicyFile, data}
+	err = fs.WalkDir(builtin.Files(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.rego") {
+			return err
+		}
+		b, err := fs.ReadFile(builtin.Files(), p)
+		mods = append(mods, source{"rego/" + p, b})
+		return err
+	})
+	if err != nil {
+		return pol, nil, err
+	}
+	if e.cfg.RegoDir != "" {
+		names, err := filepath.Glob(filepath.Join(e.cfg.RegoDir, "*.rego"))
+		if err != nil {
+			return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+		}
+		if _, err := os.Stat(e.cfg.RegoDir); err != nil {
+			return pol, nil, fmt.Errorf("%w: rego dir: %w", ErrPolicy, err)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			if strings.HasSuffix(n, "_test.rego") {
+				continue
+			}
+			b, err := os.ReadFile(n)
+			if err != nil {
+				return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+			}
+			mods = append(mods, source{n, b})
+		}
+	}
+	return pol, mods, nil
+}
+
+func revisionOf(pol source, mods []source) string {
+	h := sha256.New()
+	for _, s := range append([]source{pol}, mods...) {
+		fmt.Fprintf(h, "%s\x00%d\x00", s.name, len(s.data))
+		h.Write(s.data)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func (e *Engine) sourceRevision() (string, error) {
+	pol, mods, err := e.sources()
+	if err != nil {
+		return "", err
+	}
+	return revisionOf(pol, mods), nil
+}
+
+func (e *Engine) load(ctx context.Context) (*snapshot, error) {
+	pol, mods, err := e.sources()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := filepath.Abs(filepath.Dir(pol.name))
+	if err != nil {
+		return nil, err
+	}
+	p, err := policy.Decode(pol.name, pol.data, dir)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+	}
+	srcs := make(map[string]string, len(mods))
+	for _, m := range mods {
+		srcs[m.name] = string(m.data)
+	}
+	c, err := builtin.Compile(srcs)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+	}
+	prep := func(q string) (oparego.PreparedEvalQuery, error) {
+		return oparego.New(
+			oparego.Query(q),
+			oparego.Compiler(c),
+			oparego.StrictBuiltinErrors(true),
+		).PrepareForEval(ctx)
+	}
+	s := &snapshot{revision: revisionOf(pol, mods), policy: p, home: e.cfg.Home}
+	if s.decide, err = prep("data.gatekeeper.decision"); err != nil {
+		return nil, fmt.Errorf("%w: prepare decision: %w", ErrPolicy, err)
+	}
+	if s.constraints, err = prep("data.gatekeeper.constraints.violations"); err != nil {
+		return nil, fmt.Errorf("%w: prepare constraints: %w", ErrPolicy, err)
+	}
+	s.root = resolveRoot(p.WorkspaceRoot)
+	if s.base, err = s.effective(p.Sandbox); err != nil {
+		return nil, err
+	}
+	// The base policy must itself satisfy the constraints over an empty override.
+	if v, err := s.violations(ctx, p.Sandbox); err != nil {
+		return nil, fmt.Errorf("%w: constraints: %w", ErrPolicy, err)
+	} else if len(v) > 0 {
+		return nil, fmt.Errorf("%w: %s: %s", ErrPolicy, pol.name, strings.Join(v, "; "))
+	}
+	return s, nil
+}
+
+// resolveRoot resolves symlinks in the workspace root so that resolved
+// paths can be compared with it; a part that does not exist yet stays as is.
+func resolveRoot(root string) string {
+	if p, err := hostpath.Normalize(root, hostpath.Options{}); err == nil {
+		return p.Resolved
+	}
+	return root
+}

@@ -1,0 +1,309 @@
+package gate_test
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+)
+
+// env is a policy file, a workspace and a fake home in a temporary directory.
+type env struct {
+	dir, ws, home, policyFile, regoDir string
+}
+
+const testPolicy = `version: 1
+workspace_root: ./ws
+tools:
+  allow: [Read, Write, Edit, Glob, Grep, LS, WebFetch, Task, mcp__sandboxed_code__run]
+  ask: [NotebookEdit]
+  deny: [Bash]
+sandbox:
+  fs:
+    deny: ["~/.ssh/**", "~/.aws/**", "**/.env", "~/.*"]
+  proc: {timeout: 10s, memory: 256m}
+ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.org"]}
+`
+
+func newEnv(t *testing.T, policyText string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	e := &env{dir: dir, ws: filepath.Join(dir, "ws"), home: filepath.Join(dir, "home"), policyFile: filepath.Join(dir, "policy.yaml"), regoDir: filepath.Join(dir, "rego.d")}
+	for _, d := range []string{e.ws, filepath.Join(e.ws, "src"), filepath.Join(e.home, ".ssh"), e.regoDir, filepath.Join(dir, "outside")} {
+		must(t, os.MkdirAll(d, 0o755))
+	}
+	must(t, os.WriteFile(filepath.Join(e.home, ".ssh", "id_rsa"), []byte("KEY"), 0o600))
+	must(t, os.WriteFile(filepath.Join(e.ws, "notes.txt"), []byte("hi"), 0o644))
+	must(t, os.Symlink("/etc", filepath.Join(e.ws, "etc-link")))
+	must(t, os.Symlink(filepath.Join(dir, "outside"), filepath.Join(e.ws, "out-dir")))
+	must(t, os.Symlink("etc-link", filepath.Join(e.ws, "chain")))
+	must(t, os.WriteFile(e.policyFile, []byte(policyText), 0o644))
+	return e
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) engine(t *testing.T) *gate.Engine {
+	t.Helper()
+	eng, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+	if err != nil {
+		t.Fatalf("new engine: %v", err)
+	}
+	return eng
+}
+
+func decide(t *testing.T, q *gate.Query, tool string, input any, mcp *gate.MCPServer) gate.Decision {
+	t.Helper()
+	raw, err := json.Marshal(input)
+	must(t, err)
+	d, _ := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: tool, ToolInput: raw, ToolUseID: "toolu_1", MCPServer: mcp})
+	return d
+}
+
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	q, err := e.engine(t).OpenQuery(t.Context(), "q1", nil)
+	must(t, err)
+	sdk := &gate.MCPServer{Name: "sandboxed_code", Source: "sdk"}
+	tests := []struct {
+		name     string
+		tool     string
+		input    any
+		mcp      *gate.MCPServer
+		decision string
+		rule     string
+		reason   string
+	}{
+		{"a read inside the workspace is allowed", "Read", map[string]any{"file_path": e.ws + "/notes.txt"}, nil, "allow", "host_fs.inside_workspace", ""},
+		{"a relative read resolves against the workspace", "Read", map[string]any{"file_path": "notes.txt"}, nil, "allow", "host_fs.inside_workspace", ""},
+		{"a write of a new file inside the workspace is allowed", "Write", map[string]any{"file_path": e.ws + "/src/new.py", "content": "x"}, nil, "allow", "host_fs.inside_workspace", ""},
+		{"a traversal out of the workspace is denied", "Read", map[string]any{"file_path": e.ws + "/../../../etc/passwd"}, nil, "deny", "host_fs.outside_workspace", "/etc/passwd"},
+		{"a traversal into the home .ssh hits the deny glob", "Read", map[string]any{"file_path": e.ws + "/../home/.ssh/id_rsa"}, nil, "deny", "host_fs.deny_glob", "is forbidden by the policy's fs.deny pattern"},
+		{"a tilde path to .ssh is denied", "Read", map[string]any{"file_path": "~/.ssh/id_rsa"}, nil, "deny", "host_fs.deny_glob", ""},
+		{"an absolute path with doubled slashes and dots is cleaned", "Read", map[string]any{"file_path": e.ws + "//./src/../../ws/../home/.ssh//id_rsa"}, nil, "deny", "host_fs.deny_glob", ""},
+		{"a symlink inside the workspace pointing to /etc is denied", "Read", map[string]any{"file_path": e.ws + "/etc-link/passwd"}, nil, "deny", "host_fs.outside_workspace", "resolves to /etc/passwd"},
+		{"a chain of symlinks leaving the workspace is denied", "Read", map[string]any{"file_path": e.ws + "/chain/hostname"}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"a write of a new file under a symlinked directory is denied", "Write", map[string]any{"file_path": e.ws + "/out-dir/new.txt", "content": "x"}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"a .env inside the workspace is denied", "Edit", map[string]any{"file_path": e.ws + "/.env", "old_string": "a", "new_string": "b"}, nil, "deny", "host_fs.deny_glob", "**/.env"},
+		{"a path with a NUL byte is denied", "Read", map[string]any{"file_path": e.ws + "/notes.txt\x00.png"}, nil, "deny", "host_fs.bad_path", ""},
+		{"a very long path is denied", "Read", map[string]any{"file_path": e.ws + "/" + strings.Repeat("a/", 3000)}, nil, "deny", "host_fs.bad_path", ""},
+		{"a read without file_path is denied", "Read", map[string]any{"path": e.ws + "/notes.txt"}, nil, "deny", "host_fs.bad_path", "file_path"},
+		{"a file_path that is not a string is denied", "Read", map[string]any{"file_path": []string{e.ws}}, nil, "deny", "host_fs.bad_path", ""},
+		{"a glob in the workspace is allowed", "Glob", map[string]any{"pattern": "**/*.py"}, nil, "allow", "host_fs.inside_workspace", ""},
+		{"an absolute glob outside the workspace is denied", "Glob", map[string]any{"pattern": "/etc/**/*.conf"}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"a glob climbing with .. is denied", "Glob", map[string]any{"pattern": "../../*", "path": e.ws}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"a grep of a path outside is denied", "Grep", map[string]any{"pattern": "KEY", "path": e.dir + "/outside"}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"LS of the home directory is denied", "LS", map[string]any{"path": e.home}, nil, "deny", "host_fs.outside_workspace", ""},
+		{"Bash is denied by the deny list", "Bash", map[string]any{"command": "ls"}, nil, "deny", "tools.deny_list", `tool "Bash" is denied`},
+		{"a case variant of a tool name is not allowlisted", "read", map[string]any{"file_path": e.ws + "/notes.txt"}, nil, "deny", "tools.not_allowlisted", ""},
+		{"a tool name with a trailing space is malformed", "Read ", map[string]any{"file_path": e.ws + "/notes.txt"}, nil, "deny", "tools.malformed_name", ""},
+		{"a tool name with a zero-width space is malformed", "Re\u200bad", map[string]any{"file_path": e.ws + "/notes.txt"}, nil, "deny", "tools.malformed_name", ""},
+		{"a Cyrillic look-alike tool name is malformed", "Rеad", map[string]any{"file_path": e.ws + "/notes.txt"}, nil, "deny", "tools.malformed_name", ""},
+		{"an unknown tool is denied", "Frobnicate", map[string]any{}, nil, "deny", "tools.not_allowlisted", `tool "Frobnicate" is not allowlisted`},
+		{"a subagent is gated like any tool", "Task", map[string]any{"prompt": "x"}, nil, "allow", "tools.allow_list", ""},
+		{"an unlisted subagent tool is denied", "Agent", map[string]any{"prompt": "x"}, nil, "deny", "tools.not_allowlisted", ""},
+		{"the ask list asks", "NotebookEdit", map[string]any{"notebook_path": e.ws + "/n.ipynb", "new_source": ""}, nil, "ask", "tools.ask_list", ""},
+		{"the sandbox tool from the in-process server is allowed", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, sdk, "allow", "tools.allow_list", ""},
+		{"the sandbox tool from a configured server is denied", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, &gate.MCPServer{Name: "sandboxed_code", Source: "stdio"}, "deny", "mcp.untrusted_sandboxed_code", "stdio"},
+		{"the sandbox tool without provenance is denied", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, nil, "deny", "mcp.untrusted_sandboxed_code", ""},
+		{"a colliding mcp name is not the sandbox tool", "mcp__sandboxed_code__run__x", map[string]any{}, sdk, "deny", "tools.not_allowlisted", ""},
+		{"an mcp name from another server is a mismatch", "mcp__sandboxed__code_run", map[string]any{}, sdk, "deny", "mcp.server_mismatch", ""},
+		{"WebFetch is denied while the network is off", "WebFetch", map[string]any{"url": "https://pypi.org/simple", "prompt": "x"}, nil, "deny", "net.disabled", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			d := decide(t, q, tc.tool, tc.input, tc.mcp)
+			if d.Decision != tc.decision || d.Rule != tc.rule {
+				t.Fatalf("decision = %s/%s (%s), want %s/%s", d.Decision, d.Rule, d.Reason, tc.decision, tc.rule)
+			}
+			if !strings.Contains(d.Reason, tc.reason) {
+				t.Errorf("reason %q does not contain %q", d.Reason, tc.reason)
+			}
+			if !strings.HasPrefix(d.Revision, "sha256:") || !strings.HasPrefix(d.PolicyHash, "sha256:") {
+				t.Errorf("revision %q / policy hash %q not reported", d.Revision, d.PolicyHash)
+			}
+		})
+	}
+}
+
+func TestOpenQueryOverride(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	eng := e.engine(t)
+	tests := []struct {
+		name     string
+		override string
+		want     []string // violations; nil means accepted
+	}{
+		{"no override is the base policy", ``, nil},
+		{"an override within the ceilings is accepted", `{"proc":{"timeout":"30s","memory":"512m"}}`, nil},
+		{"an override beyond two ceilings lists both", `{"proc":{"timeout":"10m","memory":"8g"}}`, []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.proc.timeout 600s exceeds ceiling 60s"}},
+		{"an override may not run as root", `{"proc":{"user":0}}`, []string{"sandbox_policy:1:17: sandbox.proc.user: uid 0 (root) is never allowed"}},
+		{"an override may not add a mount", `{"fs":{"deps":"/opt"}}`, []string{`sandbox.fs.deps cannot be changed by an override (asked for "/opt")`}},
+		{"an override may not name unknown keys", `{"fs":{"read_only":false}}`, []string{`sandbox_policy:1:8: sandbox.fs.read_only: unknown key "read_only" (known: image, workspace, tmp, deps, deny)`}},
+		{"an override may not add a host outside the ceilings", `{"net":{"enabled":true,"allow":["pypi.org","evil.example"]}}`, []string{"sandbox.net.allow host evil.example is not within ceilings.net_hosts"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var raw []byte
+			if tc.override != "" {
+				raw = []byte(tc.override)
+			}
+			q, err := eng.OpenQuery(t.Context(), "q", raw)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				eff, err := q.Effective(t.Context())
+				must(t, err)
+				if tc.override != "" && eff.Hash == mustBase(t, eng).Hash {
+					t.Errorf("override did not change the effective policy hash")
+				}
+				return
+			}
+			var oe *gate.OverrideError
+			if !errors.As(err, &oe) {
+				t.Fatalf("err = %v, want *OverrideError", err)
+			}
+			if strings.Join(oe.Violations, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("violations\n%q\nwant\n%q", oe.Violations, tc.want)
+			}
+		})
+	}
+}
+
+func mustBase(t *testing.T, eng *gate.Engine) *gate.Effective {
+	t.Helper()
+	q, err := eng.OpenQuery(t.Context(), "base", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	return eff
+}
+
+func TestOverrideChangesTheEffectiveSandbox(t *testing.T) {
+	t.Parallel()
+	eng := newEnv(t, testPolicy).engine(t)
+	q, err := eng.OpenQuery(t.Context(), "q", []byte(`{"proc":{"timeout":"30s"}}`))
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	if got := eff.Policy.Sandbox.Proc.Timeout.Std(); got != 30*time.Second {
+		t.Errorf("timeout = %v", got)
+	}
+	if !strings.Contains(string(eff.JSON), `"timeout":30000`) {
+		t.Errorf("effective JSON does not carry the timeout in ms: %s", eff.JSON)
+	}
+}
+
+func TestReload(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	eng := e.engine(t)
+	q, err := eng.OpenQuery(t.Context(), "q", nil)
+	must(t, err)
+	rev0 := eng.Revision()
+	read := map[string]any{"file_path": e.ws + "/notes.txt"}
+
+	// A broken policy file is refused; the old policy stays in force.
+	must(t, os.WriteFile(e.policyFile, []byte(testPolicy+"bogus: 1\n"), 0o644))
+	if err := eng.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), `policy.yaml:12:1: bogus: unknown key "bogus"`) {
+		t.Fatalf("reload of a broken file: err = %v", err)
+	}
+	if eng.Revision() != rev0 || decide(t, q, "Read", read, nil).Decision != "allow" {
+		t.Fatalf("a failed reload changed the policy")
+	}
+
+	// A broken Rego module is refused with its file and line.
+	must(t, os.WriteFile(e.policyFile, []byte(testPolicy), 0o644))
+	must(t, os.WriteFile(filepath.Join(e.regoDir, "team.rego"), []byte("package gatekeeper\n\ndeny contains x if {\n  x := \n}\n"), 0o644))
+	if err := eng.Reload(t.Context()); err == nil || !strings.Contains(err.Error(), "team.rego:") {
+		t.Fatalf("reload of broken rego: err = %v", err)
+	}
+	if eng.Revision() != rev0 {
+		t.Fatalf("a failed rego reload changed the revision")
+	}
+
+	// A good operator rule takes effect, and its deny beats the built-in allow.
+	must(t, os.WriteFile(filepath.Join(e.regoDir, "team.rego"), []byte(`package gatekeeper
+
+deny contains {"rule": "team.no_notes", "reason": "notes are private"} if {
+	input.tool_name == "Read"
+	endswith(input.tool_input.file_path, "notes.txt")
+}
+`), 0o644))
+	must(t, eng.Reload(t.Context()))
+	if eng.Revision() == rev0 {
+		t.Fatal("revision did not change")
+	}
+	if d := decide(t, q, "Read", read, nil); d.Rule != "team.no_notes" || d.Decision != "deny" || d.Revision != eng.Revision() {
+		t.Fatalf("after reload: %+v", d)
+	}
+}
+
+func TestNewRefusesBrokenPolicies(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, rego, want string
+	}{
+		{"a syntax error names the file and line", "package gatekeeper\n\nallow contains x if {\n", "team.rego:4"},
+		{"http.send is not available", "package gatekeeper\n\ndeny contains x if {\n  x := http.send({\"method\": \"get\", \"url\": \"http://127.0.0.1\"})\n}\n", "undefined function http.send"},
+		{"opa.runtime is not available", "package gatekeeper\n\ndeny contains x if {\n  x := opa.runtime().env\n}\n", "undefined function opa.runtime"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, testPolicy)
+			must(t, os.WriteFile(filepath.Join(e.regoDir, "team.rego"), []byte(tc.rego), 0o644))
+			_, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+			if !errors.Is(err, gate.ErrPolicy) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want ErrPolicy containing %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideFailsClosed(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, rego string
+		timeout    time.Duration
+	}{
+		{"an evaluation error denies", "package gatekeeper\n\nallow contains {\"rule\": \"x\", \"reason\": \"y\"} if {\n  1 / 0 == 1\n}\n", 0},
+		{"a timeout denies", "package gatekeeper\n\nallow contains {\"rule\": \"x\", \"reason\": \"y\"} if {\n  count([1 | some i in numbers.range(1, 3000); some j in numbers.range(1, 3000)]) > 0\n}\n", 20 * time.Millisecond},
+		{"a reason that is not a string denies", "package gatekeeper\n\nallow contains {\"rule\": \"a\", \"reason\": 5} if true\n", 0},
+		{"an operator rule redefining decision conflicts and denies", "package gatekeeper\n\ndecision := {\"decision\": \"allow\", \"rule\": \"team.yes\", \"reason\": \"yes\"}\n", 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, testPolicy)
+			must(t, os.WriteFile(filepath.Join(e.regoDir, "team.rego"), []byte(tc.rego), 0o644))
+			eng, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home, DecisionTimeout: tc.timeout})
+			must(t, err)
+			q, err := eng.OpenQuery(t.Context(), "q", nil)
+			must(t, err)
+			raw, _ := json.Marshal(map[string]any{"file_path": e.ws + "/notes.txt"})
+			d, err := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: "Read", ToolInput: raw})
+			if err == nil || d.Decision != "deny" || d.Rule != gate.RuleError {
+				t.Fatalf("decision %+v, err %v: want a gatekeeper.error deny", d, err)
+			}
+		})
+	}
+}

@@ -1,0 +1,159 @@
+package gate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
+	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+)
+
+// Effective is a query's effective policy under one revision: the base
+// policy with the query's sandbox override merged in. It is never mutated.
+type Effective struct {
+	// Revision is the policy revision it was computed under.
+	Revision string
+	// Policy is the whole effective policy (tools, workspace, sandbox, ceilings).
+	Policy policy.Policy
+	// Hash is "sha256:" over the canonical JSON of Policy.
+	Hash string
+	// JSON is the canonical JSON of Policy (sizes in bytes, durations in ms).
+	JSON json.RawMessage
+
+	term      *ast.Term // Policy as a Rego value, converted once
+	root      string
+	denyGlobs []string
+	home      string
+}
+
+func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
+	p := *s.policy
+	p.Sandbox = sb
+	data, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("encode effective policy: %w", err)
+	}
+	v, err := ast.ValueFromReader(strings.NewReader(string(data)))
+	if err != nil {
+		return nil, fmt.Errorf("convert effective policy: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	globs := make([]string, len(sb.FS.Deny))
+	for i, g := range sb.FS.Deny {
+		globs[i] = hostpath.ExpandHome(g, s.home)
+	}
+	return &Effective{
+		Revision:  s.revision,
+		Policy:    p,
+		Hash:      "sha256:" + hex.EncodeToString(sum[:]),
+		JSON:      data,
+		term:      ast.NewTerm(v),
+		root:      s.root,
+		denyGlobs: globs,
+		home:      s.home,
+	}, nil
+}
+
+// violations runs rego/constraints.rego over a merged sandbox.
+func (s *snapshot) violations(ctx context.Context, merged policy.Sandbox) ([]string, error) {
+	in := map[string]any{"base": s.policy.Sandbox, "merged": merged, "ceilings": s.policy.Ceilings}
+	data, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	v, err := ast.ValueFromReader(strings.NewReader(string(data)))
+	if err != nil {
+		return nil, err
+	}
+	rs, err := s.constraints.Eval(ctx, oparegoInput(v))
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, fmt.Errorf("%w: constraints result is undefined", ErrBadDecision)
+	}
+	set, ok := rs[0].Expressions[0].Value.([]any)
+	if !ok {
+		return nil, fmt.Errorf("%w: constraints.violations is %T, not a set of strings", ErrBadDecision, rs[0].Expressions[0].Value)
+	}
+	out := make([]string, 0, len(set))
+	for _, x := range set {
+		msg, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("%w: a violation is %T, not a string", ErrBadDecision, x)
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// Query is one agent query: its sandbox override and, per policy revision,
+// its effective policy. Safe for concurrent use.
+type Query struct {
+	ID       string
+	engine   *Engine
+	override []byte
+	cached   atomic.Pointer[queryState]
+}
+
+type queryState struct {
+	eff *Effective
+	err error
+}
+
+// OpenQuery checks override (a partial sandbox section in JSON; nil for
+// none) against the current policy and ceilings. A refused override returns
+// an *OverrideError listing every violation.
+func (e *Engine) OpenQuery(ctx context.Context, id string, override []byte) (*Query, error) {
+	q := &Query{ID: id, engine: e, override: override}
+	if _, err := q.Effective(ctx); err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
+// Effective returns the query's effective policy under the current
+// revision. After a reload it is recomputed; if the override no longer fits
+// the new ceilings, the error is an *OverrideError and every decision of the
+// query is a deny.
+func (q *Query) Effective(ctx context.Context) (*Effective, error) {
+	snap := q.engine.cur.Load()
+	if st := q.cached.Load(); st != nil && (st.eff != nil && st.eff.Revision == snap.revision) {
+		return st.eff, st.err
+	}
+	eff, err := snap.queryEffective(ctx, q.override)
+	if err == nil {
+		q.cached.Store(&queryState{eff: eff})
+	}
+	return eff, err
+}
+
+func (s *snapshot) queryEffective(ctx context.Context, override []byte) (*Effective, error) {
+	if len(override) == 0 {
+		return s.base, nil
+	}
+	merged, err := s.policy.Override(override)
+	if err != nil {
+		var pe *policy.Error
+		if errors.As(err, &pe) {
+			return nil, &OverrideError{Violations: pe.Messages()}
+		}
+		return nil, err
+	}
+	v, err := s.violations(ctx, merged)
+	if err != nil {
+		return nil, fmt.Errorf("check override: %w", err)
+	}
+	if len(v) > 0 {
+		return nil, &OverrideError{Violations: v}
+	}
+	return s.effective(merged)
+}
