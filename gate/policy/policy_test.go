@@ -169,7 +169,7 @@ func TestOverride(t *testing.T) {
 		{name: "a read-only switch does not exist", raw: `{"fs":{"read_only":false}}`, wantErr: `sandbox.fs.read_only: unknown key`},
 		{name: "a case-variant key is refused", raw: `{"proc":{"Memory":"8g"}}`, wantErr: `unknown key "Memory"`},
 		{name: "a duplicate key is refused", raw: `{"proc":{"memory":"1g","memory":"8g"}}`, wantErr: `sandbox.proc.memory: key "memory" appears twice`},
-		{name: "root is refused", raw: `{"proc":{"user":0}}`, wantErr: `sandbox.proc.user: uid 0 (root) is never allowed`},
+		{name: "root is refused", raw: `{"proc":{"user":0}}`, wantErr: `sandbox_policy:1:17: sandbox.proc.user: uid 0 (root) is never allowed`},
 		{name: "a null is refused", raw: `{"net":null}`, wantErr: `null is not a value`},
 		{name: "a whole policy is not a sandbox section", raw: `{"tools":{"allow":["Bash"]}}`, wantErr: `sandbox.tools: unknown key "tools"`},
 	}

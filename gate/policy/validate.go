@@ -192,11 +192,13 @@ func (p *Policy) Override(raw []byte) (Sandbox, error) {
 	if json.Compact(&compact, raw) == nil {
 		raw = compact.Bytes()
 	}
-	_, probs := decodeStrict("sandbox_policy", raw, reflect.ValueOf(&merged).Elem(), "sandbox")
+	pos, probs := decodeStrict("sandbox_policy", raw, reflect.ValueOf(&merged).Elem(), "sandbox")
 	if len(probs) > 0 {
 		return Sandbox{}, &Error{Problems: probs}
 	}
-	if err := ValidateSandbox(merged); err != nil {
+	v := validator{file: "sandbox_policy", pos: pos}
+	v.sandbox(merged, "sandbox.")
+	if err := v.err(); err != nil {
 		return Sandbox{}, err
 	}
 	return merged, nil
