@@ -241,7 +241,12 @@ func (e *Engine) load(ctx context.Context) (*snapshot, error) {
 	if v, err := s.violations(ctx, p.Sandbox); err != nil {
 		return nil, fmt.Errorf("%w: constraints: %w", ErrPolicy, err)
 	} else if len(v) > 0 {
-		return nil, fmt.Errorf("%w: %s: %s", ErrPolicy, pol.name, strings.Join(v, "; "))
+		lines := make([]string, len(v))
+		for i, msg := range v {
+			path, _, _ := strings.Cut(msg, " ")
+			lines[i] = p.Where(path) + ": " + msg
+		}
+		return nil, fmt.Errorf("%w: %s", ErrPolicy, strings.Join(lines, "\n"))
 	}
 	return s, nil
 }

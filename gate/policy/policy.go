@@ -7,7 +7,10 @@
 // gate; this package does the checks that need no policy language.
 package policy
 
-import "slices"
+import (
+	"slices"
+	"strings"
+)
 
 // Version is the only policy file version this package reads.
 const Version = 1
@@ -26,6 +29,19 @@ type Policy struct {
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// Ceilings bound what a per-query override may ask for.
 	Ceilings Ceilings `yaml:"ceilings" json:"ceilings"`
+
+	file string    // where the policy was decoded from
+	pos  positions // where each key stands in file
+}
+
+// Where returns "file:line:col" for the value at a dotted key path (or
+// its nearest written ancestor), or just the file name when unknown.
+func (p *Policy) Where(path string) string {
+	v := validator{file: p.file, pos: p.pos}
+	v.add(path, "")
+	q := v.probs[0]
+	q.Path, q.Msg = "", ""
+	return strings.TrimSuffix(q.String(), ": ")
 }
 
 // Tools are exact tool names as the Agent SDK reports them.

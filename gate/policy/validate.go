@@ -88,6 +88,12 @@ func (v *validator) err() error {
 	if len(v.probs) == 0 {
 		return nil
 	}
+	slices.SortStableFunc(v.probs, func(a, b Problem) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return a.Col - b.Col
+	})
 	return &Error{Problems: v.probs}
 }
 

@@ -1,0 +1,242 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/gorilla/websocket"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+)
+
+// maxAuthorized bounds the sandbox tool uses a query remembers as allowed
+// but not yet run.
+const maxAuthorized = 1024
+
+// decisionWorkers is how many decisions one connection evaluates at once.
+const decisionWorkers = 4
+
+// conn is one WebSocket connection. Its reader goroutine (serve) decodes
+// frames and dispatches them; its writer goroutine owns every write; request
+// handlers run in goroutines bounded by inflight and send through out.
+type conn struct {
+	s      *Server
+	ws     *websocket.Conn
+	ctx    context.Context
+	cancel context.CancelFunc
+	out    chan []byte
+
+	// jobs queues decisions for the connection's workers; its capacity
+	// bounds the decisions in flight.
+	jobs     chan func()
+	runs     chan struct{}
+	handlers sync.WaitGroup
+
+	// Owned by the reader goroutine.
+	helloed bool
+	client  string
+
+	mu      sync.Mutex
+	queries map[string]*query
+}
+
+// query is one open query of a connection.
+type query struct {
+	q *gate.Query
+	// authorized holds tool_use_ids allowed for the sandbox tool and not yet
+	// run, in the order they were allowed.
+	mu         sync.Mutex
+	authorized []string
+}
+
+func newConn(s *Server, ws *websocket.Conn) *conn {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &conn{
+		s: s, ws: ws, ctx: ctx, cancel: cancel,
+		out:      make(chan []byte, 64),
+		jobs:     make(chan func(), s.cfg.MaxInFlight),
+		runs:     make(chan struct{}, s.cfg.MaxRunsPerConn),
+		queries:  map[string]*query{},
+	}
+}
+
+// serve runs the reader loop until the connection ends, then stops the
+// handlers and the writer.
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writer()
+	}()
+	// Long-lived workers decide: Rego evaluation recurses deeply, and a
+	// goroutine per decision would grow a fresh stack every time.
+	for range decisionWorkers {
+		c.handlers.Add(1)
+		go func() {
+			defer c.handlers.Done()
+			for job := range c.jobs {
+				job()
+			}
+		}()
+	}
+	c.ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
+	_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+	c.ws.SetPongHandler(func(string) error {
+		return c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+	})
+	for {
+		kind, data, err := c.ws.ReadMessage()
+		if err != nil {
+			if !errors.Is(err, websocket.ErrReadLimit) {
+				c.s.log.Debug("connection read ended", "err", err)
+			}
+			break
+		}
+		_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
+		if kind != websocket.TextMessage {
+			c.sendError(&wire.Error{Code: wire.CodeMalformedFrame, Message: "frames must be WebSocket text messages holding one JSON object"})
+			continue
+		}
+		c.dispatch(data)
+	}
+	c.cancel()
+	close(c.jobs)
+	c.handlers.Wait()
+	close(c.out)
+	<-writerDone
+	_ = c.ws.Close()
+}
+
+// writer writes queued frames and pings until out is closed or a write fails.
+func (c *conn) writer() {
+	ping := time.NewTicker(c.s.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case b, ok := <-c.out:
+			if !ok {
+				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+				return
+			}
+			_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+				c.fail()
+				return
+			}
+		case <-ping.C:
+			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(5*time.Second)); err != nil {
+				c.fail()
+				return
+			}
+		}
+	}
+}
+
+// fail ends the connection after a write error; the reader then unwinds.
+func (c *conn) fail() {
+	c.cancel()
+	_ = c.ws.Close()
+	for range c.out { // drain so senders never block
+	}
+}
+
+// send queues a reply; it gives up when the connection is ending.
+func (c *conn) send(r wire.Reply) {
+	b, err := wire.Encode(r)
+	if err != nil {
+		c.s.log.Error("encode reply", "type", r.Type(), "err", err)
+		return
+	}
+	select {
+	case c.out <- b:
+	case <-c.ctx.Done():
+	}
+}
+
+func (c *conn) sendError(e *wire.Error) { c.send(*e) }
+
+func (c *conn) dispatch(data []byte) {
+	req, werr := wire.Decode(data)
+	if werr != nil {
+		c.sendError(werr)
+		return
+	}
+	if h, ok := req.(*wire.Hello); ok {
+		c.helloed, c.client = true, h.Client
+		c.send(wire.Welcome{ID: h.ID, V: 1, Server: "gatekeeper/" + c.s.cfg.Version, PolicyRevision: c.s.cfg.Engine.Revision()})
+		return
+	}
+	if !c.helloed {
+		c.sendError(&wire.Error{ID: req.RequestID(), Code: wire.CodeHelloRequired, Message: "the first frame of a connection must be hello"})
+		return
+	}
+	switch r := req.(type) {
+	case *wire.OpenQuery:
+		c.openQuery(r) // in order: a decide right behind it finds the query
+	case *wire.CloseQuery:
+		c.closeQuery(r)
+	case *wire.Decide:
+		select {
+		case c.jobs <- func() { c.decide(r) }:
+		default:
+			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of requests in flight"})
+		}
+	case *wire.Run:
+		c.startRun(r)
+	}
+}
+
+// startRun runs r in a goroutine of its own if the connection has room for
+// one more run; otherwise it answers too_many_requests at once.
+func (c *conn) startRun(r *wire.Run) {
+	select {
+	case c.runs <- struct{}{}:
+	default:
+		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of runs in flight"})
+		return
+	}
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		defer func() { <-c.runs }()
+		c.run(r)
+	}()
+}
+
+func (c *conn) query(id string) *query {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queries[id]
+}
+
+func unknownQuery(reqID, queryID string) *wire.Error {
+	return &wire.Error{ID: reqID, Code: wire.CodeUnknownQuery, Message: "query_id " + queryID + " is not open on this connection"}
+}
+
+func newID(prefix string) string { return prefix + uuid.NewString() }
+
+func (q *query) authorize(toolUseID string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.authorized) >= maxAuthorized {
+		q.authorized = q.authorized[1:]
+	}
+	q.authorized = append(q.authorized, toolUseID)
+}
+
+// consume removes toolUseID from the authorized list; false if absent.
+func (q *query) consume(toolUseID string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for i, id := range q.authorized {
+		if id == toolUseID {
+			q.authorized = append(q.authorized[:i], q.authorized[i+1:]...)
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are one server's Prometheus collectors, on a registry of its own.
+type metrics struct {
+	reg         *prometheus.Registry
+	decisions   *prometheus.CounterVec
+	latency     prometheus.Histogram
+	connections prometheus.Gauge
+	runs        *prometheus.CounterVec
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_decisions_total", Help: "Tool-call decisions by result and rule.",
+		}, []string{"decision", "rule"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gatekeeper_decision_duration_seconds",
+			Help:    "Time to decide one tool call, from frame decoded to reply queued.",
+			Buckets: []float64{50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3, 50e-3, 250e-3, 1},
+		}),
+		connections: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatekeeper_connections_open", Help: "Open WebSocket connections.",
+		}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_runs_total", Help: "Sandboxed runs by outcome.",
+		}, []string{"outcome"}),
+	}
+	m.reg.MustRegister(m.decisions, m.latency, m.connections, m.runs,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+// Register adds extra collectors (the runner's pool, the egress proxy) to
+// the server's /metrics.
+func (s *Server) Register(cs ...prometheus.Collector) error {
+	for _, c := range cs {
+		if err := s.metrics.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,207 @@
+// Package server serves gatekeeper's wire protocol (docs/protocol.md) over
+// WebSocket: it authenticates clients, keeps each connection's queries,
+// asks the gate for decisions, hands allowed runs to the runner, and writes
+// every decision and run to the audit log before replying.
+package server
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+)
+
+// Runner runs one sandboxed program.
+type Runner interface {
+	Run(ctx context.Context, spec runner.Spec) (runner.Result, error)
+}
+
+// Auditor writes one audit line; an error means the line is not written.
+type Auditor interface {
+	Write(rec audit.Record) error
+}
+
+// Config wires a Server. Engine, Auditor and Token are required.
+type Config struct {
+	Engine  *gate.Engine
+	Auditor Auditor
+	// Runner executes allowed runs; nil answers every run with runner_unavailable.
+	Runner Runner
+	// RunnerDown, when set and returning a non-nil error, answers runs with
+	// runner_unavailable and that error's message (the engine is down).
+	RunnerDown func(ctx context.Context) error
+	// DefaultImage replaces an empty sandbox.fs.image.
+	DefaultImage string
+	// Token is the bearer token every upgrade and /metrics request needs.
+	Token string
+	// AllowedOrigins are the browser origins accepted; any other Origin is refused.
+	AllowedOrigins []string
+	// Version is reported in welcome ("gatekeeper/<Version>").
+	Version string
+	// MaxFrameBytes is the read limit; a larger frame closes the connection
+	// with 1009. Zero means 1 MiB.
+	MaxFrameBytes int64
+	// MaxInFlight bounds concurrent requests per connection (default 64);
+	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
+	MaxInFlight, MaxRunsPerConn int
+	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
+	// connections alive and drop dead ones.
+	PingInterval, ReadTimeout time.Duration
+	Logger                    *slog.Logger
+}
+
+// Server serves the protocol. Create it with New; it is safe for
+// concurrent use and owns every connection goroutine it starts.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	metrics  *metrics
+	upgrader websocket.Upgrader
+
+	mu      sync.Mutex
+	conns   map[*conn]struct{}
+	closing bool
+	wg      sync.WaitGroup
+}
+
+// New checks cfg and returns a Server.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Engine == nil:
+		return nil, errors.New("server: no engine")
+	case cfg.Auditor == nil:
+		return nil, errors.New("server: no audit log")
+	case cfg.Token == "":
+		return nil, errors.New("server: empty token")
+	}
+	if cfg.MaxFrameBytes <= 0 {
+		cfg.MaxFrameBytes = 1 << 20
+	}
+	if cfg.MaxInFlight <= 0 {
+		cfg.MaxInFlight = 64
+	}
+	if cfg.MaxRunsPerConn <= 0 {
+		cfg.MaxRunsPerConn = 4
+	}
+	if cfg.PingInterval <= 0 {
+		cfg.PingInterval = 20 * time.Second
+	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), conns: map[*conn]struct{}{}}
+	s.upgrader = websocket.Upgrader{
+		HandshakeTimeout: 10 * time.Second,
+		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	return s, nil
+}
+
+// Handler returns the HTTP handler: /v1/ws, /healthz and /metrics.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
+	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	return mux
+}
+
+// Serve accepts connections on ln until ctx ends, then closes every
+// connection (cancelling their runs) and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.closeAll()
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = hs.Shutdown(shutdown)
+	s.closeAll()
+	<-errc
+	return nil
+}
+
+func (s *Server) closeAll() {
+	s.mu.Lock()
+	s.closing = true
+	for c := range s.conns {
+		c.cancel()
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write([]byte(`{"status":"ok","policy_revision":"` + s.cfg.Engine.Revision() + `"}`))
+}
+
+// authorized refuses requests without the bearer token (401) and browser
+// requests from an origin not listed (403).
+func (s *Server) authorized(next http.Handler) http.Handler {
+	want := []byte("Bearer " + s.cfg.Token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if origin := r.Header.Get("Origin"); origin != "" && !slices.Contains(s.cfg.AllowedOrigins, origin) {
+			http.Error(w, "gatekeeper: origin "+origin+" is not allowed", http.StatusForbidden)
+			return
+		}
+		got := []byte(strings.TrimSpace(r.Header.Get("Authorization")))
+		if subtle.ConstantTimeCompare(got, want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="gatekeeper"`)
+			http.Error(w, "gatekeeper: missing or wrong bearer token", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.upgrader.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	c := newConn(s, ws)
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		_ = ws.Close()
+		return
+	}
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.metrics.connections.Inc()
+	go func() {
+		defer s.wg.Done()
+		defer s.metrics.connections.Dec()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
+}

@@ -1,0 +1,537 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gorilla/websocket"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+)
+
+const testPolicy = `version: 1
+workspace_root: ./ws
+tools:
+  allow: [Read, mcp__sandboxed_code__run]
+  deny: [Bash]
+sandbox:
+  fs: {deny: ["**/.env"]}
+  proc: {timeout: 10s}
+ceilings: {memory: 1g, timeout: 60s}
+`
+
+type harness struct {
+	sock, token, dir, auditPath string
+	srv                         *server.Server
+	audit                       *audit.Log
+}
+
+type options struct {
+	runner      server.Runner
+	auditor     server.Auditor
+	origins     []string
+	maxFrame    int64
+	maxInFlight int
+	policy      string
+}
+
+func start(t testing.TB, o options) *harness {
+	t.Helper()
+	dir := t.TempDir()
+	h := &harness{dir: dir, sock: filepath.Join(dir, "gk.sock"), auditPath: filepath.Join(dir, "audit.jsonl")}
+	must(t, os.MkdirAll(filepath.Join(dir, "ws"), 0o755))
+	must(t, os.WriteFile(filepath.Join(dir, "ws", "a.txt"), []byte("A"), 0o644))
+	if o.policy == "" {
+		o.policy = testPolicy
+	}
+	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(o.policy), 0o644))
+	quiet := slog.New(slog.DiscardHandler)
+	eng, err := gate.New(t.Context(), gate.Config{PolicyFile: filepath.Join(dir, "policy.yaml"), Home: dir, Logger: quiet})
+	must(t, err)
+	h.audit, err = audit.Open(h.auditPath, audit.Options{})
+	must(t, err)
+	t.Cleanup(func() { h.audit.Close() })
+	var auditor server.Auditor = h.audit
+	if o.auditor != nil {
+		auditor = o.auditor
+	}
+	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
+	must(t, err)
+	h.srv, err = server.New(server.Config{
+		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
+		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
+	})
+	must(t, err)
+	ln, err := server.Listen("unix://"+h.sock, false)
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return h
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *harness) httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", h.sock)
+	}}}
+}
+
+func (h *harness) dial(t testing.TB, header http.Header) (*websocket.Conn, *http.Response, error) {
+	t.Helper()
+	d := websocket.Dialer{NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", h.sock)
+	}}
+	return d.DialContext(t.Context(), "ws://gatekeeper/v1/ws", header)
+}
+
+// client is a connected, helloed test client.
+type client struct {
+	t  testing.TB
+	ws *websocket.Conn
+}
+
+func (h *harness) connect(t testing.TB) *client {
+	t.Helper()
+	ws, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
+	must(t, err)
+	t.Cleanup(func() { ws.Close() })
+	c := &client{t: t, ws: ws}
+	if r := c.do(`{"type":"hello","id":"h","v":1,"client":"test"}`); r["type"] != "welcome" {
+		t.Fatalf("hello: %v", r)
+	}
+	return c
+}
+
+func (c *client) send(frame string) {
+	c.t.Helper()
+	must(c.t, c.ws.WriteMessage(websocket.TextMessage, []byte(frame)))
+}
+
+func (c *client) recv() map[string]any {
+	c.t.Helper()
+	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, data, err := c.ws.ReadMessage()
+	must(c.t, err)
+	var m map[string]any
+	must(c.t, json.Unmarshal(data, &m))
+	return m
+}
+
+func (c *client) do(frame string) map[string]any {
+	c.t.Helper()
+	c.send(frame)
+	return c.recv()
+}
+
+func (c *client) open(override string) string {
+	c.t.Helper()
+	f := `{"type":"open_query","id":"o"}`
+	if override != "" {
+		f = `{"type":"open_query","id":"o","sandbox_policy":` + override + `}`
+	}
+	r := c.do(f)
+	if r["type"] != "query_opened" {
+		c.t.Fatalf("open_query: %v", r)
+	}
+	return r["query_id"].(string)
+}
+
+func (c *client) decide(qid, tool, input, toolUseID, mcp string) map[string]any {
+	c.t.Helper()
+	f := fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":%s,"tool_use_id":%q`, qid, tool, input, toolUseID)
+	if mcp != "" {
+		f += `,"mcp_server":` + mcp
+	}
+	return c.do(f + "}")
+}
+
+const sdkServer = `{"name":"sandboxed_code","source":"sdk"}`
+
+func TestDecisionsOverTheSocket(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	q := c.open("")
+	ws := filepath.Join(h.dir, "ws")
+	tests := []struct {
+		name, tool, input, decision, rule string
+	}{
+		{"a read in the workspace is allowed", "Read", fmt.Sprintf(`{"file_path":%q}`, ws+"/a.txt"), "allow", "host_fs.inside_workspace"},
+		{"a traversal is denied", "Read", fmt.Sprintf(`{"file_path":%q}`, ws+"/../../../etc/passwd"), "deny", "host_fs.outside_workspace"},
+		{"Bash is denied", "Bash", `{"command":"id"}`, "deny", "tools.deny_list"},
+		{"an unknown tool is denied", "Nope", `{}`, "deny", "tools.not_allowlisted"},
+	}
+	for _, tc := range tests {
+		r := c.decide(q, tc.tool, tc.input, "toolu_1", "")
+		if r["type"] != "decision" || r["decision"] != tc.decision || r["rule"] != tc.rule {
+			t.Errorf("%s: got %v, want %s/%s", tc.name, r, tc.decision, tc.rule)
+		}
+		if r["id"] != "d" || !strings.HasPrefix(r["decision_id"].(string), "d_") || !strings.HasPrefix(r["policy_revision"].(string), "sha256:") {
+			t.Errorf("%s: reply fields: %v", tc.name, r)
+		}
+	}
+	rep, err := audit.VerifyFile(h.auditPath)
+	must(t, err)
+	if rep.Lines != 1+len(tests) { // the open_query line plus one per decision
+		t.Errorf("audit has %d lines, want %d", rep.Lines, 1+len(tests))
+	}
+}
+
+func TestBadFramesGetErrorsAndTheConnectionLives(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	q := c.open("")
+	tests := []struct {
+		name, frame, code, id string
+	}{
+		{"malformed JSON", `{"type":"decide",`, "malformed_frame", ""},
+		{"an array instead of an object", `[1,2]`, "malformed_frame", ""},
+		{"an unknown type", `{"type":"explode","id":"1"}`, "unknown_type", "1"},
+		{"a missing field", fmt.Sprintf(`{"type":"decide","id":"2","query_id":%q,"event":"PreToolUse","tool_input":{},"tool_use_id":"t"}`, q), "missing_field", "2"},
+		{"an unknown field", fmt.Sprintf(`{"type":"decide","id":"3","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_input":{},"tool_use_id":"t","toolname":"x"}`, q), "unknown_field", "3"},
+		{"a duplicate key", fmt.Sprintf(`{"type":"decide","id":"4","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_name":"Bash","tool_input":{},"tool_use_id":"t"}`, q), "duplicate_key", "4"},
+		{"keys differing only in case", fmt.Sprintf(`{"type":"decide","id":"5","query_id":%q,"event":"PreToolUse","tool_name":"Read","Tool_Name":"Bash","tool_input":{},"tool_use_id":"t"}`, q), "duplicate_key", "5"},
+		{"a wrong type", fmt.Sprintf(`{"type":"decide","id":"6","query_id":%q,"event":"PreToolUse","tool_name":7,"tool_input":{},"tool_use_id":"t"}`, q), "invalid_field", "6"},
+		{"an unknown query", `{"type":"decide","id":"7","query_id":"q_nope","event":"PreToolUse","tool_name":"Read","tool_input":{},"tool_use_id":"t"}`, "unknown_query", "7"},
+		{"a second hello is fine but a bad version is not", `{"type":"hello","id":"8","v":2}`, "unsupported_version", "8"},
+	}
+	for _, tc := range tests {
+		r := c.do(tc.frame)
+		if r["type"] != "error" || r["code"] != tc.code || r["id"] != tc.id || r["message"] == "" {
+			t.Errorf("%s: got %v, want error %s with id %q", tc.name, r, tc.code, tc.id)
+		}
+		// The connection lives: a good frame is still decided.
+		if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
+			t.Fatalf("%s: connection did not survive: %v", tc.name, d)
+		}
+	}
+	must(t, c.ws.WriteMessage(websocket.BinaryMessage, []byte(`{"type":"hello","id":"b","v":1}`)))
+	if r := c.recv(); r["code"] != "malformed_frame" {
+		t.Errorf("binary frame: %v", r)
+	}
+}
+
+func TestHelloIsRequiredFirst(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	ws, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
+	must(t, err)
+	defer ws.Close()
+	c := &client{t: t, ws: ws}
+	if r := c.do(`{"type":"open_query","id":"1"}`); r["code"] != "hello_required" || r["id"] != "1" {
+		t.Fatalf("got %v", r)
+	}
+	if r := c.do(`{"type":"hello","id":"2","v":1}`); r["type"] != "welcome" || r["v"] != float64(1) {
+		t.Fatalf("got %v", r)
+	}
+}
+
+func TestOversizedFrameClosesWith1009(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{maxFrame: 4096})
+	c := h.connect(t)
+	c.send(`{"type":"hello","id":"x","v":1,"client":"` + strings.Repeat("a", 5000) + `"}`)
+	_ = c.ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _, err := c.ws.ReadMessage()
+	var ce *websocket.CloseError
+	if !errors.As(err, &ce) || ce.Code != websocket.CloseMessageTooBig {
+		t.Fatalf("read after oversized frame: %v, want close 1009", err)
+	}
+	// The server lives on for other connections.
+	h.connect(t)
+}
+
+func TestWhoMayConnect(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{origins: []string{"https://ok.example"}})
+	tests := []struct {
+		name   string
+		header http.Header
+		status int
+	}{
+		{"no token", http.Header{}, http.StatusUnauthorized},
+		{"a wrong token", http.Header{"Authorization": {"Bearer nope"}}, http.StatusUnauthorized},
+		{"a token without Bearer", http.Header{"Authorization": {h.token}}, http.StatusUnauthorized},
+		{"a browser origin not listed", http.Header{"Authorization": {"Bearer " + h.token}, "Origin": {"https://evil.example"}}, http.StatusForbidden},
+		{"a listed origin", http.Header{"Authorization": {"Bearer " + h.token}, "Origin": {"https://ok.example"}}, http.StatusSwitchingProtocols},
+		{"the token", http.Header{"Authorization": {"Bearer " + h.token}}, http.StatusSwitchingProtocols},
+	}
+	for _, tc := range tests {
+		ws, resp, err := h.dial(t, tc.header)
+		if ws != nil {
+			ws.Close()
+		}
+		if resp == nil || resp.StatusCode != tc.status {
+			t.Errorf("%s: response %v (err %v), want %d", tc.name, resp, err, tc.status)
+		}
+	}
+	hc := h.httpClient()
+	get := func(path, token string) int {
+		req, _ := http.NewRequest("GET", "http://gatekeeper"+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		must(t, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if s := get("/healthz", ""); s != 200 {
+		t.Errorf("/healthz without token: %d", s)
+	}
+	if s := get("/metrics", ""); s != 401 {
+		t.Errorf("/metrics without token: %d", s)
+	}
+	if s := get("/metrics", h.token); s != 200 {
+		t.Errorf("/metrics with token: %d", s)
+	}
+	fi, err := os.Stat(h.sock)
+	must(t, err)
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("socket mode %v, want 0600", fi.Mode().Perm())
+	}
+	tok, err := os.Stat(filepath.Join(h.dir, "token"))
+	must(t, err)
+	if tok.Mode().Perm() != 0o600 {
+		t.Errorf("token file mode %v, want 0600", tok.Mode().Perm())
+	}
+}
+
+func TestListenRefusesRemoteTCPWithoutAllowRemote(t *testing.T) {
+	t.Parallel()
+	if _, err := server.Listen("tcp://0.0.0.0:0", false); err == nil || !strings.Contains(err.Error(), "--allow-remote") {
+		t.Errorf("listen on 0.0.0.0: %v", err)
+	}
+	ln, err := server.Listen("tcp://127.0.0.1:0", false)
+	must(t, err)
+	ln.Close()
+}
+
+func TestMetricsCountDecisions(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	q := c.open("")
+	c.decide(q, "Bash", `{}`, "t", "")
+	req, _ := http.NewRequest("GET", "http://gatekeeper/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+h.token)
+	resp, err := h.httpClient().Do(req)
+	must(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`gatekeeper_decisions_total{decision="deny",rule="tools.deny_list"} 1`, `gatekeeper_connections_open 1`, `gatekeeper_decision_duration_seconds_count 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}
+
+func TestQueriesBelongToTheirConnection(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	a, b := h.connect(t), h.connect(t)
+	q := a.open("")
+	if r := b.decide(q, "Read", `{}`, "t", ""); r["code"] != "unknown_query" {
+		t.Errorf("decide on another connection's query: %v", r)
+	}
+	if r := a.do(fmt.Sprintf(`{"type":"close_query","id":"c","query_id":%q}`, q)); r["type"] != "query_closed" || r["query_id"] != q {
+		t.Errorf("close_query: %v", r)
+	}
+	if r := a.decide(q, "Read", `{}`, "t", ""); r["code"] != "unknown_query" {
+		t.Errorf("decide on a closed query: %v", r)
+	}
+}
+
+func TestOverrideRejectedListsViolations(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	r := c.do(`{"type":"open_query","id":"o","sandbox_policy":{"proc":{"memory":"8g","timeout":"5m"}}}`)
+	if r["code"] != "policy_override_rejected" {
+		t.Fatalf("got %v", r)
+	}
+	v, _ := json.Marshal(r["violations"])
+	if string(v) != `["sandbox.proc.memory 8g exceeds ceiling 1g","sandbox.proc.timeout 300s exceeds ceiling 60s"]` {
+		t.Errorf("violations = %s", v)
+	}
+	r = c.do(`{"type":"open_query","id":"o2","sandbox_policy":{"proc":{"timeout":"30s"}}}`)
+	eff, _ := json.Marshal(r["effective_policy"])
+	if r["type"] != "query_opened" || !strings.Contains(string(eff), `"timeout":30000`) {
+		t.Errorf("accepted override: %v", r)
+	}
+}
+
+// fakeRunner stands in for Docker in protocol tests; it claims nothing
+// about isolation (the runner's own suite does that against a real engine).
+type fakeRunner struct {
+	mu    sync.Mutex
+	specs []runner.Spec
+}
+
+func (f *fakeRunner) Run(ctx context.Context, s runner.Spec) (runner.Result, error) {
+	f.mu.Lock()
+	f.specs = append(f.specs, s)
+	f.mu.Unlock()
+	s.OnOutput(runner.Stdout, []byte("hello\n"))
+	return runner.Result{RunID: s.RunID, Reason: runner.Exited, Stdout: "hello\n", Duration: 5 * time.Millisecond, Image: s.Sandbox.Image, Runtime: runner.Runc}, nil
+}
+
+func TestRunNeedsAPriorAllowAndIsDecidedAgain(t *testing.T) {
+	t.Parallel()
+	fr := &fakeRunner{}
+	h := start(t, options{runner: fr})
+	c := h.connect(t)
+	q := c.open("")
+	run := func(id, toolUseID, lang string) map[string]any {
+		return c.do(fmt.Sprintf(`{"type":"run","id":%q,"query_id":%q,"tool_use_id":%q,"language":%q,"code":"print('hello')"}`, id, q, toolUseID, lang))
+	}
+	if r := run("r0", "toolu_never", "python"); r["code"] != "run_denied" || r["rule"] != "run.no_prior_allow" {
+		t.Fatalf("run without a decision: %v", r)
+	}
+	// A deny does not authorize a run.
+	if d := c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_1", `{"name":"sandboxed_code","source":"stdio"}`); d["decision"] != "deny" {
+		t.Fatalf("decide: %v", d)
+	}
+	if r := run("r1", "toolu_1", "python"); r["code"] != "run_denied" {
+		t.Fatalf("run after a deny: %v", r)
+	}
+	if d := c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_2", sdkServer); d["decision"] != "allow" {
+		t.Fatalf("decide: %v", d)
+	}
+	out := run("r2", "toolu_2", "python")
+	if out["type"] != "output" || out["stream"] != "stdout" || out["data"] != "hello\n" || out["id"] != "r2" {
+		t.Fatalf("first frame of the run: %v", out)
+	}
+	res := c.recv()
+	if res["type"] != "run_result" || res["stdout"] != "hello\n" || res["exit_code"] != float64(0) || res["reason"] != "exited" || res["run_id"] != out["run_id"] {
+		t.Fatalf("run_result: %v", res)
+	}
+	if got := fr.specs[0]; got.Sandbox.Image != "img:test" || got.Timeout != 10*time.Second || got.Sandbox.UID != 65534 {
+		t.Errorf("spec handed to the runner: %+v", got)
+	}
+	// Each allow authorizes exactly one run.
+	if r := run("r3", "toolu_2", "python"); r["code"] != "run_denied" || r["rule"] != "run.no_prior_allow" {
+		t.Fatalf("second run on one allow: %v", r)
+	}
+	// The run is decided on its own input: a language the policy refuses is denied.
+	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_3", sdkServer)
+	if r := run("r4", "toolu_3", "sh"); r["type"] != "output" {
+		t.Fatalf("sh run: %v", r)
+	}
+	c.recv()
+	rep, err := audit.VerifyFile(h.auditPath)
+	must(t, err)
+	if rep.Lines < 8 {
+		t.Errorf("audit has %d lines; every decision and run should be there", rep.Lines)
+	}
+}
+
+func TestRunWithoutRunnerIsUnavailable(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	q := c.open("")
+	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_1", sdkServer)
+	r := c.do(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_1","language":"python","code":"x"}`, q))
+	if r["code"] != "runner_unavailable" {
+		t.Fatalf("got %v", r)
+	}
+	// Decisions keep working.
+	if d := c.decide(q, "Bash", `{}`, "t", ""); d["decision"] != "deny" {
+		t.Fatalf("decide after runner_unavailable: %v", d)
+	}
+}
+
+func TestRunTimeoutAboveThePolicyIsRefused(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{runner: &fakeRunner{}})
+	c := h.connect(t)
+	q := c.open("")
+	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_1", sdkServer)
+	r := c.do(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_1","language":"python","code":"x","timeout_ms":60000}`, q))
+	if r["code"] != "invalid_field" || !strings.Contains(r["message"].(string), "exceeds the query's sandbox.proc.timeout") {
+		t.Fatalf("got %v", r)
+	}
+}
+
+type failingAuditor struct{}
+
+func (failingAuditor) Write(audit.Record) error { return errors.New("disk full") }
+
+func TestAuditFailureDenies(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{auditor: failingAuditor{}})
+	ws, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
+	must(t, err)
+	defer ws.Close()
+	c := &client{t: t, ws: ws}
+	c.do(`{"type":"hello","id":"h","v":1}`)
+	// Without an audit log no query opens.
+	if r := c.do(`{"type":"open_query","id":"o"}`); r["code"] != "internal" || !strings.Contains(r["message"].(string), "audit") {
+		t.Fatalf("open_query with a failing audit log: %v", r)
+	}
+}
+
+func TestAFloodOfFramesIsAnsweredInFull(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{maxInFlight: 16})
+	c := h.connect(t)
+	q := c.open("")
+	const n = 10000
+	frame := fmt.Sprintf(`{"type":"decide","id":"f","query_id":%q,"event":"PreToolUse","tool_name":"Bash","tool_input":{},"tool_use_id":"t"}`, q)
+	go func() {
+		for range n {
+			if c.ws.WriteMessage(websocket.TextMessage, []byte(frame)) != nil {
+				return
+			}
+		}
+	}()
+	counts := map[string]int{}
+	for range n {
+		r := c.recv()
+		switch {
+		case r["type"] == "decision" && r["rule"] == "tools.deny_list":
+			counts["decision"]++
+		case r["code"] == "too_many_requests":
+			counts["too_many"]++
+		default:
+			t.Fatalf("unexpected reply %v", r)
+		}
+	}
+	if counts["decision"] == 0 || counts["decision"]+counts["too_many"] != n {
+		t.Errorf("replies %v, want %d in all", counts, n)
+	}
+	if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
+		t.Errorf("after the flood: %v", d)
+	}
+}

@@ -1,0 +1,422 @@
+package wire
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Decode reads one client frame. It returns the request, or nil and the
+// error frame to send back; the connection stays usable either way. Decode
+// does not retain data: strings and json.RawMessage fields are copies.
+//
+// A frame breaking several rules gets the code of the first rule it breaks,
+// in this order:
+//
+//  1. malformed_frame: data is not valid UTF-8, or not exactly one JSON
+//     object (RFC 8259) with nothing but white space after it.
+//  2. duplicate_key: a key repeats in an object, at any depth up to
+//     MaxDepth. Keys are compared after unescaping ("a" and "\u0061" are the
+//     same key). Among the frame's own keys and the keys of mcp_server (the
+//     objects that map onto Go structs) two keys differing only in letter
+//     case count as repeated; in tool_input, files and sandbox_policy they
+//     are distinct keys.
+//  3. missing_field, invalid_field or unknown_type for "type".
+//  4. unknown_field: the first key, in frame order, that the type does not
+//     define. Keys are matched exactly.
+//  5. missing_field, invalid_field or unsupported_version for the other
+//     fields, in the order of docs/protocol.md. null is never a valid value;
+//     nesting deeper than MaxDepth makes the field invalid.
+//
+// The error frame's ID is the frame's top-level "id" when that is a string,
+// even one that is not a valid id (in a malformed frame: when it was scanned
+// before the error), and "" otherwise, including when the frame has two "id"
+// keys. Its message names the frame type, or "frame" before the type is
+// known, and the field, as in `decide: unknown field "toolname"`.
+//
+// Strings are passed on exactly as decoded: NUL, zero-width and other
+// invisible characters are kept for the policy to judge.
+func Decode(data []byte) (Request, *Error) {
+	if !utf8.Valid(data) {
+		return nil, &Error{Code: CodeMalformedFrame, Message: "frame: not valid UTF-8"}
+	}
+	s := scanner{data: data, foldTop: true, foldChild: "mcp_server"}
+	err := s.scan()
+	r := reader{members: s.members, typ: "frame"}
+	r.id = r.echoID()
+	if err != nil {
+		return nil, r.fail(CodeMalformedFrame, err.Error())
+	}
+	if s.dup != nil {
+		// Name the frame type in the message when it can be read
+		// unambiguously.
+		if typ := r.get("type"); typ != nil && typ.kind == kindString &&
+			(s.dup.under != "" || !strings.EqualFold(s.dup.key, "type")) {
+			if t := r.str(typ); isRequestType(t) {
+				r.typ = t
+			}
+		}
+		return nil, r.fail(CodeDuplicateKey, dupMessage(s.dup))
+	}
+	typ := r.get("type")
+	switch {
+	case typ == nil:
+		return nil, r.fail(CodeMissingField, `missing field "type"`)
+	case typ.kind != kindString:
+		return nil, r.fail(CodeInvalidField, fmt.Sprintf(`field "type" must be a string, not %s`, typ.kind))
+	}
+	t := r.str(typ)
+	if !isRequestType(t) {
+		return nil, r.fail(CodeUnknownType, fmt.Sprintf("unknown type %s", quote(t)))
+	}
+	r.typ = t
+	var req Request
+	switch t {
+	case TypeHello:
+		req = decodeHello(&r)
+	case TypeOpenQuery:
+		req = decodeOpenQuery(&r)
+	case TypeDecide:
+		req = decodeDecide(&r)
+	case TypeRun:
+		req = decodeRun(&r)
+	case TypeCloseQuery:
+		req = decodeCloseQuery(&r)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return req, nil
+}
+
+func isRequestType(t string) bool {
+	switch t {
+	case TypeHello, TypeOpenQuery, TypeDecide, TypeRun, TypeCloseQuery:
+		return true
+	}
+	return false
+}
+
+// The keys each frame type defines; read-only lookup tables.
+var (
+	helloKeys      = []string{"type", "id", "v", "client"}
+	openQueryKeys  = []string{"type", "id", "sandbox_policy"}
+	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server"}
+	mcpServerKeys  = []string{"name", "source"}
+	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms"}
+	closeQueryKeys = []string{"type", "id", "query_id"}
+)
+
+func decodeHello(r *reader) Request {
+	r.known(helloKeys)
+	h := &Hello{ID: r.requestID()}
+	if m := r.field("v", true, kindInteger); m != nil {
+		switch {
+		case string(m.raw) != strconv.Itoa(Version):
+			r.fail(CodeUnsupportedVersion, fmt.Sprintf("version %s is not supported, this server speaks %d", clip(string(m.raw)), Version))
+		default:
+			h.V = Version
+		}
+	}
+	if m := r.field("client", false, kindString); m != nil {
+		h.Client = r.str(m)
+		if utf8.RuneCountInString(h.Client) > MaxClientChars {
+			r.fail(CodeInvalidField, fmt.Sprintf(`field "client" must be at most %d characters`, MaxClientChars))
+		}
+	}
+	return h
+}
+
+func decodeOpenQuery(r *reader) Request {
+	r.known(openQueryKeys)
+	q := &OpenQuery{ID: r.requestID()}
+	if m := r.field("sandbox_policy", false, kindObject); m != nil {
+		q.SandboxPolicy = bytes.Clone(m.raw)
+	}
+	return q
+}
+
+func decodeDecide(r *reader) Request {
+	r.known(decideKeys)
+	d := &Decide{ID: r.requestID()}
+	d.QueryID = r.nonEmpty("query_id")
+	d.Event = r.enum("event", EventPreToolUse, EventCanUseTool)
+	d.ToolName = r.nonEmpty("tool_name")
+	if m := r.field("tool_input", true, kindObject); m != nil {
+		d.ToolInput = bytes.Clone(m.raw)
+	}
+	if m := r.field("tool_use_id", true, kindString); m != nil {
+		d.ToolUseID = r.str(m)
+		if d.ToolUseID == "" && d.Event == EventPreToolUse {
+			r.fail(CodeInvalidField, `field "tool_use_id" must not be empty for event "PreToolUse"`)
+		}
+	}
+	if m := r.field("mcp_server", false, kindObject); m != nil {
+		d.MCPServer = r.mcpServer(m)
+	}
+	return d
+}
+
+// mcpServer decodes the mcp_server object, which Decode's scan already
+// checked for repeated and case-variant keys.
+func (r *reader) mcpServer(m *member) *MCPServer {
+	if r.err != nil {
+		return nil
+	}
+	s := scanner{data: m.raw, foldTop: true}
+	if err := s.scan(); err != nil {
+		// Unreachable: m.raw is part of a frame that scanned.
+		r.fail(CodeInvalidField, fmt.Sprintf(`field "mcp_server": %v`, err))
+		return nil
+	}
+	sub := reader{typ: r.typ, id: r.id, members: s.members, prefix: "mcp_server."}
+	sub.known(mcpServerKeys)
+	srv := &MCPServer{}
+	srv.Name = sub.nonEmpty("name")
+	srv.Source = sub.enum("source", SourceSDK, SourceStdio, SourceSSE, SourceHTTP, SourceUnknown)
+	r.err = sub.err
+	return srv
+}
+
+func decodeRun(r *reader) Request {
+	r.known(runKeys)
+	run := &Run{ID: r.requestID()}
+	run.QueryID = r.nonEmpty("query_id")
+	run.ToolUseID = r.nonEmpty("tool_use_id")
+	run.Language = r.enum("language", LanguagePython, LanguageShell, LanguageNode)
+	if m := r.field("code", true, kindString); m != nil {
+		run.Code = r.str(m)
+	}
+	if m := r.field("files", false, kindObject); m != nil {
+		run.Files = r.files(m)
+	}
+	if m := r.field("timeout_ms", false, kindInteger); m != nil {
+		n, err := strconv.ParseInt(string(m.raw), 10, 64)
+		if err != nil || n <= 0 {
+			r.fail(CodeInvalidField, `field "timeout_ms" must be a positive integer of milliseconds`)
+		} else {
+			run.TimeoutMS = &n
+		}
+	}
+	return run
+}
+
+// files decodes the files object: every value must be a string.
+func (r *reader) files(m *member) map[string]string {
+	if r.err != nil {
+		return nil
+	}
+	s := scanner{data: m.raw}
+	if err := s.scan(); err != nil {
+		// Unreachable: m.raw is part of a frame that scanned.
+		r.fail(CodeInvalidField, fmt.Sprintf(`field "files": %v`, err))
+		return nil
+	}
+	if len(s.members) == 0 {
+		return nil
+	}
+	files := make(map[string]string, len(s.members))
+	for i := range s.members {
+		f := &s.members[i]
+		if f.kind != kindString {
+			r.fail(CodeInvalidField, fmt.Sprintf(`field "files" must map each path to a string, not %s (path %s)`, f.kind, quote(string(f.key))))
+			return nil
+		}
+		files[string(f.key)] = r.str(f)
+	}
+	return files
+}
+
+func decodeCloseQuery(r *reader) Request {
+	r.known(closeQueryKeys)
+	c := &CloseQuery{ID: r.requestID()}
+	c.QueryID = r.nonEmpty("query_id")
+	return c
+}
+
+// reader reads the top-level members of one scanned object, recording the
+// first problem in err; every method does nothing once err is set.
+type reader struct {
+	// typ is the frame type, or "frame" while it is not known.
+	typ string
+	// id is the id to echo in an error frame.
+	id string
+	// prefix is put before field names in messages ("mcp_server.").
+	prefix  string
+	members []member
+	err     *Error
+}
+
+// fail records the first problem and returns it.
+func (r *reader) fail(code, msg string) *Error {
+	if r.err == nil {
+		r.err = &Error{ID: r.id, Code: code, Message: r.typ + ": " + msg}
+	}
+	return r.err
+}
+
+// get returns the member with exactly this key, or nil.
+func (r *reader) get(key string) *member {
+	for i := range r.members {
+		if string(r.members[i].key) == key {
+			return &r.members[i]
+		}
+	}
+	return nil
+}
+
+// echoID returns the value of the only top-level key equal to "id" up to
+// case, when that key is exactly "id" and its value a completely scanned
+// string; "" otherwise.
+func (r *reader) echoID() string {
+	var id *member
+	for i := range r.members {
+		if m := &r.members[i]; bytes.EqualFold(m.key, []byte("id")) {
+			if id != nil {
+				return ""
+			}
+			id = m
+		}
+	}
+	if id == nil || string(id.key) != "id" || id.kind != kindString || id.raw == nil {
+		return ""
+	}
+	return r.str(id)
+}
+
+// known fails with unknown_field at the first member whose key is not in
+// keys.
+func (r *reader) known(keys []string) {
+	for i := range r.members {
+		k := r.members[i].key
+		found := false
+		for _, want := range keys {
+			if string(k) == want {
+				found = true
+				break
+			}
+		}
+		if !found {
+			r.fail(CodeUnknownField, fmt.Sprintf("unknown field %s", quote(r.prefix+string(k))))
+			return
+		}
+	}
+}
+
+// field returns the member key when it is present and of kind want, and
+// nil otherwise, having recorded missing_field (when required) or
+// invalid_field.
+func (r *reader) field(key string, required bool, want kind) *member {
+	if r.err != nil {
+		return nil
+	}
+	m := r.get(key)
+	switch {
+	case m == nil && required:
+		r.fail(CodeMissingField, fmt.Sprintf("missing field %s", quote(r.prefix+key)))
+	case m == nil:
+	case want == kindInteger && m.kind == kindNumber && !isInteger(m.raw):
+		r.fail(CodeInvalidField, fmt.Sprintf("field %s must be %s, not %s", quote(r.prefix+key), want, clip(string(m.raw))))
+	case m.kind != want && !(want == kindInteger && m.kind == kindNumber):
+		r.fail(CodeInvalidField, fmt.Sprintf("field %s must be %s, not %s", quote(r.prefix+key), want, m.kind))
+	case m.tooDeep:
+		r.fail(CodeInvalidField, fmt.Sprintf("field %s nests deeper than %d levels", quote(r.prefix+key), MaxDepth))
+	default:
+		return m
+	}
+	return nil
+}
+
+// requestID reads the required "id": a string of 1 to MaxIDChars
+// characters.
+func (r *reader) requestID() string {
+	m := r.field("id", true, kindString)
+	if m == nil {
+		return ""
+	}
+	id := r.str(m)
+	if id == "" || utf8.RuneCountInString(id) > MaxIDChars {
+		r.fail(CodeInvalidField, fmt.Sprintf(`field "id" must be 1 to %d characters`, MaxIDChars))
+	}
+	return id
+}
+
+// nonEmpty reads a required string that must not be "".
+func (r *reader) nonEmpty(key string) string {
+	m := r.field(key, true, kindString)
+	if m == nil {
+		return ""
+	}
+	v := r.str(m)
+	if v == "" {
+		r.fail(CodeInvalidField, fmt.Sprintf("field %s must not be empty", quote(r.prefix+key)))
+	}
+	return v
+}
+
+// enum reads a required string that must be one of values.
+func (r *reader) enum(key string, values ...string) string {
+	m := r.field(key, true, kindString)
+	if m == nil {
+		return ""
+	}
+	v := r.str(m)
+	for _, want := range values {
+		if v == want {
+			return v
+		}
+	}
+	quoted := make([]string, len(values))
+	for i, want := range values {
+		quoted[i] = strconv.Quote(want)
+	}
+	r.fail(CodeInvalidField, fmt.Sprintf("field %s is %s, want one of %s", quote(r.prefix+key), quote(v), strings.Join(quoted, ", ")))
+	return ""
+}
+
+// str decodes a scanned string member.
+func (r *reader) str(m *member) string {
+	if m.escaped {
+		return string(unescape(m.raw))
+	}
+	return string(m.raw[1 : len(m.raw)-1])
+}
+
+// isInteger reports whether a JSON number is written as an integer, with no
+// fraction or exponent.
+func isInteger(num []byte) bool {
+	return bytes.IndexAny(num, ".eE") < 0
+}
+
+func dupMessage(d *dupKey) string {
+	where := ""
+	if d.under != "" {
+		where = " in field " + quote(d.under)
+	}
+	if d.key == d.first {
+		return fmt.Sprintf("duplicate key %s%s", quote(d.key), where)
+	}
+	return fmt.Sprintf("keys %s and %s%s differ only in case", quote(d.first), quote(d.key), where)
+}
+
+// maxQuoted is how many characters of a client's string a message repeats.
+const maxQuoted = 64
+
+// quote quotes s for a message, cutting it to maxQuoted characters.
+func quote(s string) string {
+	return strconv.Quote(clip(s))
+}
+
+// clip cuts s to maxQuoted characters, marking the cut with "…".
+func clip(s string) string {
+	n := 0
+	for i := range s {
+		if n == maxQuoted {
+			return s[:i] + "…"
+		}
+		n++
+	}
+	return s
+}

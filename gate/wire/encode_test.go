@@ -1,0 +1,167 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		reply Reply
+	}{
+		{name: "welcome", reply: Welcome{ID: "1", V: 1, Server: "gatekeeper/0.1.0", PolicyRevision: "sha256:4f1c"}},
+		{name: "query opened", reply: QueryOpened{ID: "2", QueryID: "q_6b0c", PolicyHash: "sha256:9e2d", EffectivePolicy: map[string]any{"proc": map[string]any{"timeout": 30000, "memory": 536870912}}}},
+		{name: "query opened with a raw effective policy", reply: &QueryOpened{ID: "2", QueryID: "q_6b0c", PolicyHash: "sha256:9e2d", EffectivePolicy: json.RawMessage(`{"proc": {"timeout": 30000}}`)}},
+		{name: "decision", reply: Decision{ID: "3", Decision: Allow, Reason: "Read of /srv/app/notes.txt is inside the workspace", Rule: "host_fs.allow", DecisionID: "d_0d3e", PolicyRevision: "sha256:4f1c", ToolUseID: "toolu_01"}},
+		{name: "decision with an empty tool use id", reply: Decision{ID: "3", Decision: Ask, Reason: "Bash <rm -rf> & friends need a human", Rule: "bash.ask", DecisionID: "d_0d3f", PolicyRevision: "sha256:4f1c"}},
+		{name: "output", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stdout", Data: "hello\n"}},
+		{name: "output with invalid UTF-8", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stderr", Data: "caf\xc3 \xff\xfe ok\x00"}},
+		{name: "run result", reply: RunResult{ID: "4", RunID: "r_9a1f", ExitCode: 0, Reason: "exited", Stdout: "hello\n", Stderr: "", DurationMS: 412, PeakMemoryBytes: 7340032, Image: "gatekeeper-sandbox:3f9a", Runtime: "runc"}},
+		{name: "run result that timed out with invalid UTF-8", reply: RunResult{ID: "4", RunID: "r_9a1g", ExitCode: 137, Reason: "timed_out", Stdout: "\xe2\x82", Truncated: true, TimedOut: true, DurationMS: 5000, PeakMemoryBytes: 1 << 20, Image: "gatekeeper-sandbox:3f9a", Runtime: "runsc"}},
+		{name: "query closed", reply: QueryClosed{ID: "5", QueryID: "q_6b0c"}},
+		{name: "error", reply: &Error{ID: "7", Code: CodeUnknownField, Message: `decide: unknown field "toolname"`}},
+		{name: "error with violations", reply: Error{ID: "2", Code: CodePolicyOverrideRejected, Message: "sandbox policy override rejected: 2 violations", Violations: []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.net.allow host evil.example is not within ceilings.net_hosts"}}},
+		{name: "error with a rule", reply: Error{ID: "4", Code: CodeRunDenied, Message: "network access to evil.example is not allowed", Rule: "sandbox.net.deny"}},
+		{name: "error without an id", reply: Error{Code: CodeMalformedFrame, Message: "frame: not a JSON object at byte 0"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Encode(tc.reply)
+			if err != nil {
+				t.Fatalf("Encode(%#v): %v", tc.reply, err)
+			}
+			if want := `{"type":"` + tc.reply.Type() + `",`; !bytes.HasPrefix(got, []byte(want)) {
+				t.Errorf("Encode(%#v) = %s, want it to start with %s", tc.reply, got, want)
+			}
+			if !json.Valid(got) || bytes.ContainsAny(got, "\n") {
+				t.Errorf("Encode(%#v) = %s, want one line of JSON", tc.reply, got)
+			}
+			checkGolden(t, "reply_"+slug(tc.name), append(got, '\n'))
+		})
+	}
+}
+
+func TestEncodeReplacesInvalidUTF8(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		reply Reply
+		field func(map[string]any) any
+		want  string
+	}{
+		{
+			name:  "output data cut inside a rune gets U+FFFD",
+			reply: Output{ID: "4", RunID: "r", Stream: "stdout", Data: "caf\xc3"},
+			field: func(m map[string]any) any { return m["data"] },
+			want:  "caf\ufffd",
+		},
+		{
+			name:  "each invalid byte of run_result stderr gets U+FFFD and NUL is kept",
+			reply: RunResult{ID: "4", RunID: "r", Stderr: "a\xff\xfeb\x00"},
+			field: func(m map[string]any) any { return m["stderr"] },
+			want:  "a\ufffd\ufffdb\x00",
+		},
+		{
+			name:  "valid multi-byte text is kept",
+			reply: RunResult{ID: "4", RunID: "r", Stdout: "héllo ✓ 🐍"},
+			field: func(m map[string]any) any { return m["stdout"] },
+			want:  "héllo ✓ 🐍",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := Encode(tc.reply)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatalf("Encode(%#v) = %s, not JSON: %v", tc.reply, b, err)
+			}
+			if got := tc.field(m); got != tc.want {
+				t.Errorf("Encode(%#v) carries %q, want %q", tc.reply, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEncodeFails(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		reply Reply
+		want  error // nil: any error that names the frame type
+	}{
+		{name: "a nil reply is refused", reply: nil, want: ErrNilReply},
+		{name: "a nil pointer is refused", reply: (*Decision)(nil), want: ErrNilReply},
+		{name: "a nil error frame is refused", reply: (*Error)(nil), want: ErrNilReply},
+		{name: "an effective policy that cannot be marshalled is an error", reply: QueryOpened{ID: "2", EffectivePolicy: make(chan int)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b, err := Encode(tc.reply)
+			switch {
+			case err == nil:
+				t.Fatalf("Encode(%#v) = %s, want an error", tc.reply, b)
+			case tc.want != nil && !errors.Is(err, tc.want):
+				t.Errorf("Encode(%#v) = error %v, want %v", tc.reply, err, tc.want)
+			case tc.want == nil && !strings.HasPrefix(err.Error(), "encode "+tc.reply.Type()+" frame: "):
+				t.Errorf("Encode(%#v) = error %q, want it to name the frame type", tc.reply, err)
+			}
+		})
+	}
+}
+
+func TestErrorIsAnError(t *testing.T) {
+	t.Parallel()
+	var err error = &Error{ID: "3", Code: CodeUnknownQuery, Message: `decide: query "q_1" is not open`}
+	var e *Error
+	if !errors.As(err, &e) || e.Code != CodeUnknownQuery {
+		t.Fatalf("errors.As(%v) did not find the *Error", err)
+	}
+	if got, want := err.Error(), `unknown_query: decide: query "q_1" is not open`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+}
+
+func TestRequestsMarshalAsClientsSendThem(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		req  Request
+		want string
+	}{
+		{name: "a hello", req: &Hello{ID: "1", V: 1, Client: "c"}, want: `{"type":"hello","id":"1","v":1,"client":"c"}`},
+		{name: "an open_query without override", req: &OpenQuery{ID: "2"}, want: `{"type":"open_query","id":"2"}`},
+		{name: "a decide", req: &Decide{ID: "3", QueryID: "q", Event: EventCanUseTool, ToolName: "mcp__fs__read", ToolInput: json.RawMessage(`{"a": "b c"}`), MCPServer: &MCPServer{Name: "fs", Source: SourceSDK}}, want: `{"type":"decide","id":"3","query_id":"q","event":"canUseTool","tool_name":"mcp__fs__read","tool_input":{"a":"b c"},"tool_use_id":"","mcp_server":{"name":"fs","source":"sdk"}}`},
+		{name: "a run", req: &Run{ID: "4", QueryID: "q", ToolUseID: "t", Language: LanguageShell, Code: "ls", Files: map[string]string{"b": "2", "a": "1"}, TimeoutMS: int64p(10)}, want: `{"type":"run","id":"4","query_id":"q","tool_use_id":"t","language":"sh","code":"ls","files":{"a":"1","b":"2"},"timeout_ms":10}`},
+		{name: "a close_query", req: &CloseQuery{ID: "5", QueryID: "q"}, want: `{"type":"close_query","id":"5","query_id":"q"}`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := json.Marshal(tc.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tc.want {
+				t.Errorf("json.Marshal(%#v) = %s, want %s", tc.req, got, tc.want)
+			}
+			back, e := Decode(got)
+			if e != nil {
+				t.Fatalf("Decode(%s) = %v", got, e)
+			}
+			if again, _ := json.Marshal(back); string(again) != tc.want {
+				t.Errorf("the decoded frame marshals to %s, want %s", again, tc.want)
+			}
+		})
+	}
+}

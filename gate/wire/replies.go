@@ -1,0 +1,177 @@
+package wire
+
+// Welcome answers Hello.
+type Welcome struct {
+	ID string `json:"id"`
+	V  int    `json:"v"`
+	// Server names the sidecar and its version, such as "gatekeeper/0.1.0".
+	Server         string `json:"server"`
+	PolicyRevision string `json:"policy_revision"`
+}
+
+// QueryOpened answers OpenQuery.
+type QueryOpened struct {
+	ID         string `json:"id"`
+	QueryID    string `json:"query_id"`
+	PolicyHash string `json:"policy_hash"`
+	// EffectivePolicy is the merged policy, marshalled with encoding/json
+	// (sizes in bytes, durations in milliseconds).
+	EffectivePolicy any `json:"effective_policy"`
+}
+
+// Decision answers Decide.
+type Decision struct {
+	ID string `json:"id"`
+	// Decision is Allow, Deny or Ask.
+	Decision string `json:"decision"`
+	// Reason is a sentence written for the model to read.
+	Reason string `json:"reason"`
+	// Rule names the rule that decided.
+	Rule           string `json:"rule"`
+	DecisionID     string `json:"decision_id"`
+	PolicyRevision string `json:"policy_revision"`
+	ToolUseID      string `json:"tool_use_id"`
+}
+
+// Output carries output of a run as it is produced. ID is the run request's.
+type Output struct {
+	ID    string `json:"id"`
+	RunID string `json:"run_id"`
+	// Stream is "stdout" or "stderr".
+	Stream string `json:"stream"`
+	// Data is text; Encode replaces invalid UTF-8 with U+FFFD.
+	Data string `json:"data"`
+}
+
+// RunResult ends a run that ran.
+type RunResult struct {
+	ID       string `json:"id"`
+	RunID    string `json:"run_id"`
+	ExitCode int    `json:"exit_code"`
+	// Reason is "exited", "timed_out", "oom_killed" or "cancelled".
+	Reason string `json:"reason"`
+	// Stdout and Stderr are text; Encode replaces invalid UTF-8 with U+FFFD.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	Truncated       bool   `json:"truncated"`
+	TimedOut        bool   `json:"timed_out"`
+	OOMKilled       bool   `json:"oom_killed"`
+	DurationMS      int64  `json:"duration_ms"`
+	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
+	Image           string `json:"image"`
+	Runtime         string `json:"runtime"`
+}
+
+// QueryClosed answers CloseQuery.
+type QueryClosed struct {
+	ID      string `json:"id"`
+	QueryID string `json:"query_id"`
+}
+
+// Error codes of the error frame, as listed in docs/protocol.md.
+const (
+	CodeMalformedFrame         = "malformed_frame"
+	CodeDuplicateKey           = "duplicate_key"
+	CodeUnknownType            = "unknown_type"
+	CodeUnknownField           = "unknown_field"
+	CodeMissingField           = "missing_field"
+	CodeInvalidField           = "invalid_field"
+	CodeHelloRequired          = "hello_required"
+	CodeUnsupportedVersion     = "unsupported_version"
+	CodeUnknownQuery           = "unknown_query"
+	CodePolicyOverrideRejected = "policy_override_rejected"
+	CodeTooManyRequests        = "too_many_requests"
+	CodeRunDenied              = "run_denied"
+	CodeRunnerUnavailable      = "runner_unavailable"
+	CodeInternal               = "internal"
+)
+
+// Error is the error frame: the answer to a request that had no effect, or
+// the end of a run that did not run. It also implements error, so that code
+// between the server and the frame can return it.
+type Error struct {
+	// ID is the request's id, or "" when it could not be read.
+	ID string `json:"id"`
+	// Code is one of the Code constants.
+	Code string `json:"code"`
+	// Message is written for a person or the model to read.
+	Message string `json:"message"`
+	// Violations lists every violation, for CodePolicyOverrideRejected.
+	Violations []string `json:"violations,omitempty"`
+	// Rule names the rule that refused, for CodeRunDenied.
+	Rule string `json:"rule,omitempty"`
+}
+
+// Error returns the code and the message.
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Type returns TypeWelcome.
+func (Welcome) Type() string { return TypeWelcome }
+
+// Type returns TypeQueryOpened.
+func (QueryOpened) Type() string { return TypeQueryOpened }
+
+// Type returns TypeDecision.
+func (Decision) Type() string { return TypeDecision }
+
+// Type returns TypeOutput.
+func (Output) Type() string { return TypeOutput }
+
+// Type returns TypeRunResult.
+func (RunResult) Type() string { return TypeRunResult }
+
+// Type returns TypeQueryClosed.
+func (QueryClosed) Type() string { return TypeQueryClosed }
+
+// Type returns TypeError.
+func (Error) Type() string { return TypeError }
+
+func (Welcome) isReply()     {}
+func (QueryOpened) isReply() {}
+func (Decision) isReply()    {}
+func (Output) isReply()      {}
+func (RunResult) isReply()   {}
+func (QueryClosed) isReply() {}
+func (Error) isReply()       {}
+
+// MarshalJSON writes the frame, "type" first.
+func (w Welcome) MarshalJSON() ([]byte, error) {
+	type fields Welcome
+	return marshalFrame(TypeWelcome, fields(w))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (q QueryOpened) MarshalJSON() ([]byte, error) {
+	type fields QueryOpened
+	return marshalFrame(TypeQueryOpened, fields(q))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (d Decision) MarshalJSON() ([]byte, error) {
+	type fields Decision
+	return marshalFrame(TypeDecision, fields(d))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (o Output) MarshalJSON() ([]byte, error) {
+	type fields Output
+	return marshalFrame(TypeOutput, fields(o))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (r RunResult) MarshalJSON() ([]byte, error) {
+	type fields RunResult
+	return marshalFrame(TypeRunResult, fields(r))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (q QueryClosed) MarshalJSON() ([]byte, error) {
+	type fields QueryClosed
+	return marshalFrame(TypeQueryClosed, fields(q))
+}
+
+// MarshalJSON writes the frame, "type" first.
+func (e Error) MarshalJSON() ([]byte, error) {
+	type fields Error
+	return marshalFrame(TypeError, fields(e))
+}

@@ -1,0 +1,140 @@
+package wire
+
+import "encoding/json"
+
+// Hello opens a connection: it must be the first frame.
+type Hello struct {
+	ID string `json:"id"`
+	// V is the protocol version; Decode accepts only Version.
+	V int `json:"v"`
+	// Client is a free-form name of the client for the audit log, at most
+	// MaxClientChars characters; "" when absent.
+	Client string `json:"client,omitempty"`
+}
+
+// OpenQuery opens a query, optionally overriding the sandbox policy.
+type OpenQuery struct {
+	ID string `json:"id"`
+	// SandboxPolicy is the override exactly as sent: a JSON object, free of
+	// repeated keys (see Decode) and not nested deeper than MaxDepth, or nil
+	// when absent. The policy package decodes and checks it.
+	SandboxPolicy json.RawMessage `json:"sandbox_policy,omitempty"`
+}
+
+// Decide asks for a decision on one tool call.
+type Decide struct {
+	ID      string `json:"id"`
+	QueryID string `json:"query_id"`
+	// Event is EventPreToolUse or EventCanUseTool.
+	Event string `json:"event"`
+	// ToolName is exactly as the SDK reports it; never "".
+	ToolName string `json:"tool_name"`
+	// ToolInput is the tool's input exactly as sent: a JSON object, free of
+	// repeated keys (case variants such as "path" and "Path" are distinct
+	// keys) and not nested deeper than MaxDepth.
+	ToolInput json.RawMessage `json:"tool_input"`
+	// ToolUseID is the SDK's tool use id; "" only when Event is
+	// EventCanUseTool.
+	ToolUseID string `json:"tool_use_id"`
+	// MCPServer describes the server of an mcp__<server>__<tool> tool; nil
+	// when absent.
+	MCPServer *MCPServer `json:"mcp_server,omitempty"`
+}
+
+// MCPServer is the MCP server a tool belongs to.
+type MCPServer struct {
+	// Name is the server's name; never "".
+	Name string `json:"name"`
+	// Source is one of SourceSDK, SourceStdio, SourceSSE, SourceHTTP or
+	// SourceUnknown.
+	Source string `json:"source"`
+}
+
+// Run asks to run code in the sandbox for an allowed tool use.
+type Run struct {
+	ID        string `json:"id"`
+	QueryID   string `json:"query_id"`
+	ToolUseID string `json:"tool_use_id"`
+	// Language is LanguagePython, LanguageShell or LanguageNode.
+	Language string `json:"language"`
+	// Code is the program text; it may be "".
+	Code string `json:"code"`
+	// Files maps paths relative to /workspace to their text; nil when absent
+	// or empty. Paths are not checked here: the runner refuses bad ones.
+	Files map[string]string `json:"files,omitempty"`
+	// TimeoutMS is the requested timeout in milliseconds, positive; nil when
+	// absent. The server checks it against the effective policy.
+	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+}
+
+// CloseQuery closes a query.
+type CloseQuery struct {
+	ID      string `json:"id"`
+	QueryID string `json:"query_id"`
+}
+
+// RequestID returns h.ID.
+func (h *Hello) RequestID() string { return h.ID }
+
+// RequestID returns q.ID.
+func (q *OpenQuery) RequestID() string { return q.ID }
+
+// RequestID returns d.ID.
+func (d *Decide) RequestID() string { return d.ID }
+
+// RequestID returns r.ID.
+func (r *Run) RequestID() string { return r.ID }
+
+// RequestID returns c.ID.
+func (c *CloseQuery) RequestID() string { return c.ID }
+
+// Type returns TypeHello.
+func (*Hello) Type() string { return TypeHello }
+
+// Type returns TypeOpenQuery.
+func (*OpenQuery) Type() string { return TypeOpenQuery }
+
+// Type returns TypeDecide.
+func (*Decide) Type() string { return TypeDecide }
+
+// Type returns TypeRun.
+func (*Run) Type() string { return TypeRun }
+
+// Type returns TypeCloseQuery.
+func (*CloseQuery) Type() string { return TypeCloseQuery }
+
+func (*Hello) isRequest()      {}
+func (*OpenQuery) isRequest()  {}
+func (*Decide) isRequest()     {}
+func (*Run) isRequest()        {}
+func (*CloseQuery) isRequest() {}
+
+// MarshalJSON writes the frame as a client sends it, "type" first.
+func (h Hello) MarshalJSON() ([]byte, error) {
+	type fields Hello
+	return marshalFrame(TypeHello, fields(h))
+}
+
+// MarshalJSON writes the frame as a client sends it, "type" first.
+func (q OpenQuery) MarshalJSON() ([]byte, error) {
+	type fields OpenQuery
+	return marshalFrame(TypeOpenQuery, fields(q))
+}
+
+// MarshalJSON writes the frame as a client sends it, "type" first.
+func (d Decide) MarshalJSON() ([]byte, error) {
+	type fields Decide
+	return marshalFrame(TypeDecide, fields(d))
+}
+
+// MarshalJSON writes the frame as a client sends it, "type" first.
+func (r Run) MarshalJSON() ([]byte, error) {
+	type fields Run
+	return marshalFrame(TypeRun, fields(r))
+}
+
+// MarshalJSON writes the frame as a client sends it, "type" first.
+func (c CloseQuery) MarshalJSON() ([]byte, error) {
+	type fields CloseQuery
+	return marshalFrame(TypeCloseQuery, fields(c))
+}

@@ -1,0 +1,97 @@
+// Package wire is the codec between the WebSocket text frames of the
+// gatekeeper protocol (docs/protocol.md, version 1) and Go values.
+//
+// Decode turns one client frame into a Request (*Hello, *OpenQuery, *Decide,
+// *Run or *CloseQuery) or into the *Error frame to send back; Encode turns a
+// Reply into one frame. The package does no I/O and keeps no state: both
+// functions are safe for concurrent use, and the server calls Decode in a
+// connection's reader goroutine and Encode in its writer.
+//
+// Decoding is strict, because the policy judges exactly what the codec
+// passes on. encoding/json alone would match keys case-insensitively and keep
+// the last of two equal keys, so Decode first walks the whole frame with its
+// own scanner, which refuses repeated keys and nesting deeper than MaxDepth,
+// then reads each field by its exact name.
+package wire
+
+// Protocol limits.
+const (
+	// Version is the protocol version this package speaks (hello.v).
+	Version = 1
+	// MaxIDChars is the most characters (Unicode code points) an id may have.
+	MaxIDChars = 128
+	// MaxClientChars is the most characters hello.client may have.
+	MaxClientChars = 256
+	// MaxDepth is how deeply a frame may nest objects and arrays, counting
+	// the frame's own object: tool_input's object is level 2.
+	MaxDepth = 64
+)
+
+// Frame types of requests.
+const (
+	TypeHello      = "hello"
+	TypeOpenQuery  = "open_query"
+	TypeDecide     = "decide"
+	TypeRun        = "run"
+	TypeCloseQuery = "close_query"
+)
+
+// Frame types of replies.
+const (
+	TypeWelcome     = "welcome"
+	TypeQueryOpened = "query_opened"
+	TypeDecision    = "decision"
+	TypeOutput      = "output"
+	TypeRunResult   = "run_result"
+	TypeQueryClosed = "query_closed"
+	TypeError       = "error"
+)
+
+// Values of Decide.Event: which SDK callback asks.
+const (
+	EventPreToolUse = "PreToolUse"
+	EventCanUseTool = "canUseTool"
+)
+
+// Values of MCPServer.Source: how the MCP server was configured.
+const (
+	SourceSDK     = "sdk"
+	SourceStdio   = "stdio"
+	SourceSSE     = "sse"
+	SourceHTTP    = "http"
+	SourceUnknown = "unknown"
+)
+
+// Values of Run.Language.
+const (
+	LanguagePython = "python"
+	LanguageShell  = "sh"
+	LanguageNode   = "node"
+)
+
+// Values of Decision.Decision.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+	Ask   = "ask"
+)
+
+// Request is a decoded client frame: one of *Hello, *OpenQuery, *Decide,
+// *Run or *CloseQuery. Only this package implements it, so a type switch
+// over those five pointer types is exhaustive.
+type Request interface {
+	// RequestID is the frame's id, which every reply to it echoes.
+	RequestID() string
+	// Type is the frame's type, such as "decide".
+	Type() string
+	isRequest()
+}
+
+// Reply is a server frame: Welcome, QueryOpened, Decision, Output,
+// RunResult, QueryClosed or Error, each as a value or a pointer. Only this
+// package implements it.
+type Reply interface {
+	// Type is the frame's type, such as "decision".
+	Type() string
+	isReply()
+}
