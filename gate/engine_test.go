@@ -31,7 +31,17 @@ sandbox:
 ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.org"]}
 `
 
-func newEnv(t *testing.T, policyText string) *env {
+func newEnvB(b *testing.B) *gate.Engine {
+	b.Helper()
+	e := newEnv(b, testPolicy)
+	eng, err := gate.New(b.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return eng
+}
+
+func newEnv(t testing.TB, policyText string) *env {
 	t.Helper()
 	dir := t.TempDir()
 	e := &env{dir: dir, ws: filepath.Join(dir, "ws"), home: filepath.Join(dir, "home"), policyFile: filepath.Join(dir, "policy.yaml"), regoDir: filepath.Join(dir, "rego.d")}
@@ -49,7 +59,7 @@ func newEnv(t *testing.T, policyText string) *env {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
