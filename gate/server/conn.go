@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,16 +52,17 @@ type query struct {
 	// run, in the order they were allowed.
 	mu         sync.Mutex
 	authorized []string
+	consumed   []string // ids that ran, most recent last
 }
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{
 		s: s, ws: ws, ctx: ctx, cancel: cancel,
-		out:      make(chan []byte, 64),
-		jobs:     make(chan func(), s.cfg.MaxInFlight),
-		runs:     make(chan struct{}, s.cfg.MaxRunsPerConn),
-		queries:  map[string]*query{},
+		out:     make(chan []byte, 64),
+		jobs:    make(chan func(), s.cfg.MaxInFlight),
+		runs:    make(chan struct{}, s.cfg.MaxRunsPerConn),
+		queries: map[string]*query{},
 	}
 }
 
@@ -219,9 +221,15 @@ func unknownQuery(reqID, queryID string) *wire.Error {
 
 func newID(prefix string) string { return prefix + uuid.NewString() }
 
+// authorize records an allow of the sandbox tool for toolUseID. The SDK
+// asks twice for one call (PreToolUse, then canUseTool): that is still one
+// run, and an id that already ran is never authorized again.
 func (q *query) authorize(toolUseID string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if slices.Contains(q.authorized, toolUseID) || slices.Contains(q.consumed, toolUseID) {
+		return
+	}
 	if len(q.authorized) >= maxAuthorized {
 		q.authorized = q.authorized[1:]
 	}
@@ -232,11 +240,14 @@ func (q *query) authorize(toolUseID string) {
 func (q *query) consume(toolUseID string) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	for i, id := range q.authorized {
-		if id == toolUseID {
-			q.authorized = append(q.authorized[:i], q.authorized[i+1:]...)
-			return true
-		}
+	i := slices.Index(q.authorized, toolUseID)
+	if i < 0 {
+		return false
 	}
-	return false
+	q.authorized = slices.Delete(q.authorized, i, i+1)
+	if len(q.consumed) >= maxAuthorized {
+		q.consumed = q.consumed[1:]
+	}
+	q.consumed = append(q.consumed, toolUseID)
+	return true
 }

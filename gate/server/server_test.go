@@ -428,6 +428,10 @@ func TestRunNeedsAPriorAllowAndIsDecidedAgain(t *testing.T) {
 	if d := c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_2", sdkServer); d["decision"] != "allow" {
 		t.Fatalf("decide: %v", d)
 	}
+	// The SDK asks again through canUseTool: still one run.
+	if d := c.do(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"canUseTool","tool_name":"mcp__sandboxed_code__run","tool_input":{"language":"python","code":"x"},"tool_use_id":"toolu_2","mcp_server":%s}`, q, sdkServer)); d["decision"] != "allow" {
+		t.Fatalf("canUseTool decide: %v", d)
+	}
 	out := run("r2", "toolu_2", "python")
 	if out["type"] != "output" || out["stream"] != "stdout" || out["data"] != "hello\n" || out["id"] != "r2" {
 		t.Fatalf("first frame of the run: %v", out)
@@ -442,6 +446,11 @@ func TestRunNeedsAPriorAllowAndIsDecidedAgain(t *testing.T) {
 	// Each allow authorizes exactly one run.
 	if r := run("r3", "toolu_2", "python"); r["code"] != "run_denied" || r["rule"] != "run.no_prior_allow" {
 		t.Fatalf("second run on one allow: %v", r)
+	}
+	// An allow replayed after the run does not authorize it again.
+	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_2", sdkServer)
+	if r := run("r3b", "toolu_2", "python"); r["code"] != "run_denied" {
+		t.Fatalf("run after a replayed allow: %v", r)
 	}
 	// The run is decided on its own input: a language the policy refuses is denied.
 	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_3", sdkServer)
