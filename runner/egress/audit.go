@@ -1,0 +1,102 @@
+package egress
+
+import (
+	"net/netip"
+	"time"
+)
+
+// RunIdentity names the run a sandbox's traffic belongs to.
+type RunIdentity struct {
+	RunID   string
+	QueryID string
+}
+
+// Decision is the outcome of the egress policy for one request.
+type Decision string
+
+// The two decisions. Anything the proxy refuses, for whatever reason, is a
+// Deny; Allow means the policy let the request through, even if the
+// upstream then failed (see Event.Error).
+const (
+	Allow Decision = "allow"
+	Deny  Decision = "deny"
+)
+
+// Rules name why a request was decided as it was. They appear in Event.Rule,
+// in the X-Gatekeeper-Rule response header and in the reply body.
+const (
+	// RuleAllowlisted: the host matched sandbox.net.allow and every address
+	// it resolved to passed the address check.
+	RuleAllowlisted = "egress.allowlisted"
+	// RuleNotAllowlisted: no sandbox.net.allow pattern matched host:port.
+	RuleNotAllowlisted = "egress.not_allowlisted"
+	// RuleDenylisted: a sandbox.net.deny pattern matched the host, or one of
+	// the addresses it resolved to. Deny always wins over allow.
+	RuleDenylisted = "egress.denylisted"
+	// RuleMetadata: the host or an address it resolved to is a cloud
+	// metadata service (see MetadataHosts). No policy can allow it.
+	RuleMetadata = "egress.metadata"
+	// RuleModelVendor: the host is a model vendor API (see
+	// ModelVendorHosts). No policy can allow it.
+	RuleModelVendor = "egress.model_vendor"
+	// RulePrivateAddress: the host is, or resolved to, a loopback, private,
+	// link-local, CGNAT or otherwise non-public address that is not itself
+	// allowlisted as an IP literal; or to an unspecified, multicast or
+	// broadcast address, which nothing can allow.
+	RulePrivateAddress = "egress.private_address"
+	// RuleBadHost: the requested host or port cannot be normalized.
+	RuleBadHost = "egress.bad_host"
+	// RuleBadRequest: the request is neither CONNECT host:port nor an
+	// absolute http:// URI.
+	RuleBadRequest = "egress.bad_request"
+	// RuleUnknownSource: the connection comes from an address no run is
+	// registered for.
+	RuleUnknownSource = "egress.unknown_source"
+	// RuleDisabled: the run is registered with networking disabled.
+	RuleDisabled = "egress.disabled"
+	// RuleConnLimit: the sandbox already has Config.MaxConnsPerSandbox
+	// connections open to the proxy.
+	RuleConnLimit = "egress.conn_limit"
+	// RuleUnresolvable: the allowed name did not resolve.
+	RuleUnresolvable = "egress.unresolvable"
+)
+
+// Event is the audit record of one proxied request: one CONNECT tunnel or
+// one forwarded HTTP request.
+type Event struct {
+	// Time is when the request arrived; Duration how long it lasted (zero
+	// for a refusal).
+	Time     time.Time
+	Duration time.Duration
+	// RunID and QueryID identify the run; empty for an unknown source.
+	RunID, QueryID string
+	// Source is the client (sandbox) address.
+	Source netip.Addr
+	// Method is "CONNECT" or the forwarded HTTP method.
+	Method string
+	// Host is the normalized host, or the raw text (clipped) when it could
+	// not be normalized; Port is 0 then.
+	Host string
+	Port uint16
+	// Addr is the upstream address dialed; zero when nothing was dialed.
+	Addr netip.AddrPort
+	// Decision, Rule and Reason say what the policy decided and why; Reason
+	// is the sentence the client was sent.
+	Decision Decision
+	Rule     string
+	Reason   string
+	// BytesUp and BytesDown count bytes sent to and received from the
+	// upstream (HTTP headers included for forwarded requests).
+	BytesUp, BytesDown int64
+	// Error says how an allowed request ended abnormally (dial failure,
+	// byte limit, idle timeout, upstream error); empty when it ended cleanly.
+	Error string
+}
+
+// Auditor receives one Event per request: for a denied request before the
+// client is answered, for an allowed one when it ends. It is called from
+// many goroutines at once and should not block for long. An error is
+// logged; it does not change the decision.
+type Auditor interface {
+	Egress(Event) error
+}

@@ -1,0 +1,82 @@
+package egress_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+)
+
+func ExampleNormalizeHost() {
+	for _, h := range []string{"Example.COM.", "bücher.example", "0x7f.1", "2130706433", "[::ffff:169.254.169.254]", "1.2.3.256"} {
+		n, err := egress.NormalizeHost(h)
+		if err != nil {
+			fmt.Printf("%s: refused\n", h)
+			continue
+		}
+		fmt.Printf("%s: %s\n", h, n)
+	}
+	// Output:
+	// Example.COM.: example.com
+	// bücher.example: xn--bcher-kva.example
+	// 0x7f.1: 127.0.0.1
+	// 2130706433: 127.0.0.1
+	// [::ffff:169.254.169.254]: 169.254.169.254
+	// 1.2.3.256: refused
+}
+
+func ExampleMatch() {
+	for _, host := range []string{"a.example.com", "a.b.example.com", "example.com", "notexample.com"} {
+		ok, _ := egress.Match("*.example.com", host, 443)
+		fmt.Printf("%s: %v\n", host, ok)
+	}
+	// Output:
+	// a.example.com: true
+	// a.b.example.com: true
+	// example.com: false
+	// notexample.com: false
+}
+
+// logAuditor prints events; a real one writes the audit log.
+type logAuditor struct{}
+
+func (logAuditor) Egress(ev egress.Event) error {
+	log.Printf("egress %s %s:%d %s %s", ev.RunID, ev.Host, ev.Port, ev.Decision, ev.Rule)
+	return nil
+}
+
+// ExampleProxy shows the lifecycle the Docker backend follows: one proxy
+// for the process, one registration per sandbox for the length of its run.
+func ExampleProxy() {
+	p, err := egress.New(egress.Config{Auditor: logAuditor{}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // in production: the proxy's address on the internal network
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Serve(ctx, ln) }()
+
+	sandboxIP := netip.MustParseAddr("172.30.0.2")
+	err = p.Register(sandboxIP, egress.RunIdentity{RunID: "run-1", QueryID: "q-1"}, runner.Network{
+		Enabled: true,
+		Allow:   []string{"pypi.org", "files.pythonhosted.org", "*.github.com:443"},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// ... run the container with HTTP_PROXY/HTTPS_PROXY=http://<ln address> ...
+	p.Unregister(sandboxIP)
+
+	cancel()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+}
