@@ -1,0 +1,444 @@
+package docker
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/client"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+)
+
+func newFakeRunner(t *testing.T, f *fakeEngine) *Runner {
+	t.Helper()
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test"}, f, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestNewRefusesBadInstanceNames(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"", "has space", "a/b", strings.Repeat("x", 65), "lab=el"} {
+		if _, err := newRunner(Config{Instance: name}, newFake(), nil); err == nil {
+			t.Errorf("instance %q accepted, want an error", name)
+		}
+	}
+	if _, err := newRunner(Config{Instance: "gatekeeper-1.test_x"}, newFake(), nil); err != nil {
+		t.Errorf("instance gatekeeper-1.test_x refused: %v", err)
+	}
+}
+
+func TestRunRefusalsBeforeAnyContainer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		runtimes []string
+		edit     func(*runner.Spec)
+		want     error
+		wantMsg  string
+	}{
+		{
+			name:     "runsc asked of an engine without it is refused, never run under runc",
+			runtimes: []string{"runc"},
+			edit:     func(s *runner.Spec) { s.Sandbox.Runtime = runner.Runsc },
+			want:     runner.ErrRuntimeUnavailable,
+			wantMsg:  "runsc",
+		},
+		{
+			name:     "an enabled network is refused until the egress proxy exists",
+			runtimes: []string{"runc", "runsc"},
+			edit: func(s *runner.Spec) {
+				s.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"example.com"}}
+			},
+			want: runner.ErrNetworkUnsupported,
+		},
+		{
+			name:     "an unknown runtime is an invalid spec",
+			runtimes: []string{"runc", "kata"},
+			edit:     func(s *runner.Spec) { s.Sandbox.Runtime = "kata" },
+			want:     runner.ErrInvalidSpec,
+		},
+		{
+			name:     "an unknown language is an invalid spec",
+			runtimes: []string{"runc"},
+			edit:     func(s *runner.Spec) { s.Language = "cobol" },
+			want:     runner.ErrInvalidSpec,
+		},
+		{
+			name:     "gid 0 is refused like uid 0",
+			runtimes: []string{"runc"},
+			edit:     func(s *runner.Spec) { s.Sandbox.GID = 0 },
+			want:     runner.ErrInvalidSpec,
+		},
+		{
+			name:     "a missing image is the engine's not-found error",
+			runtimes: []string{"runc"},
+			edit:     func(s *runner.Spec) { s.Sandbox.Image = "missing:image" },
+			want:     cerrdefs.ErrNotFound,
+			wantMsg:  "missing:image",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake(tt.runtimes...)
+			r := newFakeRunner(t, f)
+			spec := runnertest.Spec("print(1)")
+			tt.edit(&spec)
+			_, err := r.Run(t.Context(), spec)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Run = %v, want an error wrapping %v", err, tt.want)
+			}
+			if !strings.Contains(fmtErr(err), tt.wantMsg) {
+				t.Errorf("error %q does not mention %q", err, tt.wantMsg)
+			}
+			if n := f.count("ContainerCreate"); n != 0 {
+				t.Errorf("%d containers created, want none", n)
+			}
+		})
+	}
+}
+
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+func TestRuntimesAreAskedOnce(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	r := newFakeRunner(t, f)
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.Runtime = runner.Runsc
+	for range 3 {
+		if _, err := r.Run(t.Context(), spec); !errors.Is(err, runner.ErrRuntimeUnavailable) {
+			t.Fatalf("Run = %v, want ErrRuntimeUnavailable", err)
+		}
+	}
+	if n := f.count("Info"); n != 1 {
+		t.Errorf("engine info asked %d times, want once", n)
+	}
+}
+
+func TestLanguageMissingFromImage(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	f.hasFile["/usr/bin/python3"] = true
+	r := newFakeRunner(t, f)
+	spec := runnertest.Spec("console.log(1)")
+	spec.Language = runner.Node
+	for range 2 {
+		_, err := r.Run(t.Context(), spec)
+		if !errors.Is(err, runner.ErrLanguageUnavailable) {
+			t.Fatalf("Run = %v, want ErrLanguageUnavailable", err)
+		}
+		if !strings.Contains(err.Error(), "img:test") {
+			t.Errorf("error %q does not name the image", err)
+		}
+	}
+	if n := f.count("ContainerStatPath"); n != len(imagePath) {
+		t.Errorf("%d stat calls for two runs, want %d (one PATH search, then cached)", n, len(imagePath))
+	}
+	if c, rm := f.count("ContainerCreate"), f.count("ContainerRemove"); c != rm {
+		t.Errorf("%d containers created, %d removed; want all removed", c, rm)
+	}
+	if n := f.count("ContainerStart"); n != 0 {
+		t.Errorf("%d containers started, want none", n)
+	}
+}
+
+func TestUnreachableEngine(t *testing.T) {
+	t.Parallel()
+	cli, err := client.NewClientWithOpts(client.WithHost("unix://"+filepath.Join(t.TempDir(), "no.sock")), client.WithAPIVersionNegotiation())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Instance: "unreachable", DefaultImage: "img:test", Client: cli})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	_, err = r.Run(t.Context(), runnertest.Spec("print(1)"))
+	if !errors.Is(err, runner.ErrUnavailable) {
+		t.Fatalf("Run = %v, want ErrUnavailable", err)
+	}
+	if !strings.Contains(err.Error(), "no.sock") {
+		t.Errorf("error %q lacks the engine client's own message", err)
+	}
+	if _, err := r.Cleanup(t.Context()); !errors.Is(err, runner.ErrUnavailable) {
+		t.Errorf("Cleanup = %v, want ErrUnavailable", err)
+	}
+}
+
+func TestContainerSettings(t *testing.T) {
+	t.Parallel()
+	deps := t.TempDir()
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			r := newFakeRunner(t, newFake())
+			spec := runnertest.Spec("print(1)")
+			spec.Sandbox.Runtime = rt
+			spec.Sandbox.UID, spec.Sandbox.GID = 1000, 1001
+			spec.Sandbox.CPUs = 0.5
+			spec.Sandbox.MemoryBytes = 128 << 20
+			spec.Sandbox.PIDs = 50
+			spec.Sandbox.DepsDir = deps
+			spec.Timeout = 5 * time.Second
+			spec.Labels = map[string]string{"team": "a", LabelInstance: "spoofed"}
+			p, err := r.plan(spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, host := p.config, p.host
+			check := func(what string, ok bool) {
+				t.Helper()
+				if !ok {
+					t.Errorf("%s: config %+v host %+v", what, cfg, host)
+				}
+			}
+			check("root file system read-only", host.ReadonlyRootfs)
+			check("not privileged", !host.Privileged)
+			check("all capabilities dropped", slices.Equal(host.CapDrop, []string{"ALL"}) && len(host.CapAdd) == 0)
+			check("no new privileges, default seccomp", slices.Equal(host.SecurityOpt, []string{"no-new-privileges:true"}))
+			check("network none", host.NetworkMode == "none")
+			check("runtime set", host.Runtime == string(rt))
+			check("private ipc", host.IpcMode == "private")
+			check("private pid and uts", host.PidMode == "" && host.UTSMode == "")
+			check("init reaps zombies", host.Init != nil && *host.Init)
+			check("small shm", host.ShmSize == DefaultShmBytes)
+			check("no logs on disk", host.LogConfig.Type == "none")
+			check("no binds", len(host.Binds) == 0 && len(host.VolumesFrom) == 0 && len(host.Devices) == 0)
+			check("cpu quota", host.NanoCPUs == 5e8)
+			check("memory without swap", host.Memory == 128<<20 && host.MemorySwap == 128<<20)
+			check("user", cfg.User == "1000:1001")
+			check("environment", slices.Equal(cfg.Env, sandboxEnv))
+			check("workdir", cfg.WorkingDir == "/workspace")
+			check("labels", cfg.Labels[LabelInstance] == "unit" && cfg.Labels[LabelRunID] == spec.RunID && cfg.Labels[LabelQueryID] == "conformance" && cfg.Labels["team"] == "a")
+			check("stdin for the workspace", cfg.OpenStdin && cfg.StdinOnce && !cfg.Tty)
+			check("workspace tmpfs owned by the uid", host.Tmpfs["/workspace"] == "rw,noexec,nosuid,nodev,size=16777216,mode=0700,uid=1000,gid=1001")
+			check("tmp tmpfs", host.Tmpfs["/tmp"] == "rw,noexec,nosuid,nodev,size=8388608,mode=1777")
+			check("two tmpfs only", len(host.Tmpfs) == 2)
+			check("one mount", len(host.Mounts) == 1)
+			m := host.Mounts[0]
+			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
+				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
+			check("backstop timeout in the command", slices.Contains(cfg.Entrypoint, "15s") && slices.Contains(cfg.Entrypoint, "timeout"))
+			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
+
+			ulimits := map[string]int64{}
+			for _, u := range host.Ulimits {
+				check("ulimit soft equals hard", u.Soft == u.Hard)
+				ulimits[u.Name] = u.Hard
+			}
+			check("nofile", ulimits["nofile"] == DefaultNofile)
+			check("fsize above the largest tmpfs", ulimits["fsize"] == 2*(16<<20))
+			switch rt {
+			case runner.Runc:
+				check("pids cgroup is the policy", *host.PidsLimit == 50)
+				check("nproc is the host backstop", ulimits["nproc"] == DefaultHostNproc)
+			case runner.Runsc:
+				check("pids cgroup leaves room for gVisor", *host.PidsLimit == 2*50+DefaultRunscPIDsExtra)
+				check("nproc is the policy inside gVisor", ulimits["nproc"] == 50)
+			}
+			for _, s := range append(append([]string{}, host.SecurityOpt...), host.Binds...) {
+				if strings.Contains(s, "unconfined") || strings.Contains(s, "docker.sock") {
+					t.Errorf("forbidden setting %q", s)
+				}
+			}
+		})
+	}
+}
+
+func TestWorkspaceTar(t *testing.T) {
+	t.Parallel()
+	spec := runnertest.Spec("print('main')")
+	spec.Files = map[string]string{"a/b/c.txt": "deep", "x.py": "X = 1", "./y.txt": "y"}
+	ws, need, err := workspaceTar(spec, "main.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(ws))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 65534 || h.Gid != 65534 {
+			t.Errorf("%s owned by %d:%d, want the sandbox user", h.Name, h.Uid, h.Gid)
+		}
+		body, _ := io.ReadAll(tr)
+		got[h.Name] = string(body)
+	}
+	want := map[string]string{"a/": "", "a/b/": "", "a/b/c.txt": "deep", "main.py": "print('main')", "x.py": "X = 1", "y.txt": "y"}
+	if !mapsEqual(got, want) {
+		t.Errorf("tar holds %v, want %v", got, want)
+	}
+	if need != 6*pageSize {
+		t.Errorf("need %d bytes, want %d (4 files and 2 dirs, a page each)", need, 6*pageSize)
+	}
+
+	bad := []map[string]string{
+		{"../x": "1"}, {"a/../../x": "1"}, {"/abs": "1"}, {"": "1"}, {".": "1"},
+		{"main.py": "shadow"}, {"d": "file", "d/e": "nested"}, {"a\\b": "1"}, {"a\x00b": "1"},
+	}
+	for _, files := range bad {
+		spec.Files = files
+		if _, _, err := workspaceTar(spec, "main.py"); err == nil {
+			t.Errorf("files %q accepted, want an error", files)
+		}
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func TestCheckDeps(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	mk := func(rel string) string {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	libs := mk("libs/")
+	os.MkdirAll(filepath.Join(libs, "pkg"), 0o755)
+	os.WriteFile(filepath.Join(libs, "pkg", "mod.py"), []byte("x"), 0o644)
+	secrets := mk("secrets/")
+	os.MkdirAll(filepath.Join(secrets, "inner"), 0o755)
+	os.WriteFile(filepath.Join(secrets, "inner", ".env"), []byte("x"), 0o644)
+	link := filepath.Join(root, "link-to-etc")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	withSocket := mk("withsocket/")
+	os.MkdirAll(withSocket, 0o755)
+	ln, err := net.Listen("unix", filepath.Join(withSocket, "ctl.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	notDir := filepath.Join(root, "file")
+	os.WriteFile(notDir, []byte("x"), 0o644)
+
+	tests := []struct {
+		name  string
+		dir   string
+		globs []string
+		extra []string
+		ok    bool
+	}{
+		{"a plain library directory is accepted", libs, []string{"**/.env", "/root/**"}, nil, true},
+		{"the host root is refused", "/", nil, nil, false},
+		{"a symlink to /etc is refused", link, nil, nil, false},
+		{"a file is refused", notDir, nil, nil, false},
+		{"a missing directory is refused", filepath.Join(root, "missing"), nil, nil, false},
+		{"a directory containing .env deep down is refused for **/.env", secrets, []string{"**/.env"}, nil, false},
+		{"a directory containing .env is refused for a relative .env glob", secrets, []string{".env"}, nil, false},
+		{"a directory matching a glob with a wildcard is refused", libs, []string{root + "/lib*"}, nil, false},
+		{"a directory inside a glob's match is refused", filepath.Join(libs, "pkg"), []string{root + "/libs"}, nil, false},
+		{"a directory containing a file matching an absolute glob is refused", libs, []string{root + "/libs/pkg/*.py"}, nil, false},
+		{"a glob matching elsewhere does not refuse", libs, []string{root + "/secrets/**"}, nil, true},
+		{"a sloppy glob with // and ./ still refuses", libs, []string{root + "//./libs/"}, nil, false},
+		{"a directory containing an extra protected path is refused", root, nil, []string{filepath.Join(root, "libs", "sock")}, false},
+		{"a bad glob refuses rather than passes", libs, []string{"[unclosed"}, nil, false},
+		{"a directory holding a unix socket is refused", withSocket, nil, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			err := checkDeps(tt.dir, tt.globs, tt.extra)
+			if (err == nil) != tt.ok {
+				t.Fatalf("checkDeps(%s, %q) = %v, want ok=%v", tt.dir, tt.globs, err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestMatchComps(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"**/.env", "a/b/.env", true},
+		{"**/.env", ".env", true},
+		{"**/.env", "a/.envrc", false},
+		{"home/u/.ssh/**", "home/u/.ssh", true},
+		{"home/u/.ssh/**", "home/u/.ssh/id_rsa", true},
+		{"home/u/.ssh/**", "home/u/.sshx", false},
+		{"home/*/.aws", "home/bob/.aws", true},
+		{"home/*/.aws", "home/bob/x/.aws", false},
+		{"a/**/b/**/c", "a/x/b/y/z/c", true},
+		{"a/**/b/**/c", "a/c", false},
+	}
+	for _, tt := range tests {
+		if got := matchComps(splitPath(tt.pattern), splitPath(tt.name)); got != tt.want {
+			t.Errorf("match(%q, %q) = %v, want %v", tt.pattern, tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestCappedOutput(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var streamed bytes.Buffer
+	c := newCapped(runner.Stdout, 10, func(s runner.Stream, b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if s != runner.Stdout {
+			t.Errorf("stream %s, want stdout", s)
+		}
+		streamed.Write(b)
+	})
+	for _, chunk := range []string{"hello", " world", "!!!", "more"} {
+		n, err := c.Write([]byte(chunk))
+		if n != len(chunk) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v; want %d, nil (keep draining)", chunk, n, err, len(chunk))
+		}
+	}
+	got, truncated := c.result()
+	if got != "hello worl" || !truncated {
+		t.Errorf("result = %q, %v; want %q, true", got, truncated, "hello worl")
+	}
+	if streamed.String() != "hello worl" {
+		t.Errorf("streamed %q, want %q", streamed.String(), "hello worl")
+	}
+	exact := newCapped(runner.Stderr, 5, nil)
+	exact.Write([]byte("12345"))
+	if got, truncated := exact.result(); got != "12345" || truncated {
+		t.Errorf("output exactly at the cap = %q, %v; want not truncated", got, truncated)
+	}
+}

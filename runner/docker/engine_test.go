@@ -1,0 +1,243 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+)
+
+// These tests need the real engine and check what the conformance suite
+// cannot see from inside the sandbox, or what is Docker-specific.
+
+func TestEngineKeepsEverySetting(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newTestRunner(t)
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.DepsDir = t.TempDir()
+	p, err := r.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.create(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.remove(id)
+	insp, err := r.cli.ContainerInspect(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := insp.HostConfig
+	if !h.ReadonlyRootfs || h.Privileged || !slices.Equal(h.CapDrop, []string{"ALL"}) || h.NetworkMode != "none" ||
+		!slices.Equal(h.SecurityOpt, []string{"no-new-privileges:true"}) || h.Memory != h.MemorySwap || h.PidsLimit == nil ||
+		len(h.Binds) != 0 || len(h.Mounts) != 1 || !h.Mounts[0].ReadOnly || h.Init == nil || !*h.Init {
+		t.Errorf("engine holds host config %+v", h)
+	}
+	if len(insp.Mounts) != 1 || insp.Mounts[0].Destination != "/deps" || insp.Mounts[0].RW {
+		t.Errorf("mounts %+v, want /deps read-only only", insp.Mounts)
+	}
+	if insp.Config.Labels[LabelInstance] != r.Instance() {
+		t.Errorf("labels %v lack the instance", insp.Config.Labels)
+	}
+}
+
+// TestSeccomp checks the program runs under the default seccomp profile
+// under runc (Seccomp: 2, filter). Under runsc the profile is not loaded
+// into the sandbox (runsc does so only with --oci-seccomp): the program's
+// system calls go to gVisor's kernel, which itself runs under gVisor's own
+// seccomp filter, so the program sees mode 0. That is pinned too, so that
+// a change in gVisor's behaviour shows up here.
+func TestSeccomp(t *testing.T) {
+	t.Parallel()
+	for rt, want := range map[runner.Runtime]string{runner.Runc: "2\n", runner.Runsc: "0\n"} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			requireRuntime(t, rt)
+			r := newTestRunner(t)
+			spec := runnertest.Spec(`print([l for l in open("/proc/self/status") if l.startswith("Seccomp:")][0].split()[1])`)
+			spec.Sandbox.Runtime = rt
+			res, err := r.Run(t.Context(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stdout != want {
+				t.Errorf("seccomp mode %q (stderr %q), want %q", res.Stdout, res.Stderr, want)
+			}
+		})
+	}
+}
+
+func TestNodeMissingFromDefaultImage(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newTestRunner(t)
+	spec := runnertest.Spec("console.log(1)")
+	spec.Language = runner.Node
+	_, err := r.Run(t.Context(), spec)
+	if !errors.Is(err, runner.ErrLanguageUnavailable) || !strings.Contains(err.Error(), testImage) {
+		t.Fatalf("Run = %v, want ErrLanguageUnavailable naming %s", err, testImage)
+	}
+	if n, err := r.Leftovers(t.Context()); err != nil || n != 0 {
+		t.Errorf("leftovers = %d, %v; want 0", n, err)
+	}
+}
+
+func TestMissingImage(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newTestRunner(t)
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.Image = "gatekeeper-sandbox:does-not-exist"
+	_, err := r.Run(t.Context(), spec)
+	if !cerrdefs.IsNotFound(err) || !strings.Contains(err.Error(), "does-not-exist") {
+		t.Fatalf("Run = %v, want a not-found error naming the image", err)
+	}
+}
+
+func TestPeakMemory(t *testing.T) {
+	t.Parallel()
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			requireRuntime(t, rt)
+			r := newTestRunner(t)
+			spec := runnertest.Spec("import time\nb = bytearray(48 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1\ntime.sleep(2.5)\nprint('ok')")
+			spec.Sandbox.Runtime = rt
+			res, err := r.Run(t.Context(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Stdout != "ok\n" {
+				t.Fatalf("stdout %q stderr %q", res.Stdout, res.Stderr)
+			}
+			if res.PeakMemoryBytes < 48<<20 || res.PeakMemoryBytes > spec.Sandbox.MemoryBytes {
+				t.Errorf("peak memory %d, want between 48 MiB and the %d limit", res.PeakMemoryBytes, spec.Sandbox.MemoryBytes)
+			}
+		})
+	}
+}
+
+// TestAbandonedContainerEndsByItself plays a sidecar killed mid-run: it
+// starts a container with an endless loop, drops the connection and never
+// kills it. The in-container backstop must end it shortly after the
+// timeout.
+func TestAbandonedContainerEndsByItself(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newTestRunner(t)
+	spec := runnertest.Spec("while True:\n    pass")
+	spec.Timeout = time.Second
+	p, err := r.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	id, err := r.create(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.remove(id)
+	attach, err := r.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin := time.Now()
+	if _, err := attach.Conn.Write(p.workspace); err != nil {
+		t.Fatal(err)
+	}
+	attach.CloseWrite()
+	time.Sleep(500 * time.Millisecond)
+	attach.Close() // the sidecar is gone
+
+	waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout+backstopGrace+15*time.Second)
+	defer cancel()
+	waitC, errC := r.cli.ContainerWait(waitCtx, id, container.WaitConditionNotRunning)
+	select {
+	case w := <-waitC:
+		took := time.Since(begin)
+		if w.StatusCode != 137 {
+			t.Errorf("abandoned container exited %d, want 137 (killed by the backstop)", w.StatusCode)
+		}
+		if took < spec.Timeout+backstopGrace-time.Second {
+			t.Errorf("abandoned container ended after %v, before its backstop", took)
+		}
+		t.Logf("abandoned container ended after %v", took)
+	case err := <-errC:
+		t.Fatalf("the abandoned container still runs %v after it started: %v", time.Since(begin), err)
+	}
+}
+
+func TestCleanupRemovesOnlyItsInstance(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	mine, other := newTestRunner(t), newTestRunner(t)
+	for _, r := range []*Runner{mine, mine, other} {
+		p, err := r.plan(runnertest.Spec("print(1)"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removed, err := mine.Cleanup(t.Context())
+	if err != nil || removed != 2 {
+		t.Fatalf("Cleanup = %d, %v; want 2, nil", removed, err)
+	}
+	if n, _ := mine.Leftovers(t.Context()); n != 0 {
+		t.Errorf("%d of mine left after Cleanup, want 0", n)
+	}
+	if n, _ := other.Leftovers(t.Context()); n != 1 {
+		t.Errorf("%d of the other instance left, want 1 (not mine to remove)", n)
+	}
+}
+
+// TestNodeLanguage builds the image with Debian's nodejs (about a minute,
+// once per recipe) and runs JavaScript under both runtimes.
+func TestNodeLanguage(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	tag, err := image.Build(t.Context(), image.Options{Node: true})
+	if err != nil {
+		t.Fatalf("build the node image: %v", err)
+	}
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			requireRuntime(t, rt)
+			r := newTestRunner(t)
+			spec := runnertest.Spec(`const fs = require("fs");
+console.log(6 * 7, fs.readFileSync("/workspace/data.txt", "utf8").trim());
+try { fs.writeFileSync("/etc/x", "x") } catch (e) { console.error(e.code) }`)
+			spec.Language = runner.Node
+			spec.Files = map[string]string{"data.txt": "from a file\n"}
+			spec.Sandbox.Image = tag
+			spec.Sandbox.Runtime = rt
+			res, err := r.Run(t.Context(), spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantErr := "EROFS\n"
+			if rt == runner.Runsc {
+				wantErr = "EACCES\n" // gVisor checks permission before the read-only mount
+			}
+			if res.ExitCode != 0 || res.Stdout != "42 from a file\n" || res.Stderr != wantErr {
+				t.Errorf("node run: exit %d stdout %q stderr %q; want 0, %q, %q", res.ExitCode, res.Stdout, res.Stderr, "42 from a file\n", wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,125 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
+	"github.com/docker/docker/api/types/system"
+	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// fakeEngine answers the calls a Runner makes before it starts a container
+// and records them; calls a test does not expect fail.
+type fakeEngine struct {
+	mu       sync.Mutex
+	calls    map[string]int
+	runtimes []string
+	hasFile  map[string]bool // paths ContainerStatPath finds
+	created  []*container.HostConfig
+	removed  []string
+}
+
+func newFake(runtimes ...string) *fakeEngine {
+	return &fakeEngine{calls: map[string]int{}, runtimes: runtimes, hasFile: map[string]bool{}}
+}
+
+func (f *fakeEngine) count(name string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.calls[name]
+}
+
+func (f *fakeEngine) called(name string) {
+	f.mu.Lock()
+	f.calls[name]++
+	f.mu.Unlock()
+}
+
+var errUnexpected = errors.New("unexpected call to the fake engine")
+
+func (f *fakeEngine) Info(context.Context) (system.Info, error) {
+	f.called("Info")
+	info := system.Info{Runtimes: map[string]system.RuntimeWithStatus{}}
+	for _, r := range f.runtimes {
+		info.Runtimes[r] = system.RuntimeWithStatus{}
+	}
+	return info, nil
+}
+
+func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.ImageInspectOption) (image.InspectResponse, error) {
+	f.called("ImageInspect")
+	if ref == "missing:image" {
+		return image.InspectResponse{}, cerrdefs.ErrNotFound.WithMessage("no such image")
+	}
+	return image.InspectResponse{ID: "sha256:" + ref}, nil
+}
+
+func (f *fakeEngine) ContainerCreate(_ context.Context, _ *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+	f.called("ContainerCreate")
+	f.mu.Lock()
+	f.created = append(f.created, host)
+	f.mu.Unlock()
+	return container.CreateResponse{ID: "c0ffee"}, nil
+}
+
+func (f *fakeEngine) ContainerStatPath(_ context.Context, _, path string) (container.PathStat, error) {
+	f.called("ContainerStatPath")
+	if f.hasFile[path] {
+		return container.PathStat{Name: path}, nil
+	}
+	return container.PathStat{}, cerrdefs.ErrNotFound.WithMessage("no such file: " + path)
+}
+
+func (f *fakeEngine) ContainerAttach(context.Context, string, container.AttachOptions) (types.HijackedResponse, error) {
+	f.called("ContainerAttach")
+	return types.HijackedResponse{}, errUnexpected
+}
+
+func (f *fakeEngine) ContainerStart(context.Context, string, container.StartOptions) error {
+	f.called("ContainerStart")
+	return errUnexpected
+}
+
+func (f *fakeEngine) ContainerWait(context.Context, string, container.WaitCondition) (<-chan container.WaitResponse, <-chan error) {
+	f.called("ContainerWait")
+	errC := make(chan error, 1)
+	errC <- errUnexpected
+	return nil, errC
+}
+
+func (f *fakeEngine) ContainerKill(context.Context, string, string) error {
+	f.called("ContainerKill")
+	return nil
+}
+
+func (f *fakeEngine) ContainerInspect(context.Context, string) (container.InspectResponse, error) {
+	f.called("ContainerInspect")
+	return container.InspectResponse{}, errUnexpected
+}
+
+func (f *fakeEngine) ContainerStats(context.Context, string, bool) (container.StatsResponseReader, error) {
+	f.called("ContainerStats")
+	return container.StatsResponseReader{}, errUnexpected
+}
+
+func (f *fakeEngine) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
+	f.called("ContainerRemove")
+	f.mu.Lock()
+	f.removed = append(f.removed, id)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+	f.called("ContainerList")
+	return nil, nil
+}
+
+func (f *fakeEngine) DaemonHost() string { return "unix:///var/run/docker.sock" }

@@ -1,0 +1,117 @@
+package docker
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/client"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+)
+
+// skipEnv, set to 1, skips the tests that need a Docker engine. Without it
+// an unreachable engine fails them: they never skip silently.
+const skipEnv = "GATEKEEPER_SKIP_DOCKER_TESTS"
+
+var (
+	engineSetupErr error  // why the engine tests cannot run
+	testImage      string // the default sandbox image, built if missing
+	engineRuntimes map[string]bool
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(skipEnv) != "1" {
+		engineSetupErr = setupEngine()
+	}
+	os.Exit(m.Run())
+}
+
+// setupEngine checks the engine answers and makes sure the default image
+// exists, building it (about a minute) if it does not.
+func setupEngine() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	pingCtx, cancelPing := context.WithTimeout(ctx, 10*time.Second)
+	defer cancelPing()
+	if _, err := cli.Ping(pingCtx); err != nil {
+		return err
+	}
+	info, err := cli.Info(ctx)
+	if err != nil {
+		return err
+	}
+	engineRuntimes = map[string]bool{}
+	for name := range info.Runtimes {
+		engineRuntimes[name] = true
+	}
+	testImage, err = image.Build(ctx, image.Options{Client: cli})
+	if err != nil {
+		return fmt.Errorf("build the sandbox image: %w", err)
+	}
+	return nil
+}
+
+// requireEngine fails t unless the engine tests can run, or skips it when
+// GATEKEEPER_SKIP_DOCKER_TESTS=1 says so explicitly.
+func requireEngine(t *testing.T) {
+	t.Helper()
+	if os.Getenv(skipEnv) == "1" {
+		t.Skipf("%s=1: skipping a test that needs a Docker engine", skipEnv)
+	}
+	if engineSetupErr != nil {
+		t.Fatalf("Docker engine not usable: %v\nrun scripts/ensure-docker (or set %s=1 to skip the engine tests explicitly)", engineSetupErr, skipEnv)
+	}
+}
+
+func requireRuntime(t *testing.T, rt runner.Runtime) {
+	t.Helper()
+	requireEngine(t)
+	if !engineRuntimes[string(rt)] {
+		t.Fatalf("the engine has no %s runtime; run scripts/ensure-docker", rt)
+	}
+}
+
+var instanceSeq atomic.Int64
+
+// newTestRunner returns a Runner with an instance name of its own, closed
+// and cleaned up when t ends.
+func newTestRunner(t *testing.T) *Runner {
+	t.Helper()
+	r, err := New(Config{
+		Instance:     fmt.Sprintf("test-%d-%d", os.Getpid(), instanceSeq.Add(1)),
+		DefaultImage: testImage,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := r.Cleanup(ctx); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+		r.Close()
+	})
+	return r
+}
+
+// withRuntime runs every Spec under one runtime.
+type withRuntime struct {
+	*Runner
+	rt runner.Runtime
+}
+
+func (w withRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
+	spec.Sandbox.Runtime = w.rt
+	return w.Runner.Run(ctx, spec)
+}

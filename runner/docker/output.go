@@ -1,0 +1,50 @@
+package docker
+
+import (
+	"bytes"
+	"sync"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+)
+
+// capped is one output stream: it keeps at most max bytes, hands each kept
+// chunk to onOutput, and accepts and drops everything past the cap so the
+// container is never blocked on a full pipe. Writes come from one goroutine
+// (stdcopy); result may be read after that goroutine ended.
+type capped struct {
+	stream    runner.Stream
+	max       int64
+	onOutput  func(runner.Stream, []byte)
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	total     int64
+	truncated bool
+}
+
+func newCapped(stream runner.Stream, max int64, onOutput func(runner.Stream, []byte)) *capped {
+	return &capped{stream: stream, max: max, onOutput: onOutput}
+}
+
+// Write never fails, so that stdcopy keeps draining the stream.
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	c.total += int64(len(p))
+	room := c.max - int64(c.buf.Len())
+	keep := p
+	if int64(len(keep)) > room {
+		keep = keep[:max(room, 0)]
+		c.truncated = true
+	}
+	c.buf.Write(keep)
+	c.mu.Unlock()
+	if len(keep) > 0 && c.onOutput != nil {
+		c.onOutput(c.stream, bytes.Clone(keep))
+	}
+	return len(p), nil
+}
+
+func (c *capped) result() (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.buf.String(), c.truncated
+}
