@@ -147,12 +147,6 @@ func (c *conn) run(r *wire.Run) {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
 	}
-	if c.s.cfg.RunnerDown != nil {
-		if err := c.s.cfg.RunnerDown(c.ctx); err != nil {
-			c.runnerUnavailable(r.ID, &rec, err)
-			return
-		}
-	}
 	spec := runner.Spec{
 		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: r.Files,
 		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage),

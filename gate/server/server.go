@@ -40,9 +40,6 @@ type Config struct {
 	Auditor Auditor
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
-	// RunnerDown, when set and returning a non-nil error, answers runs with
-	// runner_unavailable and that error's message (the engine is down).
-	RunnerDown func(ctx context.Context) error
 	// DefaultImage replaces an empty sandbox.fs.image.
 	DefaultImage string
 	// Token is the bearer token every upgrade and /metrics request needs.

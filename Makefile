@@ -1,0 +1,59 @@
+# gatekeeper: make targets are the interface.
+#   make demo          set everything up and show gatekeeper deciding and sandboxing
+#   make test          set everything up and run every test (CI runs this)
+#   make walkthroughs  run the six end-to-end walkthroughs
+#   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
+#   make build         build bin/gatekeeper
+
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+GO ?= go
+BIN := bin/gatekeeper
+FUZZTIME ?= 5s
+STATE := /var/lib/gatekeeper
+export GOFLAGS ?= -buildvcs=false
+
+.PHONY: all build engine image test test-go test-fuzz test-ts walkthroughs demo bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/gatekeeper
+
+# engine: a Docker engine that answers, with gVisor's runsc registered.
+engine:
+	scripts/ensure-docker
+
+# image: the default sandbox image, built locally (no registry); a no-op when its recipe is unchanged.
+image: build engine
+	$(BIN) image build
+
+test: build engine image test-go test-fuzz test-ts walkthroughs
+	@echo "make test: all suites passed"
+
+test-go:
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+# A short run of every fuzz target; the corpus lives in each package's testdata/fuzz.
+test-fuzz:
+	@for t in $$($(GO) test -list '^Fuzz' ./... 2>/dev/null | grep -E '^(Fuzz|ok)' | awk '/^Fuzz/{f=f" "$$1} /^ok/{if(f!=""){print $$2":"f}; f=""}'); do \
+	  pkg=$${t%%:*}; for f in $${t#*:}; do \
+	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) "$$pkg" >/tmp/gatekeeper-fuzz.log 2>&1 || { cat /tmp/gatekeeper-fuzz.log; exit 1; }; \
+	  done; done
+
+test-ts: build
+	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+
+walkthroughs: build engine image
+	@if [ -f walkthroughs/package.json ]; then cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all; else echo "walkthroughs: none yet"; fi
+
+demo: build engine image
+	scripts/demo
+
+bench: build engine image
+	scripts/bench
+
+clean:
+	rm -rf bin ts-client/dist bench/out

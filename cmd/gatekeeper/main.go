@@ -1,0 +1,99 @@
+// Command gatekeeper is the sidecar that decides every tool call of an AI
+// agent and runs approved code in a sandbox. main only wires: it parses
+// flags, sets up logging and a signal-cancelled context, and calls run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "0.1.0-dev"
+
+// exitError carries a process exit status without a message of its own.
+type exitError int
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	var code exitError
+	switch {
+	case err == nil:
+	case errors.As(err, &code):
+		os.Exit(int(code))
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(0)
+	default:
+		fmt.Fprintln(os.Stderr, "gatekeeper:", err)
+		os.Exit(1)
+	}
+}
+
+const usage = `gatekeeper: the sidecar between an AI agent and everything it can do
+
+Usage:
+  gatekeeper serve           serve the wire protocol (docs/protocol.md)
+  gatekeeper policy check F  validate a policy file; print every problem with its location
+  gatekeeper decide          decide one call given as JSON on stdin
+  gatekeeper run             run code in the sandbox with no agent
+  gatekeeper image build     build the default sandbox image locally
+  gatekeeper audit verify F  verify an audit log's hash chain
+  gatekeeper version         print the version
+
+Every flag can also be set from the environment: --token-file is
+GATEKEEPER_TOKEN_FILE, and so on. Run "gatekeeper CMD --help" for a command's flags.
+`
+
+// run dispatches a subcommand.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usage)
+		if len(args) == 0 {
+			return exitError(2)
+		}
+		return nil
+	}
+	cmd, rest := args[0], args[1:]
+	if (cmd == "policy" || cmd == "audit" || cmd == "image") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+		cmd, rest = cmd+" "+rest[0], rest[1:]
+	}
+	env := envLookup(os.LookupEnv)
+	switch cmd {
+	case "serve":
+		return cmdServe(ctx, rest, env, stderr)
+	case "policy check":
+		return cmdPolicyCheck(ctx, rest, env, stdout, stderr)
+	case "decide":
+		return cmdDecide(ctx, rest, env, stdin, stdout, stderr)
+	case "run":
+		return cmdRun(ctx, rest, env, stdin, stdout, stderr)
+	case "image build":
+		return cmdImageBuild(ctx, rest, env, stdout, stderr)
+	case "audit verify":
+		return cmdAuditVerify(rest, env, stdout, stderr)
+	case "version":
+		fmt.Fprintln(stdout, "gatekeeper", version)
+		return nil
+	}
+	fmt.Fprintf(stderr, "gatekeeper: unknown command %q\n\n%s", cmd, usage)
+	return exitError(2)
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}

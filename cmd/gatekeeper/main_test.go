@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const cliPolicy = `version: 1
+workspace_root: ./ws
+tools:
+  allow: [Read]
+  deny: [Bash]
+sandbox:
+  fs: {deny: ["~/.ssh/**"]}
+ceilings: {memory: 1g}
+`
+
+var (
+	hashRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+)
+
+// golden compares got, with the temp dir and hashes replaced, to
+// testdata/<name>.golden.
+func golden(t *testing.T, name, dir, got string) {
+	t.Helper()
+	got = strings.ReplaceAll(got, dir, "$DIR")
+	got = hashRE.ReplaceAllString(got, "sha256:…")
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/gatekeeper -update)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s: output differs from %s\n--- got\n%s\n--- want\n%s", name, path, got, want)
+	}
+}
+
+func cli(t *testing.T, stdin string, args ...string) (string, error) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	err := run(t.Context(), args, strings.NewReader(stdin), &out, &errb)
+	return out.String() + errb.String(), err
+}
+
+func writePolicy(t *testing.T, text string) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file = filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
+func TestCLI(t *testing.T) {
+	t.Setenv("HOME", "/home/nobody")
+	tests := []struct {
+		name     string
+		policy   string
+		stdin    string
+		args     func(dir, file string) []string
+		wantCode int
+	}{
+		{"policy_check_ok", cliPolicy, "", func(_, f string) []string { return []string{"policy", "check", f} }, 0},
+		{"policy_check_every_problem", strings.Replace(cliPolicy, "  fs: {", "  proc: {user: 0, runtime: kata}\n  fs: {", 1), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
+		{"policy_check_unknown_key", strings.Replace(cliPolicy, "  fs: {", "  proc: {memroy: 1g}\n  fs: {", 1), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
+		{"policy_check_over_ceiling", strings.Replace(cliPolicy, "  fs: {", "  proc: {memory: 2g}\n  fs: {", 1), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
+		{"decide_allow", cliPolicy, `{"tool_name":"Read","tool_input":{"file_path":"a.txt"}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 0},
+		{"decide_deny_ssh", cliPolicy, `{"tool_name":"Read","tool_input":{"file_path":"~/.ssh/id_rsa"}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 1},
+		{"decide_override_rejected", cliPolicy, `{"tool_name":"Read","tool_input":{},"sandbox_policy":{"proc":{"memory":"8g"}}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, file := writePolicy(t, tc.policy)
+			out, err := cli(t, tc.stdin, tc.args(dir, file)...)
+			code := 0
+			if e, ok := err.(exitError); ok {
+				code = int(e)
+			} else if err != nil {
+				t.Fatalf("err = %v", err)
+			}
+			if code != tc.wantCode {
+				t.Errorf("exit code %d, want %d; output:\n%s", code, tc.wantCode, out)
+			}
+			golden(t, tc.name, dir, out)
+		})
+	}
+}
+
+func TestAuditVerifyCLI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range []string{"Read", "Bash", "Write"} {
+		if err := l.Write(audit.Record{Kind: audit.KindDecision, Tool: tool, Decision: "deny", Rule: "r"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	if out, err := cli(t, "", "audit", "verify", path); err != nil || !strings.Contains(out, "ok, 3 lines") {
+		t.Fatalf("intact log: %v %s", err, out)
+	}
+	data, _ := os.ReadFile(path)
+	edited := bytes.Replace(data, []byte(`"tool":"Bash"`), []byte(`"tool":"Read"`), 1)
+	if err := os.WriteFile(path, edited, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, "", "audit", "verify", path)
+	if code, ok := err.(exitError); !ok || code != 1 || !strings.Contains(out, "broken at line 3") {
+		t.Fatalf("edited log: %v %q", err, out)
+	}
+}
+
+func TestEnvironmentSetsFlags(t *testing.T) {
+	dir, file := writePolicy(t, cliPolicy)
+	t.Setenv("GATEKEEPER_POLICY", file)
+	out, err := cli(t, `{"tool_name":"Bash","tool_input":{}}`, "decide")
+	if code, ok := err.(exitError); !ok || code != 1 || !strings.Contains(out, `"rule": "tools.deny_list"`) {
+		t.Fatalf("decide with GATEKEEPER_POLICY=%s: %v %s", file, err, out)
+	}
+	_ = dir
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+)
+
+func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
+	fs := newFlags("policy check", "policy check [--rego-dir DIR] FILE", stderr)
+	regoDir := fs.String("rego-dir", "", "directory of extra .rego files to compile with the policy")
+	if err := parse(fs, args, env); err != nil {
+		return err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitError(2)
+	}
+	eng, err := gate.New(ctx, gate.Config{PolicyFile: fs.Arg(0), RegoDir: *regoDir, Logger: quietLogger()})
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), gate.ErrPolicy.Error()+": ")
+		fmt.Fprintln(stdout, msg)
+		return exitError(1)
+	}
+	fmt.Fprintf(stdout, "%s: ok (revision %s)\n", fs.Arg(0), eng.Revision())
+	return nil
+}
+
+// decideRequest is what `gatekeeper decide` reads from stdin.
+type decideRequest struct {
+	SandboxPolicy json.RawMessage `json:"sandbox_policy,omitempty"`
+	Event         string          `json:"event"`
+	ToolName      string          `json:"tool_name"`
+	ToolInput     json.RawMessage `json:"tool_input"`
+	ToolUseID     string          `json:"tool_use_id"`
+	MCPServer     *gate.MCPServer `json:"mcp_server,omitempty"`
+}
+
+type decideResult struct {
+	Decision       string   `json:"decision"`
+	Reason         string   `json:"reason"`
+	Rule           string   `json:"rule"`
+	PolicyRevision string   `json:"policy_revision"`
+	PolicyHash     string   `json:"policy_hash,omitempty"`
+	Error          string   `json:"error,omitempty"`
+	Violations     []string `json:"violations,omitempty"`
+}
+
+func cmdDecide(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("decide", `decide [--policy FILE] [--rego-dir DIR] < call.json
+
+Reads one call as JSON, e.g.
+  {"tool_name": "Read", "tool_input": {"file_path": "/srv/app/x"}, "event": "PreToolUse",
+   "mcp_server": {"name": "sandboxed_code", "source": "sdk"}, "sandbox_policy": {"proc": {"timeout": "30s"}}}
+and prints the decision as JSON. Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
+	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
+	regoDir := fs.String("rego-dir", "", "directory of extra .rego files")
+	if err := parse(fs, args, env); err != nil {
+		return err
+	}
+	var req decideRequest
+	dec := json.NewDecoder(stdin)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return fmt.Errorf("decide: read the call from stdin: %w", err)
+	}
+	if req.ToolName == "" {
+		return errors.New("decide: tool_name is required")
+	}
+	if req.Event == "" {
+		req.Event = gate.EventPreToolUse
+	}
+	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, Logger: quietLogger()})
+	if err != nil {
+		return err
+	}
+	out := json.NewEncoder(stdout)
+	out.SetIndent("", "  ")
+	q, err := eng.OpenQuery(ctx, "cli", req.SandboxPolicy)
+	if err != nil {
+		var oe *gate.OverrideError
+		if errors.As(err, &oe) {
+			_ = out.Encode(decideResult{Decision: gate.Deny, Rule: "override.rejected", Reason: oe.Error(), PolicyRevision: eng.Revision(), Violations: oe.Violations})
+			return exitError(1)
+		}
+		return err
+	}
+	d, err := q.Decide(ctx, gate.Call{Event: req.Event, ToolName: req.ToolName, ToolInput: req.ToolInput, ToolUseID: req.ToolUseID, MCPServer: req.MCPServer})
+	res := decideResult{Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	if err := out.Encode(res); err != nil {
+		return err
+	}
+	switch d.Decision {
+	case gate.Allow:
+		return nil
+	case gate.Ask:
+		return exitError(3)
+	}
+	return exitError(1)
+}
