@@ -1,0 +1,346 @@
+// One WebSocket connection to the sidecar, kept up with reconnection and
+// backoff while anything needs it.
+
+import type { ResolvedConfig, GatekeeperSocket } from './config.js';
+import { wsSocket } from './socket.js';
+import {
+  MalformedReplyError,
+  parseReply,
+  PROTOCOL_VERSION,
+  type OutputReply,
+  type Reply,
+  type UnsentFrame,
+} from './protocol.js';
+
+/** The client name sent in `hello`. */
+export const CLIENT_NAME = `@gatekeeper/client/0.1.0 (node ${process.versions.node})`;
+
+/** UnavailableError says the sidecar could not be asked. */
+export class UnavailableError extends Error {
+  override name = 'UnavailableError';
+}
+
+/** How long the WebSocket handshake plus hello may take. */
+const HANDSHAKE_TIMEOUT_MS = 5000;
+const BACKOFF_MIN_MS = 100;
+const BACKOFF_MAX_MS = 5000;
+
+interface Pending {
+  resolve(r: Reply): void;
+  reject(e: Error): void;
+  onOutput?: (o: OutputReply) => void;
+  timer?: NodeJS.Timeout;
+}
+
+interface Waiter {
+  resolve(generation: number): void;
+  reject(e: Error): void;
+  timer: NodeJS.Timeout;
+}
+
+type State = 'idle' | 'connecting' | 'ready' | 'backoff' | 'closed';
+
+/** RequestOptions bound one request. */
+export interface RequestOptions {
+  /** Epoch ms after which the request fails with UnavailableError. */
+  deadline?: number;
+  /** The request is only sent on this connection generation. */
+  generation?: number;
+  /** Receives `output` frames of a run. */
+  onOutput?: (o: OutputReply) => void;
+}
+
+/**
+ * Connection owns one WebSocket to the sidecar at a time. It connects when
+ * first asked to, says hello, and while it is `hold()`-ed it reconnects with
+ * exponential backoff (100 ms to 5 s) after a failure; a caller waiting in
+ * `waitReady` cuts a backoff short. Every socket gets a new generation
+ * number: state tied to a connection (query ids) is tagged with it.
+ *
+ * Requests are matched to replies by `id`; a request whose connection is lost
+ * fails with UnavailableError, one that outlives its deadline too. All
+ * methods are for one event loop; nothing here blocks.
+ */
+export class Connection {
+  private readonly cfg: ResolvedConfig;
+  private state: State = 'idle';
+  private socket: GatekeeperSocket | undefined;
+  private generation = 0;
+  private nextId = 0;
+  private failures = 0;
+  private holds = 0;
+  private backoffTimer: NodeJS.Timeout | undefined;
+  private readonly pending = new Map<string, Pending>();
+  private readonly waiters = new Set<Waiter>();
+  private lastError = 'not connected yet';
+
+  constructor(cfg: ResolvedConfig) {
+    this.cfg = cfg;
+  }
+
+  /** The settings this connection was made with. */
+  get config(): ResolvedConfig {
+    return this.cfg;
+  }
+
+  /** hold keeps the connection up (reconnecting) until the matching release. */
+  hold(): void {
+    this.holds++;
+    if (this.state === 'idle') this.connectNow();
+  }
+
+  /**
+   * release undoes one hold; with none left the connection is dropped (and
+   * made again by the next hold or waitReady).
+   */
+  release(): void {
+    this.holds = Math.max(0, this.holds - 1);
+    if (this.holds > 0 || this.state === 'closed' || this.state === 'idle') return;
+    // Drop the socket now, not when its close event comes: a hold that
+    // follows at once must get a new connection, not this closing one.
+    clearTimeout(this.backoffTimer);
+    const s = this.socket;
+    this.socket = undefined;
+    this.generation++;
+    this.state = 'idle';
+    this.lastError = 'not connected';
+    this.failAll('the connection was released');
+    s?.close();
+  }
+
+  /**
+   * waitReady resolves with the current generation once the connection is
+   * up. It starts a connection attempt at once if none is under way, and
+   * fails as soon as that attempt fails, or at the deadline.
+   */
+  waitReady(deadline: number): Promise<number> {
+    if (this.state === 'ready') return Promise.resolve(this.generation);
+    if (this.state === 'closed') return Promise.reject(new UnavailableError('the gatekeeper client was closed'));
+    if (this.state !== 'connecting') this.connectNow();
+    return new Promise<number>((resolve, reject) => {
+      const ms = Math.max(0, deadline - Date.now());
+      const w: Waiter = {
+        resolve,
+        reject,
+        timer: setTimeout(() => {
+          this.waiters.delete(w);
+          reject(new UnavailableError(`not connected within ${String(ms)} ms (${this.lastError})`));
+        }, ms),
+      };
+      this.waiters.add(w);
+    });
+  }
+
+  /**
+   * request sends one frame and resolves with its reply (for a run: the
+   * `run_result` or `error` that ends it). It rejects with UnavailableError
+   * when the connection is not up (or not of `generation`), is lost, or the
+   * deadline passes, and with MalformedReplyError for a reply that breaks the
+   * protocol.
+   */
+  request(frame: UnsentFrame, opts: RequestOptions = {}): Promise<Reply> {
+    if (this.state !== 'ready' || this.socket === undefined) {
+      return Promise.reject(new UnavailableError(`not connected (${this.lastError})`));
+    }
+    if (opts.generation !== undefined && opts.generation !== this.generation) {
+      return Promise.reject(new UnavailableError('the connection was replaced'));
+    }
+    return this.send(this.socket, frame, opts);
+  }
+
+  /** close drops the connection for good and fails everything waiting. */
+  close(): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    this.lastError = 'the gatekeeper client was closed';
+    clearTimeout(this.backoffTimer);
+    const s = this.socket;
+    this.socket = undefined;
+    this.failAll(this.lastError);
+    s?.close();
+  }
+
+  private send(socket: GatekeeperSocket, frame: UnsentFrame, opts: RequestOptions): Promise<Reply> {
+    const id = String(++this.nextId);
+    const full = { ...frame, id };
+    return new Promise<Reply>((resolve, reject) => {
+      const p: Pending = { resolve, reject };
+      if (opts.onOutput) p.onOutput = opts.onOutput;
+      if (opts.deadline !== undefined) {
+        const ms = Math.max(0, opts.deadline - Date.now());
+        p.timer = setTimeout(() => {
+          this.pending.delete(id);
+          reject(new UnavailableError(`no reply to ${frame.type} within ${String(ms)} ms`));
+        }, ms);
+      }
+      this.pending.set(id, p);
+      try {
+        socket.send(JSON.stringify(full));
+        this.cfg.logger.debug?.('gatekeeper: sent', { type: frame.type, id });
+      } catch (err) {
+        this.pending.delete(id);
+        clearTimeout(p.timer);
+        reject(new UnavailableError(`send failed: ${(err as Error).message}`));
+      }
+    });
+  }
+
+  private connectNow(): void {
+    if (this.state === 'closed' || this.state === 'connecting' || this.state === 'ready') return;
+    clearTimeout(this.backoffTimer);
+    this.state = 'connecting';
+    const gen = ++this.generation;
+    let token: string;
+    try {
+      token = this.cfg.token();
+    } catch (err) {
+      queueMicrotask(() => this.onClosed(gen, (err as Error).message));
+      return;
+    }
+    this.cfg.logger.debug?.('gatekeeper: connecting', { url: this.cfg.display, generation: gen });
+    const create = this.cfg.createSocket ?? wsSocket;
+    let handshake: NodeJS.Timeout | undefined;
+    let socket: GatekeeperSocket | undefined;
+    // failure is why this attempt gave up itself, which says more than the
+    // close that follows.
+    let failure: string | undefined;
+    const current = (): boolean => gen === this.generation && this.state !== 'closed';
+    try {
+      socket = create(
+        { address: this.cfg.address, headers: { Authorization: `Bearer ${token}` } },
+        {
+          onOpen: () => {
+            if (!current() || socket === undefined) return;
+            const s = socket;
+            this.send(s, { type: 'hello', v: PROTOCOL_VERSION, client: CLIENT_NAME }, { deadline: Date.now() + HANDSHAKE_TIMEOUT_MS })
+              .then((reply) => {
+                if (!current()) return;
+                if (reply.type !== 'welcome') {
+                  const why = reply.type === 'error' ? `${reply.code}: ${reply.message}` : `unexpected ${reply.type}`;
+                  throw new UnavailableError(`hello refused (${why})`);
+                }
+                if (reply.v !== PROTOCOL_VERSION) throw new UnavailableError(`the sidecar speaks protocol v${String(reply.v)}`);
+                clearTimeout(handshake);
+                this.state = 'ready';
+                this.failures = 0;
+                this.cfg.logger.info?.('gatekeeper: connected', { url: this.cfg.display, server: reply.server, generation: gen });
+                for (const w of this.waiters) {
+                  clearTimeout(w.timer);
+                  w.resolve(gen);
+                }
+                this.waiters.clear();
+              })
+              .catch((err: Error) => {
+                if (!current() || this.state !== 'connecting') return;
+                failure = err.message;
+                s.close();
+              });
+          },
+          onMessage: (data, binary) => {
+            if (!current()) return;
+            this.onMessage(data, binary);
+          },
+          onClose: (reason) => {
+            clearTimeout(handshake);
+            this.onClosed(gen, failure ?? reason);
+          },
+        },
+      );
+    } catch (err) {
+      queueMicrotask(() => this.onClosed(gen, (err as Error).message));
+      return;
+    }
+    this.socket = socket;
+    handshake = setTimeout(() => {
+      if (current() && this.state === 'connecting') {
+        failure = `no welcome within ${String(HANDSHAKE_TIMEOUT_MS)} ms`;
+        socket?.close();
+      }
+    }, HANDSHAKE_TIMEOUT_MS);
+  }
+
+  private onMessage(data: string, binary: boolean): void {
+    if (binary) {
+      this.cfg.logger.warn?.('gatekeeper: ignored a binary frame from the sidecar');
+      return;
+    }
+    let reply: Reply;
+    try {
+      reply = parseReply(data);
+    } catch (err) {
+      const id = looseId(data);
+      const p = id === undefined ? undefined : this.pending.get(id);
+      this.cfg.logger.warn?.('gatekeeper: malformed frame from the sidecar', { error: (err as Error).message, id });
+      if (p && id !== undefined) {
+        this.pending.delete(id);
+        clearTimeout(p.timer);
+        p.reject(err instanceof MalformedReplyError ? err : new MalformedReplyError(String(err)));
+      } else if (id === undefined) {
+        // A frame we cannot even attribute: the stream is not to be trusted.
+        this.failAll(`the sidecar sent a malformed frame: ${(err as Error).message}`);
+        this.socket?.close();
+      }
+      return;
+    }
+    const p = this.pending.get(reply.id);
+    if (p === undefined) {
+      if (reply.type === 'error') {
+        this.cfg.logger.warn?.('gatekeeper: error frame for no pending request', { id: reply.id, code: reply.code, message: reply.message });
+      } else {
+        this.cfg.logger.debug?.('gatekeeper: late or unknown reply', { id: reply.id, type: reply.type });
+      }
+      return;
+    }
+    if (reply.type === 'output') {
+      if (p.onOutput) p.onOutput(reply);
+      else this.cfg.logger.warn?.('gatekeeper: output frame for a request that is not a run', { id: reply.id });
+      return;
+    }
+    this.pending.delete(reply.id);
+    clearTimeout(p.timer);
+    p.resolve(reply);
+  }
+
+  private onClosed(gen: number, reason: string): void {
+    if (gen !== this.generation || this.state === 'closed') return;
+    const wasReady = this.state === 'ready';
+    this.socket = undefined;
+    this.lastError = reason;
+    this.failAll(reason);
+    if (wasReady) this.cfg.logger.warn?.('gatekeeper: connection lost', { reason });
+    else this.cfg.logger.warn?.('gatekeeper: cannot connect', { url: this.cfg.display, reason });
+    if (this.holds === 0) {
+      this.state = 'idle';
+      return;
+    }
+    this.state = 'backoff';
+    const base = Math.min(BACKOFF_MAX_MS, BACKOFF_MIN_MS * 2 ** this.failures);
+    this.failures++;
+    const delay = Math.round(base * (0.8 + Math.random() * 0.4));
+    this.backoffTimer = setTimeout(() => this.connectNow(), delay);
+    this.backoffTimer.unref();
+  }
+
+  private failAll(reason: string): void {
+    for (const [id, p] of this.pending) {
+      this.pending.delete(id);
+      clearTimeout(p.timer);
+      p.reject(new UnavailableError(`connection lost (${reason})`));
+    }
+    for (const w of this.waiters) {
+      clearTimeout(w.timer);
+      w.reject(new UnavailableError(reason));
+    }
+    this.waiters.clear();
+  }
+}
+
+function looseId(data: string): string | undefined {
+  try {
+    const v: unknown = JSON.parse(data);
+    if (typeof v === 'object' && v !== null && typeof (v as { id?: unknown }).id === 'string') return (v as { id: string }).id;
+  } catch {
+    // not JSON at all
+  }
+  return undefined;
+}

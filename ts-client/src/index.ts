@@ -1,0 +1,11 @@
+// @gatekeeper/client: the Agent SDK's query() with every tool call decided
+// by the gatekeeper sidecar. See README.md.
+
+export { query } from './query.js';
+export type { GatekeeperQueryOptions, GatekeeperQueryParams } from './query.js';
+export { connect } from './client.js';
+export type { GatekeeperClient, GatekeeperClientQueryOptions } from './client.js';
+export { GatekeeperError } from './session.js';
+export { GatekeeperConfigError } from './config.js';
+export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';
+export type { GatekeeperOptions, GatekeeperLogger, GatekeeperSocket, SocketHandlers, CreateSocket } from './config.js';

@@ -1,0 +1,370 @@
+// What gatekeeper adds to the Agent SDK's options: the PreToolUse hook and
+// canUseTool callback that ask the sidecar, the sandboxed_code MCP server,
+// Bash in disallowedTools, and the composition with the caller's own.
+
+import type {
+  CanUseTool,
+  HookCallback,
+  HookCallbackMatcher,
+  HookEvent,
+  HookJSONOutput,
+  McpServerConfig,
+  Options,
+  PermissionResult,
+  PreToolUseHookSpecificOutput,
+} from '@anthropic-ai/claude-agent-sdk';
+import { GatekeeperConfigError, type GatekeeperLogger } from './config.js';
+import type { McpServerRef, McpSource } from './protocol.js';
+import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer } from './sandboxed-code.js';
+import type { Decision, FirstOpen, SidecarQuery } from './session.js';
+
+/**
+ * SandboxPolicy is a per-query override: a partial `sandbox` section of the
+ * operator's policy file, merged over the operator's base policy by the
+ * sidecar. Anything beyond the operator's `ceilings` refuses the whole
+ * query (nothing is clamped). Lists replace the base list.
+ */
+export interface SandboxPolicy {
+  /** The sandbox's file system. */
+  fs?: {
+    /** The container image; `""` is the locally built gatekeeper-sandbox image. */
+    image?: string;
+    /** The `/workspace` tmpfs. */
+    workspace?: {
+      /** Its size: bytes, or a string such as `"64m"` (binary units). */
+      size?: number | string;
+    };
+    /** The `/tmp` tmpfs. */
+    tmp?: {
+      /** Its size: bytes, or a string such as `"64m"` (binary units). */
+      size?: number | string;
+    };
+    /** A dependencies directory mounted read-only, as the policy file names it. */
+    deps?: string;
+    /** Glob patterns of host paths no file tool may touch, e.g. `"~/.ssh/**"`. */
+    deny?: string[];
+  };
+  /** The sandbox's network. */
+  net?: {
+    /** Whether the sandbox has a network at all. */
+    enabled?: boolean;
+    /** Hosts it may reach; must lie within the operator's `ceilings.net_hosts`. */
+    allow?: string[];
+    /** Hosts it may not reach. */
+    deny?: string[];
+  };
+  /** The sandboxed process. */
+  proc?: {
+    /** CPUs, e.g. `1` or `0.5`. */
+    cpus?: number;
+    /** Memory limit: bytes, or a string such as `"512m"`, `"1g"`. */
+    memory?: number | string;
+    /** Maximum number of processes. */
+    pids?: number;
+    /** Wall-clock limit of one run: milliseconds, or a string such as `"30s"`, `"1m30s"`. */
+    timeout?: number | string;
+    /** The OCI runtime, e.g. `"runc"` or `"runsc"`. */
+    runtime?: string;
+    /** The uid the code runs as. */
+    user?: number;
+  };
+  /** What comes back from a run. */
+  output?: {
+    /** Most bytes kept per stream: bytes, or a string such as `"1m"`. */
+    max_bytes?: number | string;
+  };
+}
+
+/** The options gatekeeper reads besides the SDK's own. */
+export interface GatekeeperOwnOptions {
+  /**
+   * This query's override of the operator's sandbox policy, checked by the
+   * sidecar against the operator's ceilings before anything reaches the
+   * model. A rejected override makes the query fail at its first step with
+   * a GatekeeperError listing every violation.
+   */
+  sandboxPolicy?: SandboxPolicy;
+}
+
+/** The PreToolUse matcher's hook timeout beyond the decision timeout, in seconds. */
+const HOOK_TIMEOUT_SLACK_S = 5;
+
+/**
+ * checkCallerOptions refuses SDK options that would take tool calls out of
+ * gatekeeper's hands. It throws GatekeeperConfigError.
+ */
+export function checkCallerOptions(o: Options): void {
+  if (o.permissionMode === 'bypassPermissions') {
+    throw new GatekeeperConfigError("gatekeeper refuses permissionMode 'bypassPermissions': it would run tools without asking gatekeeper");
+  }
+  if (o.allowDangerouslySkipPermissions === true) {
+    throw new GatekeeperConfigError('gatekeeper refuses allowDangerouslySkipPermissions: it would allow switching to bypassPermissions');
+  }
+  if (o.permissionPromptToolName !== undefined) {
+    throw new GatekeeperConfigError('gatekeeper refuses permissionPromptToolName: permission prompts go through its canUseTool; pass your own canUseTool instead');
+  }
+  if (typeof o.settings === 'object' && o.settings !== null) checkSettings(o.settings as Record<string, unknown>, 'options.settings');
+  if (o.mcpServers) checkServerNames(o.mcpServers);
+}
+
+/** checkSettings refuses settings that switch gatekeeper's hook or prompts off. */
+export function checkSettings(s: Record<string, unknown>, where: string): void {
+  if (s.disableAllHooks !== undefined && s.disableAllHooks !== false && s.disableAllHooks !== 'false') {
+    throw new GatekeeperConfigError(`gatekeeper refuses ${where}.disableAllHooks: gatekeeper decides tool calls in a PreToolUse hook`);
+  }
+  const perms = s.permissions;
+  if (typeof perms === 'object' && perms !== null && (perms as Record<string, unknown>).defaultMode === 'bypassPermissions') {
+    throw new GatekeeperConfigError(`gatekeeper refuses ${where}.permissions.defaultMode 'bypassPermissions'`);
+  }
+}
+
+/** checkServerNames refuses a caller's server that would stand in for ours. */
+export function checkServerNames(servers: Record<string, unknown>): void {
+  for (const name of Object.keys(servers)) {
+    if (normalizeServerName(name) === SANDBOX_SERVER) {
+      throw new GatekeeperConfigError(
+        `mcpServers.${name}: the MCP server name ${JSON.stringify(SANDBOX_SERVER)} is reserved by gatekeeper, whose ${RUN_TOOL} tool runs code in its sandbox; rename your server`,
+      );
+    }
+  }
+}
+
+/** normalizeServerName spells a server name as Claude Code does in tool names. */
+export function normalizeServerName(name: string): string {
+  return name.replace(/[^a-zA-Z0-9_-]/g, '_');
+}
+
+/** configSource says how an mcpServers entry is configured. */
+export function configSource(cfg: unknown): McpSource {
+  if (typeof cfg !== 'object' || cfg === null) return 'unknown';
+  const c = cfg as { type?: unknown; command?: unknown; instance?: unknown };
+  switch (c.type) {
+    case 'sdk':
+      return 'sdk';
+    case undefined:
+    case 'stdio':
+      return typeof c.command === 'string' ? 'stdio' : 'unknown';
+    case 'sse':
+      return 'sse';
+    case 'http':
+      return 'http';
+    default:
+      return 'unknown';
+  }
+}
+
+/**
+ * McpSources knows how each MCP server of a query was configured, and names
+ * the server of an `mcp__<server>__<tool>` call for the `decide` frame.
+ */
+export class McpSources {
+  private byName = new Map<string, McpSource>();
+
+  constructor(servers: Record<string, unknown>) {
+    this.set(servers);
+  }
+
+  /** set replaces what is known (after Query.setMcpServers). */
+  set(servers: Record<string, unknown>): void {
+    this.byName = new Map(Object.entries(servers).map(([name, cfg]) => [name, configSource(cfg)]));
+  }
+
+  /**
+   * of returns the `mcp_server` of a call, or undefined for a tool that is
+   * not an MCP tool. `provenance` is what the SDK reports (hook input
+   * `mcp_server`, canUseTool `mcpServer`); where it and the configuration
+   * disagree, the source is `unknown`, never `sdk`.
+   */
+  of(toolName: string, provenance?: { name: string; source: string }): McpServerRef | undefined {
+    if (!toolName.startsWith('mcp__')) return undefined;
+    if (provenance && typeof provenance.name === 'string' && provenance.name !== '' && typeof provenance.source === 'string') {
+      const configured = this.byName.get(provenance.name);
+      let source: McpSource = 'unknown';
+      if (provenance.source === 'sdk') {
+        if (configured === 'sdk') source = 'sdk';
+      } else if (provenance.source === 'dynamic' && configured !== undefined && configured !== 'sdk') {
+        // A server the SDK passed to Claude Code: ours to describe.
+        source = configured;
+      }
+      return { name: provenance.name, source };
+    }
+    // No provenance (an older Claude Code): match the tool name's prefix.
+    let best: { name: string; source: McpSource } | undefined;
+    for (const [name, source] of this.byName) {
+      const prefix = `mcp__${normalizeServerName(name)}__`;
+      if (toolName.startsWith(prefix) && (best === undefined || name.length > best.name.length)) best = { name, source };
+    }
+    if (best) return best;
+    const rest = toolName.slice('mcp__'.length);
+    const end = rest.indexOf('__');
+    const name = end < 0 ? rest : rest.slice(0, end);
+    return name === '' ? undefined : { name, source: 'unknown' };
+  }
+}
+
+/** forModel is the text the model reads for a deny or ask. */
+export function forModel(d: Decision): string {
+  return `${d.reason} [gatekeeper rule: ${d.rule}]`;
+}
+
+/**
+ * bashAllowed reads an effective policy: Bash stays available only when the
+ * policy lists it in `tools.allow` or `tools.ask` and not in `tools.deny`.
+ * No policy (an unreachable sidecar) keeps Bash out.
+ */
+export function bashAllowed(policy: Record<string, unknown> | undefined): boolean {
+  const tools = policy?.tools;
+  if (typeof tools !== 'object' || tools === null) return false;
+  const list = (k: string): string[] => {
+    const v = (tools as Record<string, unknown>)[k];
+    return Array.isArray(v) ? v.filter((x): x is string => typeof x === 'string') : [];
+  };
+  return (list('allow').includes('Bash') || list('ask').includes('Bash')) && !list('deny').includes('Bash');
+}
+
+/** What buildOptions returns. */
+export interface Built {
+  /** The options to give the SDK's query(). */
+  options: Options;
+  /** Adds our server to a setMcpServers argument (after checking its names). */
+  withOurServer(servers: Record<string, McpServerConfig>): Record<string, McpServerConfig>;
+}
+
+/**
+ * buildOptions composes the caller's SDK options with gatekeeper's, bound to
+ * one sidecar query. The caller's options must have passed
+ * checkCallerOptions. `onSessionEnd` runs when the SDK query using these
+ * options ends (the SDK then closes its in-process MCP servers).
+ */
+export function buildOptions(
+  sq: SidecarQuery,
+  caller: Options,
+  first: FirstOpen,
+  logger: GatekeeperLogger,
+  decisionTimeoutMs: number,
+  onSessionEnd?: () => void,
+): Built {
+  const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
+  const runs = new RunCorrelator();
+  const server = sandboxedCodeServer(sq, runs, logger);
+
+  const noteAllowed = (toolName: string, toolUseId: string, input: unknown): void => {
+    if (toolName === RUN_TOOL) runs.allowed(toolUseId, input);
+  };
+
+  const gate: HookCallback = async (input, toolUseID) => {
+    if (input.hook_event_name !== 'PreToolUse') return {};
+    const id = input.tool_use_id || toolUseID || '';
+    const d = await sq.decide('PreToolUse', input.tool_name, input.tool_input, id, sources.of(input.tool_name, input.mcp_server));
+    if (d.decision === 'allow') {
+      noteAllowed(input.tool_name, id, input.tool_input);
+      // No opinion: the SDK's permission flow goes on, so the caller's
+      // canUseTool (and ours, asking again) still get their say.
+      return {};
+    }
+    return preToolUse(d.decision, forModel(d));
+  };
+
+  // The caller's PreToolUse hooks keep their matchers. What they return is
+  // combined by the SDK, where a deny beats an ask beats an allow; the one
+  // thing a hook could use to get past gatekeeper, an updatedInput, is
+  // decided again here.
+  const wrapCallerHook = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
+    const out = await h(input, toolUseID, opts);
+    if (input.hook_event_name !== 'PreToolUse') return out;
+    const hso = (out as { hookSpecificOutput?: Partial<PreToolUseHookSpecificOutput> }).hookSpecificOutput;
+    if (hso?.hookEventName !== 'PreToolUse' || hso.updatedInput === undefined) return out;
+    const id = input.tool_use_id || toolUseID || '';
+    const d = await sq.decide('PreToolUse', input.tool_name, hso.updatedInput, id, sources.of(input.tool_name, input.mcp_server));
+    if (d.decision === 'allow') {
+      noteAllowed(input.tool_name, id, hso.updatedInput);
+      return out;
+    }
+    if (hso.permissionDecision === 'deny') return out;
+    return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', permissionDecision: d.decision, permissionDecisionReason: forModel(d) } } as HookJSONOutput;
+  };
+
+  const callerCanUseTool = caller.canUseTool;
+  const canUseTool: CanUseTool = async (toolName, input, opts): Promise<PermissionResult | null> => {
+    const id = opts.toolUseID ?? '';
+    const mcp = sources.of(toolName, opts.mcpServer);
+    const d = await sq.decide('canUseTool', toolName, input, id, mcp);
+    if (d.decision === 'deny') return { behavior: 'deny', message: forModel(d) };
+    if (callerCanUseTool === undefined) {
+      if (d.decision === 'allow') {
+        noteAllowed(toolName, id, input);
+        return { behavior: 'allow', updatedInput: input };
+      }
+      return { behavior: 'deny', message: `${forModel(d)}; no canUseTool handler is configured to ask a human, so the call is denied` };
+    }
+    // allow: the caller may still deny; ask: the caller is the human.
+    const r = await callerCanUseTool(toolName, input, opts);
+    if (r === null || r.behavior !== 'allow') return r;
+    if (r.updatedInput !== undefined && !sameJson(r.updatedInput, input)) {
+      const d2 = await sq.decide('canUseTool', toolName, r.updatedInput, id, mcp);
+      if (d2.decision === 'deny') return { behavior: 'deny', message: forModel(d2) };
+      noteAllowed(toolName, id, r.updatedInput);
+      return r;
+    }
+    noteAllowed(toolName, id, input);
+    return r;
+  };
+
+  const hooks: Partial<Record<HookEvent, HookCallbackMatcher[]>> = { ...(caller.hooks ?? {}) };
+  hooks.PreToolUse = [
+    {
+      hooks: [gate],
+      timeout: Math.ceil(decisionTimeoutMs / 1000) + HOOK_TIMEOUT_SLACK_S,
+      onFailure: 'block',
+    },
+    ...(caller.hooks?.PreToolUse ?? []).map((m) => ({ ...m, hooks: m.hooks.map(wrapCallerHook) })),
+  ];
+  if (onSessionEnd) {
+    // Claude Code runs no SessionEnd hook of an SDK host, but the SDK closes
+    // its in-process MCP servers when the query ends: that is the signal.
+    const inner = server.instance.server;
+    const prev = inner.onclose;
+    inner.onclose = () => {
+      prev?.();
+      onSessionEnd();
+    };
+  }
+
+  const disallowed = [...(caller.disallowedTools ?? [])];
+  if (!bashAllowed(first.effectivePolicy) && !disallowed.includes('Bash')) disallowed.push('Bash');
+
+  const options: Options = {
+    ...caller,
+    permissionMode: caller.permissionMode ?? 'default',
+    hooks,
+    canUseTool,
+    mcpServers: { ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: server },
+    disallowedTools: disallowed,
+  };
+  return {
+    options,
+    withOurServer: (servers) => {
+      checkServerNames(servers);
+      sources.set({ ...servers, [SANDBOX_SERVER]: { type: 'sdk' } });
+      return { ...servers, [SANDBOX_SERVER]: server };
+    },
+  };
+}
+
+function preToolUse(decision: 'deny' | 'ask', reason: string): HookJSONOutput {
+  return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: decision, permissionDecisionReason: reason } };
+}
+
+/** sameJson compares two JSON values, ignoring key order. */
+export function sameJson(a: unknown, b: unknown): boolean {
+  return stableJson(a) === stableJson(b);
+}
+
+/** stableJson serializes with sorted keys, dropping undefined as JSON does. */
+export function stableJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => {
+    if (typeof x !== 'object' || x === null || Array.isArray(x)) return x;
+    const o = x as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+  });
+}

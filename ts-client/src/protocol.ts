@@ -1,0 +1,250 @@
+// Frames of the gatekeeper wire protocol, version 1 (docs/protocol.md), and
+// the checks this client applies to every reply before trusting it.
+
+/** The protocol version this client speaks. */
+export const PROTOCOL_VERSION = 1;
+
+/** The WebSocket path of the protocol. */
+export const WS_PATH = '/v1/ws';
+
+/** A decision the sidecar can return. */
+export type DecisionKind = 'allow' | 'deny' | 'ask';
+
+/** Which SDK callback asks for a decision. */
+export type DecideEvent = 'PreToolUse' | 'canUseTool';
+
+/** How an MCP server was configured, as the protocol names it. */
+export type McpSource = 'sdk' | 'stdio' | 'sse' | 'http' | 'unknown';
+
+/** The `mcp_server` field of a `decide` frame. */
+export interface McpServerRef {
+  name: string;
+  source: McpSource;
+}
+
+export interface HelloFrame {
+  type: 'hello';
+  id: string;
+  v: number;
+  client: string;
+}
+
+export interface OpenQueryFrame {
+  type: 'open_query';
+  id: string;
+  sandbox_policy?: Record<string, unknown>;
+}
+
+export interface DecideFrame {
+  type: 'decide';
+  id: string;
+  query_id: string;
+  event: DecideEvent;
+  tool_name: string;
+  tool_input: Record<string, unknown>;
+  tool_use_id: string;
+  mcp_server?: McpServerRef;
+}
+
+export interface RunFrame {
+  type: 'run';
+  id: string;
+  query_id: string;
+  tool_use_id: string;
+  language: 'python' | 'sh' | 'node';
+  code: string;
+  files?: Record<string, string>;
+  timeout_ms?: number;
+}
+
+export interface CloseQueryFrame {
+  type: 'close_query';
+  id: string;
+  query_id: string;
+}
+
+export type RequestFrame = HelloFrame | OpenQueryFrame | DecideFrame | RunFrame | CloseQueryFrame;
+
+/** A request frame before the connection gives it an id. */
+export type UnsentFrame = RequestFrame extends infer F ? (F extends RequestFrame ? Omit<F, 'id'> : never) : never;
+
+export interface WelcomeReply {
+  type: 'welcome';
+  id: string;
+  v: number;
+  server: string;
+  policy_revision: string;
+}
+
+export interface QueryOpenedReply {
+  type: 'query_opened';
+  id: string;
+  query_id: string;
+  policy_hash: string;
+  effective_policy: Record<string, unknown>;
+}
+
+export interface DecisionReply {
+  type: 'decision';
+  id: string;
+  decision: DecisionKind;
+  reason: string;
+  rule: string;
+  decision_id?: string;
+  policy_revision?: string;
+  tool_use_id?: string;
+}
+
+export interface OutputReply {
+  type: 'output';
+  id: string;
+  run_id: string;
+  stream: 'stdout' | 'stderr';
+  data: string;
+}
+
+export interface RunResultReply {
+  type: 'run_result';
+  id: string;
+  run_id: string;
+  exit_code: number;
+  reason: string;
+  stdout: string;
+  stderr: string;
+  truncated: boolean;
+  timed_out: boolean;
+  oom_killed: boolean;
+  duration_ms?: number;
+  peak_memory_bytes?: number;
+  image?: string;
+  runtime?: string;
+}
+
+export interface QueryClosedReply {
+  type: 'query_closed';
+  id: string;
+  query_id: string;
+}
+
+export interface ErrorReply {
+  type: 'error';
+  id: string;
+  code: string;
+  message: string;
+  violations?: string[];
+  rule?: string;
+}
+
+export type Reply =
+  | WelcomeReply
+  | QueryOpenedReply
+  | DecisionReply
+  | OutputReply
+  | RunResultReply
+  | QueryClosedReply
+  | ErrorReply;
+
+/** MalformedReplyError says a frame from the sidecar broke the protocol. */
+export class MalformedReplyError extends Error {
+  override name = 'MalformedReplyError';
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]';
+
+function check(frame: Record<string, unknown>, required: Record<string, FieldType>, optional: Record<string, FieldType> = {}): void {
+  const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(frame, k);
+  const ok = (v: unknown, t: FieldType): boolean => {
+    switch (t) {
+      case 'string[]':
+        return Array.isArray(v) && v.every((x) => typeof x === 'string');
+      case 'object':
+        return isObject(v);
+      case 'number':
+        return typeof v === 'number' && Number.isFinite(v);
+      default:
+        return typeof v === t;
+    }
+  };
+  for (const [k, t] of Object.entries(required)) {
+    if (!has(k)) throw new MalformedReplyError(`${String(frame.type)} frame lacks ${k}`);
+    if (!ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+  }
+  for (const [k, t] of Object.entries(optional)) {
+    if (has(k) && !ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+  }
+}
+
+/**
+ * parseReply decodes one text frame from the sidecar and checks that it is a
+ * well-formed reply: a JSON object with a known `type`, a string `id` and the
+ * fields its type requires, each of its documented JSON type. Fields the
+ * protocol may add later are tolerated. It throws MalformedReplyError.
+ */
+export function parseReply(text: string): Reply {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new MalformedReplyError('frame is not JSON');
+  }
+  if (!isObject(v)) throw new MalformedReplyError('frame is not a JSON object');
+  if (typeof v.type !== 'string') throw new MalformedReplyError('frame has no string type');
+  if (typeof v.id !== 'string') throw new MalformedReplyError(`${v.type} frame has no string id`);
+  switch (v.type) {
+    case 'welcome':
+      check(v, { v: 'number', server: 'string' }, { policy_revision: 'string' });
+      break;
+    case 'query_opened':
+      check(v, { query_id: 'string', effective_policy: 'object' }, { policy_hash: 'string' });
+      if (v.query_id === '') throw new MalformedReplyError('query_opened frame has an empty query_id');
+      break;
+    case 'decision':
+      check(v, { decision: 'string', reason: 'string', rule: 'string' }, {
+        decision_id: 'string',
+        policy_revision: 'string',
+        tool_use_id: 'string',
+      });
+      if (v.decision !== 'allow' && v.decision !== 'deny' && v.decision !== 'ask') {
+        throw new MalformedReplyError(`decision frame has unknown decision ${JSON.stringify(v.decision)}`);
+      }
+      break;
+    case 'output':
+      check(v, { stream: 'string', data: 'string' }, { run_id: 'string' });
+      if (v.stream !== 'stdout' && v.stream !== 'stderr') throw new MalformedReplyError('output frame has an unknown stream');
+      break;
+    case 'run_result':
+      check(
+        v,
+        {
+          exit_code: 'number',
+          reason: 'string',
+          stdout: 'string',
+          stderr: 'string',
+          truncated: 'boolean',
+          timed_out: 'boolean',
+          oom_killed: 'boolean',
+        },
+        {
+          run_id: 'string',
+          duration_ms: 'number',
+          peak_memory_bytes: 'number',
+          image: 'string',
+          runtime: 'string',
+        },
+      );
+      break;
+    case 'query_closed':
+      check(v, {}, { query_id: 'string' });
+      break;
+    case 'error':
+      check(v, { code: 'string', message: 'string' }, { violations: 'string[]', rule: 'string' });
+      break;
+    default:
+      throw new MalformedReplyError(`unknown frame type ${JSON.stringify(v.type)}`);
+  }
+  return v as unknown as Reply;
+}

@@ -1,0 +1,215 @@
+// query(): the Agent SDK's query() with every tool call decided by
+// gatekeeper, started lazily so that the sidecar has opened (and accepted)
+// the query before anything reaches the model.
+
+import { query as sdkQuery, type McpServerConfig, type Options, type PermissionMode, type Query } from '@anthropic-ai/claude-agent-sdk';
+import { GatekeeperConfigError, resolveConfig, type GatekeeperOptions } from './config.js';
+import { Connection } from './connection.js';
+import { buildOptions, checkCallerOptions, checkSettings, type Built, type GatekeeperOwnOptions } from './options.js';
+import { SidecarQuery } from './session.js';
+
+/** GatekeeperQueryOptions are the SDK's Options plus gatekeeper's own. */
+export interface GatekeeperQueryOptions extends Options, GatekeeperOwnOptions {
+  /**
+   * How to reach the sidecar. Each field defaults from env
+   * (`GATEKEEPER_URL`, `GATEKEEPER_TOKEN`, `GATEKEEPER_TOKEN_FILE`).
+   */
+  gatekeeper?: GatekeeperOptions;
+}
+
+/** The SDK's query() parameters with gatekeeper's options. */
+export interface GatekeeperQueryParams {
+  /** The prompt, exactly as the SDK's query() takes it. */
+  prompt: Parameters<typeof sdkQuery>[0]['prompt'];
+  /** The SDK's options, plus `sandboxPolicy` and `gatekeeper`. */
+  options?: GatekeeperQueryOptions;
+}
+
+/** The least time the first open waits for the sidecar. */
+const FIRST_OPEN_MIN_MS = 2000;
+
+/** Query methods forwarded to the SDK's Query; the type check below keeps the list whole. */
+const FORWARDED = [
+  'interrupt',
+  'setMcpPermissionModeOverride',
+  'setModel',
+  'setMaxThinkingTokens',
+  'initializationResult',
+  'reinitialize',
+  'supportedCommands',
+  'supportedModels',
+  'supportedAgents',
+  'mcpServerStatus',
+  'getContextUsage',
+  'usage_EXPERIMENTAL_MAY_CHANGE_DO_NOT_RELY_ON_THIS_API_YET',
+  'readFile',
+  'reloadPlugins',
+  'reloadSkills',
+  'reloadOutputStyles',
+  'accountInfo',
+  'rewindFiles',
+  'seedReadState',
+  'reconnectMcpServer',
+  'toggleMcpServer',
+  'readMcpResource',
+  'streamInput',
+  'stopTask',
+  'backgroundTasks',
+] as const satisfies readonly (keyof Query)[];
+
+/** Methods gatekeeper implements itself. */
+type Guarded = 'next' | 'return' | 'throw' | 'close' | 'setPermissionMode' | 'setMcpServers' | 'applyFlagSettings' | 'updateSettings';
+/** A Query method that is neither forwarded nor guarded breaks the build here. */
+type Unhandled = Exclude<keyof Query, (typeof FORWARDED)[number] | Guarded | typeof Symbol.asyncIterator | typeof Symbol.asyncDispose>;
+const everyMethodHandled: [Unhandled] extends [never] ? true : Unhandled = true;
+void everyMethodHandled;
+
+/**
+ * query runs the Agent SDK's query() with gatekeeper deciding every tool
+ * call. It takes what the SDK's query() takes, plus `options.sandboxPolicy`
+ * (this query's sandbox policy override) and `options.gatekeeper` (how to
+ * reach the sidecar), and returns a Query that streams the SDK's messages
+ * and forwards its control methods.
+ *
+ * Nothing starts when query() returns: the first `next()` (or control
+ * method) connects to the sidecar and opens the query there, and only then
+ * starts the SDK. An override the sidecar rejects makes that first step
+ * throw a GatekeeperError listing the violations, and nothing reaches the
+ * model. An unreachable sidecar does not stop the query: every tool call is
+ * denied until the client reconnects (and Bash is left out). The sidecar
+ * query is closed when the iteration ends, throws, is returned from, or the
+ * query is closed or aborted.
+ *
+ * It throws GatekeeperConfigError at once for options that would take tool calls out
+ * of gatekeeper's hands: permissionMode 'bypassPermissions',
+ * allowDangerouslySkipPermissions, permissionPromptToolName, settings with
+ * disableAllHooks, or an MCP server of the caller named `sandboxed_code`.
+ */
+export function query(params: GatekeeperQueryParams): Query {
+  const { sandboxPolicy, gatekeeper, ...sdkOptions } = params.options ?? {};
+  checkCallerOptions(sdkOptions);
+  const cfg = resolveConfig(gatekeeper);
+  const conn = new Connection(cfg);
+  const signal = sdkOptions.abortController?.signal;
+
+  let sq: SidecarQuery | undefined;
+  let inner: Query | undefined;
+  let built: Built | undefined;
+  let starting: Promise<Query> | undefined;
+  let finished = false;
+  let finishing: Promise<void> | undefined;
+
+  const finish = (): Promise<void> =>
+    (finishing ??= (async () => {
+      finished = true;
+      signal?.removeEventListener('abort', onAbort);
+      try {
+        await sq?.close();
+      } finally {
+        conn.close();
+      }
+    })());
+  const onAbort = (): void => void finish();
+  signal?.addEventListener('abort', onAbort, { once: true });
+
+  const start = (): Promise<Query> =>
+    (starting ??= (async () => {
+      if (finished) throw new Error('gatekeeper: the query was closed before it started');
+      if (signal?.aborted) throw new Error('gatekeeper: the query was aborted before it started');
+      const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
+      sq = s;
+      const first = await s.firstOpen(Math.max(cfg.decisionTimeoutMs, FIRST_OPEN_MIN_MS));
+      if (first.unavailable !== undefined) {
+        cfg.logger.warn?.('gatekeeper: sidecar unavailable at start; every tool call is denied until it is back', { reason: first.unavailable });
+      }
+      if (finished || signal?.aborted) throw new Error('gatekeeper: the query was closed before it started');
+      built = buildOptions(s, sdkOptions, first, cfg.logger, cfg.decisionTimeoutMs);
+      inner = sdkQuery({ prompt: params.prompt, options: built.options });
+      return inner;
+    })());
+
+  const started = async (): Promise<Query> => {
+    try {
+      return await start();
+    } catch (err) {
+      await finish();
+      throw err;
+    }
+  };
+
+  const own = {
+    async next(...args: [] | [unknown]): Promise<IteratorResult<Awaited<ReturnType<Query['next']>>['value'], void>> {
+      const q = await started();
+      try {
+        const r = await q.next(...args);
+        if (r.done === true) await finish();
+        return r;
+      } catch (err) {
+        await finish();
+        throw err;
+      }
+    },
+    async return(value: void): Promise<IteratorResult<never, void>> {
+      try {
+        if (starting === undefined) return { done: true, value };
+        const q = await starting.catch(() => undefined);
+        return q ? ((await q.return(value)) as IteratorResult<never, void>) : { done: true, value };
+      } finally {
+        await finish();
+      }
+    },
+    async throw(e: unknown): Promise<IteratorResult<never, void>> {
+      try {
+        if (starting === undefined) throw e;
+        const q = await starting.catch(() => undefined);
+        if (q === undefined) throw e;
+        return (await q.throw(e)) as IteratorResult<never, void>;
+      } finally {
+        await finish();
+      }
+    },
+    close(): void {
+      inner?.close();
+      void finish();
+    },
+    async setPermissionMode(mode: PermissionMode): Promise<void> {
+      if (mode === 'bypassPermissions') throw new GatekeeperConfigError("gatekeeper refuses permissionMode 'bypassPermissions'");
+      return (await started()).setPermissionMode(mode);
+    },
+    async setMcpServers(servers: Record<string, McpServerConfig>): ReturnType<Query['setMcpServers']> {
+      const q = await started();
+      if (built === undefined) throw new Error('gatekeeper: the query has not started');
+      return q.setMcpServers(built.withOurServer(servers));
+    },
+    async applyFlagSettings(settings: Parameters<Query['applyFlagSettings']>[0]): Promise<void> {
+      checkSettings(settings as Record<string, unknown>, 'applyFlagSettings');
+      return (await started()).applyFlagSettings(settings);
+    },
+    async updateSettings(source: Parameters<Query['updateSettings']>[0], settings: Record<string, unknown>): Promise<void> {
+      checkSettings(settings, 'updateSettings');
+      return (await started()).updateSettings(source, settings);
+    },
+    [Symbol.asyncIterator](): Query {
+      return proxy;
+    },
+    async [Symbol.asyncDispose](): Promise<void> {
+      await own.return(undefined);
+    },
+  };
+
+  const forwarded = new Set<string>(FORWARDED);
+  const proxy = new Proxy(own, {
+    get(target, prop, receiver): unknown {
+      if (typeof prop === 'string' && forwarded.has(prop)) {
+        return async (...args: unknown[]): Promise<unknown> => {
+          const q = (await started()) as unknown as Record<string, (...a: unknown[]) => Promise<unknown>>;
+          const m = q[prop];
+          if (typeof m !== 'function') throw new TypeError(`Query.${prop} is not available in this SDK version`);
+          return m.apply(q, args);
+        };
+      }
+      return Reflect.get(target, prop, receiver) as unknown;
+    },
+  }) as unknown as Query;
+  return proxy;
+}

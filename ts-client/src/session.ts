@@ -1,0 +1,312 @@
+// A query on the sidecar: opened (and reopened after a reconnection) with
+// the same override, asked for decisions and runs, closed at the end.
+
+import { Connection, UnavailableError } from './connection.js';
+import {
+  MalformedReplyError,
+  type DecideEvent,
+  type DecisionKind,
+  type McpServerRef,
+  type Reply,
+  type RunFrame,
+  type RunResultReply,
+} from './protocol.js';
+
+/**
+ * GatekeeperError is an answer of the sidecar that ends a request: an
+ * `error` frame. A sandbox policy override beyond the operator's ceilings
+ * gives `code: "policy_override_rejected"` with every violation listed.
+ */
+export class GatekeeperError extends Error {
+  override name = 'GatekeeperError';
+  /** The protocol's error code, such as `policy_override_rejected`. */
+  readonly code: string;
+  /** For `policy_override_rejected`: every violation, one sentence each. */
+  readonly violations: readonly string[];
+  /** For `run_denied`: the rule that refused the run. */
+  readonly rule: string | undefined;
+
+  constructor(code: string, message: string, violations: readonly string[] = [], rule?: string) {
+    super(message);
+    this.code = code;
+    this.violations = violations;
+    this.rule = rule;
+  }
+}
+
+/** Decision is what gatekeeper decided about one tool call. */
+export interface Decision {
+  decision: DecisionKind;
+  /** A sentence written for the model. */
+  reason: string;
+  /** The rule that decided; `client.*` rules are this client's own. */
+  rule: string;
+}
+
+/** The rule of every deny this client makes itself because it could not ask. */
+export const UNAVAILABLE_RULE = 'client.gatekeeper_unavailable';
+
+/** unavailableDecision is the fail-closed deny. */
+export function unavailableDecision(why: string): Decision {
+  return {
+    decision: 'deny',
+    reason: `gatekeeper is unavailable (${why}), so this tool call is denied`,
+    rule: UNAVAILABLE_RULE,
+  };
+}
+
+/** What opening a query the first time gave. */
+export interface FirstOpen {
+  /** The query's effective policy, when the sidecar could be reached. */
+  effectivePolicy?: Record<string, unknown>;
+  /** Why the sidecar could not be reached. */
+  unavailable?: string;
+}
+
+/** The arguments of the sandboxed_code run tool. */
+export interface RunArgs {
+  language: 'python' | 'sh' | 'node';
+  code: string;
+  files?: Record<string, string> | undefined;
+  timeout_s?: number | undefined;
+}
+
+/** How long a close_query may take before we stop waiting. */
+const CLOSE_TIMEOUT_MS = 1000;
+/** The time an open_query may take, at least. */
+const OPEN_TIMEOUT_MS = 5000;
+/** Added to a run's own timeout before the client gives up on its result. */
+const RUN_SLACK_MS = 60_000;
+/** The run timeout the client assumes when neither the call nor the policy says. */
+const RUN_DEFAULT_MS = 600_000;
+
+/**
+ * SidecarQuery is one query on the sidecar. Its query id belongs to one
+ * connection generation: after a reconnection it is opened again, lazily,
+ * with the same override, by the next request that needs it. Its methods
+ * never throw for an unreachable sidecar: `decide` denies and `run` returns
+ * an error, so a caller fails closed without a try.
+ */
+export class SidecarQuery {
+  private readonly conn: Connection;
+  private readonly override: Record<string, unknown> | undefined;
+  private queryId: string | undefined;
+  private queryGen = -1;
+  private opening: { gen: number; p: Promise<string> } | undefined;
+  private rejected: GatekeeperError | undefined;
+  private closed = false;
+  private effective: Record<string, unknown> | undefined;
+
+  constructor(conn: Connection, override: Record<string, unknown> | undefined) {
+    this.conn = conn;
+    this.override = override;
+    conn.hold();
+  }
+
+  /** The effective policy of the last successful open, if any. */
+  get effectivePolicy(): Record<string, unknown> | undefined {
+    return this.effective;
+  }
+
+  /** Whether close() was called. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /**
+   * firstOpen opens the query, waiting at most `timeoutMs` for the sidecar.
+   * It throws GatekeeperError when the sidecar refuses the query (an
+   * override beyond the ceilings); an unreachable sidecar is reported in
+   * the result instead, and decisions then fail closed until it is back.
+   */
+  async firstOpen(timeoutMs: number): Promise<FirstOpen> {
+    try {
+      await this.ensureOpen(Date.now() + timeoutMs);
+      return this.effective ? { effectivePolicy: this.effective } : {};
+    } catch (err) {
+      if (err instanceof GatekeeperError) throw err;
+      return { unavailable: (err as Error).message };
+    }
+  }
+
+  /**
+   * decide asks gatekeeper about one tool call. It never throws: anything
+   * that keeps gatekeeper from answering within decisionTimeoutMs (an
+   * unreachable sidecar, a lost connection, a malformed reply, an `error`
+   * frame) is a deny that says why.
+   */
+  async decide(event: DecideEvent, toolName: string, toolInput: unknown, toolUseId: string, mcpServer?: McpServerRef): Promise<Decision> {
+    const log = this.conn.config.logger;
+    const timeout = this.conn.config.decisionTimeoutMs;
+    const deadline = Date.now() + timeout;
+    if (typeof toolInput !== 'object' || toolInput === null || Array.isArray(toolInput)) {
+      return { decision: 'deny', reason: `the input of ${toolName} is not an object, so gatekeeper cannot judge it`, rule: 'client.malformed_input' };
+    }
+    let d: Decision;
+    try {
+      const queryId = await this.ensureOpen(deadline);
+      const frame = {
+        type: 'decide' as const,
+        query_id: queryId,
+        event,
+        tool_name: toolName,
+        tool_input: toolInput as Record<string, unknown>,
+        tool_use_id: toolUseId,
+        ...(mcpServer ? { mcp_server: mcpServer } : {}),
+      };
+      const reply = await this.conn.request(frame, { deadline, generation: this.queryGen });
+      d = this.toDecision(reply, toolUseId);
+    } catch (err) {
+      d = unavailableDecision(describe(err, timeout));
+    }
+    const fields = { event, tool: toolName, tool_use_id: toolUseId, decision: d.decision, rule: d.rule };
+    if (d.rule.startsWith('client.')) log.warn?.('gatekeeper: failed closed', { ...fields, reason: d.reason });
+    else log.debug?.('gatekeeper: decided', fields);
+    return d;
+  }
+
+  /**
+   * run asks the sidecar to run code for a tool use it already allowed, and
+   * waits for its result. It throws GatekeeperError for a refused run
+   * (`run_denied`, `runner_unavailable`, …) and UnavailableError when the
+   * sidecar cannot be asked or goes away.
+   */
+  async run(toolUseId: string, args: RunArgs, onOutput?: (stream: 'stdout' | 'stderr', data: string) => void): Promise<RunResultReply> {
+    const queryId = await this.ensureOpen(Date.now() + this.conn.config.decisionTimeoutMs);
+    const frame: Omit<RunFrame, 'id'> = {
+      type: 'run',
+      query_id: queryId,
+      tool_use_id: toolUseId,
+      language: args.language,
+      code: args.code,
+    };
+    if (args.files !== undefined) frame.files = args.files;
+    if (args.timeout_s !== undefined) frame.timeout_ms = Math.max(1, Math.ceil(args.timeout_s * 1000));
+    const runMs = frame.timeout_ms ?? policyTimeoutMs(this.effective) ?? RUN_DEFAULT_MS;
+    const reply = await this.conn.request(frame, {
+      deadline: Date.now() + runMs + RUN_SLACK_MS,
+      generation: this.queryGen,
+      ...(onOutput ? { onOutput: (o) => onOutput(o.stream, o.data) } : {}),
+    });
+    if (reply.type === 'run_result') return reply;
+    if (reply.type === 'error') throw new GatekeeperError(reply.code, reply.message, reply.violations ?? [], reply.rule);
+    throw new MalformedReplyError(`a run was answered with ${reply.type}`);
+  }
+
+  /**
+   * close closes the query on the sidecar (best effort, bounded) and lets go
+   * of the connection. Later decisions deny. Calling it again does nothing.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    const id = this.queryId;
+    const gen = this.queryGen;
+    this.queryId = undefined;
+    try {
+      if (id !== undefined) {
+        await this.conn.request({ type: 'close_query', query_id: id }, { deadline: Date.now() + CLOSE_TIMEOUT_MS, generation: gen });
+      }
+    } catch (err) {
+      this.conn.config.logger.debug?.('gatekeeper: close_query failed', { error: (err as Error).message });
+    } finally {
+      this.conn.release();
+    }
+  }
+
+  private toDecision(reply: Reply, toolUseId: string): Decision {
+    if (reply.type === 'decision') {
+      if (reply.tool_use_id !== undefined && reply.tool_use_id !== toolUseId) {
+        return unavailableDecision(`it answered for tool use ${JSON.stringify(reply.tool_use_id)} instead of ${JSON.stringify(toolUseId)}`);
+      }
+      return { decision: reply.decision, reason: reply.reason, rule: reply.rule };
+    }
+    if (reply.type === 'error') {
+      if (reply.code === 'unknown_query') this.forget();
+      return unavailableDecision(`it answered with error ${reply.code}: ${reply.message}`);
+    }
+    return unavailableDecision(`it answered a decide with a ${reply.type} frame`);
+  }
+
+  /** forget drops the query id so that the next request opens it again. */
+  private forget(): void {
+    this.queryId = undefined;
+    this.queryGen = -1;
+  }
+
+  /** ensureOpen resolves with a query id valid on the current connection. */
+  private async ensureOpen(deadline: number): Promise<string> {
+    if (this.closed) throw new UnavailableError('the query was closed');
+    if (this.rejected) throw this.rejected;
+    const gen = await this.conn.waitReady(deadline);
+    if (this.queryId !== undefined && this.queryGen === gen) return this.queryId;
+    if (this.opening === undefined || this.opening.gen !== gen) {
+      const p = this.open(gen, Math.max(deadline, Date.now() + OPEN_TIMEOUT_MS));
+      this.opening = { gen, p };
+      p.catch(() => undefined).finally(() => {
+        if (this.opening?.p === p) this.opening = undefined;
+      });
+    }
+    return withDeadline(this.opening.p, deadline);
+  }
+
+  private async open(gen: number, deadline: number): Promise<string> {
+    const frame = this.override === undefined ? { type: 'open_query' as const } : { type: 'open_query' as const, sandbox_policy: this.override };
+    const reply = await this.conn.request(frame, { deadline, generation: gen });
+    if (reply.type === 'query_opened') {
+      this.queryId = reply.query_id;
+      this.queryGen = gen;
+      this.effective = reply.effective_policy;
+      this.conn.config.logger.info?.('gatekeeper: query opened', { query_id: reply.query_id, generation: gen });
+      if (this.closed) void this.conn.request({ type: 'close_query', query_id: reply.query_id }, { deadline: Date.now() + CLOSE_TIMEOUT_MS }).catch(() => undefined);
+      return reply.query_id;
+    }
+    if (reply.type === 'error') {
+      const err = new GatekeeperError(
+        reply.code,
+        reply.code === 'policy_override_rejected'
+          ? `gatekeeper rejected the sandbox policy override: ${(reply.violations ?? []).join('; ') || reply.message}`
+          : `gatekeeper refused to open the query: ${reply.code}: ${reply.message}`,
+        reply.violations ?? [],
+        reply.rule,
+      );
+      if (reply.code === 'policy_override_rejected') this.rejected = err;
+      throw err;
+    }
+    throw new MalformedReplyError(`open_query was answered with ${reply.type}`);
+  }
+}
+
+/** policyTimeoutMs reads sandbox.proc.timeout (ms) from an effective policy. */
+export function policyTimeoutMs(policy: Record<string, unknown> | undefined): number | undefined {
+  const sandbox = policy?.sandbox;
+  if (typeof sandbox !== 'object' || sandbox === null) return undefined;
+  const proc = (sandbox as Record<string, unknown>).proc;
+  if (typeof proc !== 'object' || proc === null) return undefined;
+  const t = (proc as Record<string, unknown>).timeout;
+  return typeof t === 'number' && Number.isFinite(t) && t > 0 ? t : undefined;
+}
+
+function withDeadline<T>(p: Promise<T>, deadline: number): Promise<T> {
+  const ms = deadline - Date.now();
+  if (ms <= 0) return Promise.reject(new UnavailableError('the decision deadline passed'));
+  let timer: NodeJS.Timeout | undefined;
+  const t = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new UnavailableError(`no answer within ${String(ms)} ms`)), ms);
+  });
+  return Promise.race([p, t]).finally(() => clearTimeout(timer));
+}
+
+function describe(err: unknown, timeoutMs: number): string {
+  if (err instanceof GatekeeperError) {
+    return err.code === 'policy_override_rejected'
+      ? `the query's sandbox policy override is rejected: ${err.violations.join('; ') || err.message}`
+      : `${err.code}: ${err.message}`;
+  }
+  if (err instanceof MalformedReplyError) return `it sent a malformed reply: ${err.message}`;
+  if (err instanceof UnavailableError) {
+    if (/within \d+ ms/.test(err.message)) return `no decision within ${String(timeoutMs)} ms: ${err.message}`;
+    return err.message;
+  }
+  return String(err);
+}

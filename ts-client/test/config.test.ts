@@ -1,0 +1,85 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GatekeeperConfigError, defaultUrl, parseUrl, resolveConfig, tokenSource } from '../src/config.js';
+
+test('parseUrl turns each GATEKEEPER_URL form into the address ws dials', () => {
+  const cases: { name: string; url: string; want: string }[] = [
+    { name: 'a unix URL gets the ws+unix form with the protocol path', url: 'unix:///run/gk/gatekeeper.sock', want: 'ws+unix:///run/gk/gatekeeper.sock:/v1/ws' },
+    { name: 'a bare absolute path is a unix socket', url: '/tmp/x/gk.sock', want: 'ws+unix:///tmp/x/gk.sock:/v1/ws' },
+    { name: 'a ws URL without a path gets /v1/ws', url: 'ws://127.0.0.1:7777', want: 'ws://127.0.0.1:7777/v1/ws' },
+    { name: 'a ws URL with only a slash gets /v1/ws', url: 'ws://127.0.0.1:7777/', want: 'ws://127.0.0.1:7777/v1/ws' },
+    { name: 'a ws URL with a path keeps it', url: 'ws://127.0.0.1:7777/custom/ws', want: 'ws://127.0.0.1:7777/custom/ws' },
+    { name: 'a tcp URL, as the sidecar listens, is dialled as ws', url: 'tcp://127.0.0.1:7777', want: 'ws://127.0.0.1:7777/v1/ws' },
+    { name: 'a wss URL stays wss', url: 'wss://gk.internal:443', want: 'wss://gk.internal/v1/ws' },
+    { name: 'an IPv6 loopback keeps its brackets', url: 'ws://[::1]:7777', want: 'ws://[::1]:7777/v1/ws' },
+    { name: 'surrounding white space is ignored', url: '  ws://localhost:1  ', want: 'ws://localhost:1/v1/ws' },
+  ];
+  for (const c of cases) assert.equal(parseUrl(c.url), c.want, c.name);
+});
+
+test('parseUrl refuses URLs it cannot dial, saying why', () => {
+  const cases: { name: string; url: string; want: RegExp }[] = [
+    { name: 'empty', url: '', want: /empty/ },
+    { name: 'a relative unix path', url: 'unix://run/gk.sock', want: /must be absolute/ },
+    { name: 'a unix path with a colon (ws would split it)', url: 'unix:///tmp/a:b.sock', want: /must not contain ":"/ },
+    { name: 'an http URL', url: 'http://127.0.0.1:7777', want: /unsupported scheme http:/ },
+    { name: 'credentials in the URL', url: 'ws://user:pw@127.0.0.1:7777', want: /credentials/ },
+    { name: 'not a URL', url: 'gatekeeper.sock', want: /not a URL/ },
+  ];
+  for (const c of cases) {
+    assert.throws(() => parseUrl(c.url), (err: unknown) => err instanceof GatekeeperConfigError && c.want.test(err.message), c.name);
+  }
+});
+
+test('defaultUrl is the sidecar default socket', () => {
+  assert.equal(defaultUrl({ XDG_RUNTIME_DIR: '/run/user/1000/' }), 'unix:///run/user/1000/gatekeeper.sock');
+  const uid = process.getuid?.() ?? 0;
+  assert.equal(defaultUrl({}), `unix:///tmp/gatekeeper-${String(uid)}/gatekeeper.sock`);
+});
+
+test('the token comes from token, else tokenFile, else GATEKEEPER_TOKEN, else GATEKEEPER_TOKEN_FILE', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gk-token-'));
+  const optFile = join(dir, 'opt');
+  const envFile = join(dir, 'env');
+  writeFileSync(optFile, '  from-option-file \n\n');
+  writeFileSync(envFile, 'from-env-file\n');
+  const env = { GATEKEEPER_TOKEN: 'from-env', GATEKEEPER_TOKEN_FILE: envFile };
+  const cases: { name: string; opts: { token?: string; tokenFile?: string }; env: NodeJS.ProcessEnv; want: string }[] = [
+    { name: 'token wins over everything', opts: { token: 'literal', tokenFile: optFile }, env, want: 'literal' },
+    { name: 'tokenFile is read and trimmed', opts: { tokenFile: optFile }, env, want: 'from-option-file' },
+    { name: 'GATEKEEPER_TOKEN wins over GATEKEEPER_TOKEN_FILE', opts: {}, env, want: 'from-env' },
+    { name: 'GATEKEEPER_TOKEN_FILE is the last resort', opts: {}, env: { GATEKEEPER_TOKEN_FILE: envFile }, want: 'from-env-file' },
+  ];
+  for (const c of cases) assert.equal(tokenSource(c.opts, c.env)(), c.want, c.name);
+});
+
+test('a token file is read on every connection, so a rotated token is used', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'gk-token-'));
+  const file = join(dir, 'token');
+  writeFileSync(file, 'one\n');
+  const token = tokenSource({ tokenFile: file }, {});
+  assert.equal(token(), 'one');
+  writeFileSync(file, 'two\n');
+  assert.equal(token(), 'two');
+});
+
+test('token problems are reported: none configured at once, a bad file when read', () => {
+  assert.throws(() => tokenSource({}, {}), GatekeeperConfigError);
+  assert.throws(() => tokenSource({ token: '  ' }, {}), /empty/);
+  const missing = tokenSource({ tokenFile: '/nonexistent/gk/token' }, {});
+  assert.throws(() => missing(), /cannot read the token file \/nonexistent\/gk\/token/);
+  const dir = mkdtempSync(join(tmpdir(), 'gk-token-'));
+  writeFileSync(join(dir, 'empty'), ' \n');
+  assert.throws(() => tokenSource({ tokenFile: join(dir, 'empty') }, {})(), /is empty/);
+});
+
+test('resolveConfig takes the URL from the options, else GATEKEEPER_URL', () => {
+  const env = { GATEKEEPER_URL: 'ws://127.0.0.1:9', GATEKEEPER_TOKEN: 't' };
+  assert.equal(resolveConfig({}, env).address, 'ws://127.0.0.1:9/v1/ws');
+  assert.equal(resolveConfig({ url: 'unix:///a.sock' }, env).address, 'ws+unix:///a.sock:/v1/ws');
+  assert.equal(resolveConfig({}, env).decisionTimeoutMs, 2000);
+  assert.throws(() => resolveConfig({ decisionTimeoutMs: 0 }, env), /decisionTimeoutMs/);
+});

@@ -1,0 +1,83 @@
+// Pins the public surface: what the package exports, at run time (from the
+// built dist/, through the package's own exports map) and as types.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import * as client from '@gatekeeper/client';
+import * as testing from '@gatekeeper/client/testing';
+import type {
+  CreateSocket,
+  GatekeeperClient,
+  GatekeeperClientQueryOptions,
+  GatekeeperLogger,
+  GatekeeperOptions,
+  GatekeeperOwnOptions,
+  GatekeeperQueryOptions,
+  GatekeeperQueryParams,
+  GatekeeperSocket,
+  SandboxPolicy,
+  SocketHandlers,
+} from '@gatekeeper/client';
+import type {
+  FakeModel,
+  FakeModelOptions,
+  FakeRequest,
+  FakeScriptStep,
+  FakeToolCall,
+  FakeToolResult,
+  FakeTurn,
+  FakeTurnContext,
+} from '@gatekeeper/client/testing';
+import type { Query } from '@anthropic-ai/claude-agent-sdk';
+
+test('the package exports exactly query, connect and the two error classes', () => {
+  assert.deepEqual(Object.keys(client).sort(), ['GatekeeperConfigError', 'GatekeeperError', 'connect', 'query']);
+  assert.equal(typeof client.query, 'function');
+  assert.equal(typeof client.connect, 'function');
+  assert.ok(new client.GatekeeperError('policy_override_rejected', 'm', ['v']) instanceof Error);
+  assert.ok(new client.GatekeeperConfigError('m') instanceof Error);
+});
+
+test('the testing subpath exports the fake model', () => {
+  assert.deepEqual(Object.keys(testing).sort(), ['lastToolResults', 'startFakeModel']);
+});
+
+test('only ., ./testing and ./package.json are importable', async () => {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { exports: Record<string, unknown> };
+  assert.deepEqual(Object.keys(pkg.exports).sort(), ['.', './package.json', './testing']);
+  await assert.rejects(import('@gatekeeper/client/dist/session.js' as string), { code: 'ERR_PACKAGE_PATH_NOT_EXPORTED' });
+});
+
+test('query has the SDK signature plus gatekeeper options, and returns the SDK Query type', () => {
+  const q: (p: GatekeeperQueryParams) => Query = client.query;
+  const params: Parameters<typeof client.query>[0] = { prompt: 'x', options: { cwd: '/', sandboxPolicy: { proc: { timeout: '30s' } }, gatekeeper: { url: 'unix:///x.sock' } } };
+  assert.equal(typeof q, 'function');
+  assert.equal(params.prompt, 'x');
+});
+
+// Type-level pins: this file stops compiling when a public type disappears.
+type PublicTypes = [
+  CreateSocket,
+  GatekeeperClient,
+  GatekeeperClientQueryOptions,
+  GatekeeperLogger,
+  GatekeeperOptions,
+  GatekeeperOwnOptions,
+  GatekeeperQueryOptions,
+  GatekeeperQueryParams,
+  GatekeeperSocket,
+  SandboxPolicy,
+  SocketHandlers,
+  FakeModel,
+  FakeModelOptions,
+  FakeRequest,
+  FakeScriptStep,
+  FakeToolCall,
+  FakeToolResult,
+  FakeTurn,
+  FakeTurnContext,
+];
+const gatekeeperKeys: (keyof GatekeeperOptions)[] = ['url', 'token', 'tokenFile', 'decisionTimeoutMs', 'logger', 'createSocket'];
+void (null as unknown as PublicTypes);
+void gatekeeperKeys;
