@@ -165,6 +165,25 @@ type pathFact struct {
 	Error    string `json:"error"`
 }
 
+// covered returns Abs, Resolved and every ancestor of both (not "/"), the
+// paths a deny glob is matched against.
+func (f pathFact) covered() []*ast.Term {
+	seen := map[string]bool{}
+	var out []*ast.Term
+	for _, p := range []string{f.Abs, f.Resolved} {
+		for p != "" && p != "/" && !seen[p] {
+			seen[p] = true
+			out = append(out, ast.StringTerm(p))
+			i := strings.LastIndexByte(p, '/')
+			if i <= 0 {
+				break
+			}
+			p = p[:i]
+		}
+	}
+	return out
+}
+
 type urlFact struct {
 	Raw   string `json:"raw"`
 	Host  string `json:"host"`
@@ -215,6 +234,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 				ast.Item(ast.StringTerm("raw"), ast.StringTerm(f.Raw)),
 				ast.Item(ast.StringTerm("abs"), ast.StringTerm(f.Abs)),
 				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
+				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(f.covered()...)),
 				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
 			)
 		}

@@ -15,7 +15,8 @@
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   deny_globs     sandbox.fs.deny with ~ expanded
-#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "error"}]
+#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "error"}]
+#                  where covered lists abs, resolved and every ancestor of both
 #   url            for WebFetch: {"raw", "host", "port", "error"}
 package gatekeeper
 
@@ -33,23 +34,26 @@ default decision := {
 	"reason": "gatekeeper could not reach a decision, so the call is denied",
 }
 
-decision := _pick("deny", deny) if {
-	count(deny) > 0
-} else := _pick("ask", ask) if {
-	count(ask) > 0
-} else := _pick("allow", allow) if {
-	count(allow) > 0
+decision := _outcome("deny", _denies[0]) if {
+	count(_denies) > 0
+} else := _outcome("ask", _asks[0]) if {
+	count(_asks) > 0
+} else := _outcome("allow", _allows[0]) if {
+	count(_allows) > 0
 } else := {
 	"decision": "deny",
 	"rule": "tools.not_allowlisted",
 	"reason": sprintf("tool %q is not allowlisted by the gatekeeper policy", [input.tool_name]),
 }
 
-# _pick returns the first finding by rule name, so the outcome is stable.
-_pick(kind, findings) := {"decision": kind, "rule": f.rule, "reason": f.reason} if {
-	sorted := sort([[x.rule, x.reason] | some x in findings])
-	f := {"rule": sorted[0][0], "reason": sorted[0][1]}
-}
+# Each kind of finding, sorted by rule name so the outcome is stable.
+_denies := sort([[f.rule, f.reason] | some f in deny])
+
+_asks := sort([[f.rule, f.reason] | some f in ask])
+
+_allows := sort([[f.rule, f.reason] | some f in allow])
+
+_outcome(kind, f) := {"decision": kind, "rule": f[0], "reason": f[1]}
 
 # --- tool lists ---------------------------------------------------------------
 
@@ -108,6 +112,9 @@ deny contains {
 	not within(p.resolved, input.workspace_root)
 }
 
+# A deny glob is checked against the path as written (abs), where it leads
+# (resolved), and every ancestor of both (covered), so a pattern naming a
+# directory also covers everything inside it.
 deny contains {
 	"rule": "host_fs.deny_glob",
 	"reason": sprintf("%s of %s is forbidden by the policy's fs.deny pattern %q", [input.tool_name, _shown(p), g]),
@@ -116,8 +123,8 @@ deny contains {
 	some p in input.paths
 	p.error == ""
 	some g in input.deny_globs
-	some candidate in {p.abs, p.resolved}
-	glob_hits(g, candidate)
+	some c in p.covered
+	glob.match(g, ["/"], c)
 }
 
 allow contains {
@@ -137,16 +144,6 @@ else := p.raw
 within(path, root) if path == root
 
 within(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
-
-# glob_hits is true when the glob matches the path or any of its ancestors,
-# so a pattern naming a directory also covers everything inside it.
-glob_hits(g, path) if glob.match(g, ["/"], path)
-
-glob_hits(g, path) if {
-	parts := split(path, "/")
-	some n in numbers.range(2, count(parts) - 1)
-	glob.match(g, ["/"], concat("/", array.slice(parts, 0, n)))
-}
 
 # --- host network tools -----------------------------------------------------------
 

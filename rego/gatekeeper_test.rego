@@ -15,7 +15,15 @@ _in(tool, extra) := object.union(
 	extra,
 )
 
-_path(raw, resolved) := {"field": "file_path", "raw": raw, "abs": raw, "resolved": resolved, "error": ""}
+_path(raw, resolved) := {"field": "file_path", "raw": raw, "abs": raw, "resolved": resolved, "covered": _covered({raw, resolved}), "error": ""}
+
+# _covered is what the sidecar computes: the paths and all their ancestors.
+_covered(paths) := {a |
+	some p in paths
+	parts := split(p, "/")
+	some n in numbers.range(2, count(parts))
+	a := concat("/", array.slice(parts, 0, n))
+}
 
 test_unlisted_tool_is_denied if {
 	d := gatekeeper.decision with input as _in("Frobnicate", {})
@@ -83,13 +91,13 @@ test_deny_glob_covers_children_of_a_match if {
 }
 
 test_deny_glob_checks_the_unresolved_path_too if {
-	p := {"field": "file_path", "raw": "/srv/app/.env", "abs": "/srv/app/.env", "resolved": "/srv/app/config", "error": ""}
+	p := {"field": "file_path", "raw": "/srv/app/.env", "abs": "/srv/app/.env", "resolved": "/srv/app/config", "covered": _covered({"/srv/app/.env", "/srv/app/config"}), "error": ""}
 	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
 	d.rule == "host_fs.deny_glob"
 }
 
 test_bad_path_is_denied if {
-	p := {"field": "file_path", "raw": "a\u0000b", "abs": "", "resolved": "", "error": "path contains a NUL byte"}
+	p := {"field": "file_path", "raw": "a\u0000b", "abs": "", "resolved": "", "covered": [], "error": "path contains a NUL byte"}
 	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
 	d.rule == "host_fs.bad_path"
 }
