@@ -48,6 +48,7 @@ type options struct {
 	maxFrame    int64
 	maxInFlight int
 	policy      string
+	ping, read  time.Duration
 }
 
 func start(t testing.TB, o options) *harness {
@@ -75,6 +76,7 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
+		PingInterval: o.ping, ReadTimeout: o.read,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
@@ -543,4 +545,42 @@ func TestAFloodOfFramesIsAnsweredInFull(t *testing.T) {
 	if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
 		t.Errorf("after the flood: %v", d)
 	}
+}
+
+func TestKeepAlive(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{ping: 50 * time.Millisecond, read: 300 * time.Millisecond})
+
+	// A client that reads answers the server's pings and stays connected
+	// well past the read timeout.
+	live := h.connect(t)
+	q := live.open("")
+	done := make(chan error, 1)
+	go func() {
+		_ = live.ws.SetReadDeadline(time.Now().Add(time.Second))
+		_, _, err := live.ws.ReadMessage() // answers pings while waiting
+		done <- err
+	}()
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("idle reading client: %v, want its own read timeout after 1s", err)
+	}
+
+	// A client that never reads never answers a ping: the server drops it.
+	dead, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
+	must(t, err)
+	defer dead.Close()
+	must(t, dead.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","id":"h","v":1}`)))
+	time.Sleep(800 * time.Millisecond)
+	_ = dead.SetReadDeadline(time.Now().Add(2 * time.Second))
+	var closed bool
+	for range 3 { // the welcome may still be buffered
+		if _, _, err := dead.ReadMessage(); err != nil {
+			closed = !strings.Contains(err.Error(), "timeout")
+			break
+		}
+	}
+	if !closed {
+		t.Fatal("a client that answered no ping was not disconnected")
+	}
+	_ = q
 }
