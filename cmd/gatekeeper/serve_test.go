@@ -44,7 +44,9 @@ func TestServeReloads(t *testing.T) {
 			return ""
 		}
 		defer resp.Body.Close()
-		var h struct{ PolicyRevision string `json:"policy_revision"` }
+		var h struct {
+			PolicyRevision string `json:"policy_revision"`
+		}
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		return h.PolicyRevision
 	}
