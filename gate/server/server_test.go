@@ -495,13 +495,21 @@ func TestRunTimeoutAboveThePolicyIsRefused(t *testing.T) {
 	}
 }
 
-type failingAuditor struct{}
+// failingAuditor fails every write of the given kinds.
+type failingAuditor struct{ kinds []audit.Kind }
 
-func (failingAuditor) Write(audit.Record) error { return errors.New("disk full") }
+func (f failingAuditor) Write(r audit.Record) error {
+	for _, k := range f.kinds {
+		if r.Kind == k {
+			return errors.New("disk full")
+		}
+	}
+	return nil
+}
 
 func TestAuditFailureDenies(t *testing.T) {
 	t.Parallel()
-	h := start(t, options{auditor: failingAuditor{}})
+	h := start(t, options{auditor: failingAuditor{kinds: []audit.Kind{audit.KindQuery, audit.KindDecision}}})
 	ws, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
 	must(t, err)
 	defer ws.Close()
@@ -510,6 +518,18 @@ func TestAuditFailureDenies(t *testing.T) {
 	// Without an audit log no query opens.
 	if r := c.do(`{"type":"open_query","id":"o"}`); r["code"] != "internal" || !strings.Contains(r["message"].(string), "audit") {
 		t.Fatalf("open_query with a failing audit log: %v", r)
+	}
+}
+
+func TestDecisionAuditFailureDenies(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{auditor: failingAuditor{kinds: []audit.Kind{audit.KindDecision}}})
+	c := h.connect(t)
+	q := c.open("")
+	// An allowed call whose audit line cannot be written is denied.
+	r := c.decide(q, "Read", fmt.Sprintf(`{"file_path":%q}`, filepath.Join(h.dir, "ws", "a.txt")), "t", "")
+	if r["decision"] != "deny" || r["rule"] != "gatekeeper.error" || !strings.Contains(r["reason"].(string), "audit log") {
+		t.Fatalf("decision with a failing audit log: %v", r)
 	}
 }
 
