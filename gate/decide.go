@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"strings"
+	"unicode"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	oparego "github.com/open-policy-agent/opa/v1/rego"
@@ -42,6 +43,9 @@ type Call struct {
 	ToolInput json.RawMessage // a JSON object
 	ToolUseID string
 	MCPServer *MCPServer
+	// Cwd is the agent's working directory, against which its tools resolve
+	// relative paths; empty means the workspace root.
+	Cwd string
 }
 
 // MCPServer is where an mcp__ tool comes from, as the client reports it.
@@ -226,7 +230,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		)))
 	}
 	if fields, ok := pathFields[call.ToolName]; ok {
-		facts := pathFacts(eff, toolInput, fields)
+		facts := pathFacts(eff, toolInput, fields, call.Cwd)
 		terms := make([]*ast.Term, len(facts))
 		for i, f := range facts {
 			terms[i] = ast.ObjectTerm(
@@ -258,10 +262,13 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 	field    string
 	required bool
 	glob     bool
-}) []pathFact {
-	opts := hostpath.Options{Home: eff.home, Cwd: eff.Policy.WorkspaceRoot}
+}, cwd string) []pathFact {
+	if cwd == "" {
+		cwd = eff.Policy.WorkspaceRoot
+	}
+	opts := hostpath.Options{Home: eff.home, Cwd: cwd}
 	var facts []pathFact
-	base := eff.Policy.WorkspaceRoot
+	base := cwd
 	for _, f := range fields {
 		v, present := in[f.field]
 		s, isString := v.(string)
@@ -273,6 +280,11 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 			s = base // Glob and Grep search the working directory by default
 		case !isString:
 			facts = append(facts, pathFact{Field: f.field, Error: fmt.Sprintf("tool_input.%s is missing or not a string", f.field)})
+			continue
+		case strings.TrimFunc(s, isJSSpace) != s:
+			// Tools trim their paths (JavaScript's trim) after the hook saw
+			// them; judging the untrimmed path would judge another path.
+			facts = append(facts, pathFact{Field: f.field, Raw: s, Error: fmt.Sprintf("tool_input.%s %q has leading or trailing white space", f.field, s)})
 			continue
 		}
 		if f.glob {
@@ -296,6 +308,12 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 		facts = append(facts, fact)
 	}
 	return facts
+}
+
+// isJSSpace reports the characters JavaScript's String.prototype.trim
+// removes: white space (including NBSP and BOM) and line terminators.
+func isJSSpace(r rune) bool {
+	return unicode.IsSpace(r) || r == '\uFEFF' || unicode.Is(unicode.Zs, r)
 }
 
 func containsDotDot(s string) bool {

@@ -111,6 +111,10 @@ func TestDecide(t *testing.T) {
 		{"a .env inside the workspace is denied", "Edit", map[string]any{"file_path": e.ws + "/.env", "old_string": "a", "new_string": "b"}, nil, "deny", "host_fs.deny_glob", "**/.env"},
 		{"a path with a NUL byte is denied", "Read", map[string]any{"file_path": e.ws + "/notes.txt\x00.png"}, nil, "deny", "host_fs.bad_path", ""},
 		{"a very long path is denied", "Read", map[string]any{"file_path": e.ws + "/" + strings.Repeat("a/", 3000)}, nil, "deny", "host_fs.bad_path", ""},
+		{"a path with a leading space is denied (tools trim it)", "Grep", map[string]any{"pattern": ".", "path": " ~/.ssh"}, nil, "deny", "host_fs.bad_path", "white space"},
+		{"a path with a leading NBSP is denied", "Glob", map[string]any{"pattern": "*", "path": "\u00a0/etc"}, nil, "deny", "host_fs.bad_path", "white space"},
+		{"a path with a trailing newline is denied", "Read", map[string]any{"file_path": e.ws + "/notes.txt\n"}, nil, "deny", "host_fs.bad_path", "white space"},
+		{"a path with a leading BOM is denied", "Read", map[string]any{"file_path": "\ufeff" + e.ws + "/notes.txt"}, nil, "deny", "host_fs.bad_path", "white space"},
 		{"a read without file_path is denied", "Read", map[string]any{"path": e.ws + "/notes.txt"}, nil, "deny", "host_fs.bad_path", "file_path"},
 		{"a file_path that is not a string is denied", "Read", map[string]any{"file_path": []string{e.ws}}, nil, "deny", "host_fs.bad_path", ""},
 		{"a glob in the workspace is allowed", "Glob", map[string]any{"pattern": "**/*.py"}, nil, "allow", "host_fs.inside_workspace", ""},
@@ -313,6 +317,35 @@ func TestDecideFailsClosed(t *testing.T) {
 			d, err := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: "Read", ToolInput: raw})
 			if err == nil || d.Decision != "deny" || d.Rule != gate.RuleError {
 				t.Fatalf("decision %+v, err %v: want a gatekeeper.error deny", d, err)
+			}
+		})
+	}
+}
+
+func TestRelativePathsResolveAgainstTheAgentsCwd(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	q, err := e.engine(t).OpenQuery(t.Context(), "q", nil)
+	must(t, err)
+	tests := []struct {
+		name, tool string
+		input      map[string]any
+		cwd        string
+		decision   string
+		rule       string
+	}{
+		{"a relative grep from a cwd above the workspace is judged there", "Grep", map[string]any{"pattern": ".", "path": "home/.ssh"}, e.dir, "deny", "host_fs.deny_glob"},
+		{"a glob with no path searches the cwd", "Glob", map[string]any{"pattern": "*"}, e.dir, "deny", "host_fs.outside_workspace"},
+		{"a relative read from the workspace cwd is allowed", "Read", map[string]any{"file_path": "notes.txt"}, e.ws, "allow", "host_fs.inside_workspace"},
+		{"a relative read from a cwd outside is outside", "Read", map[string]any{"file_path": "notes.txt"}, e.dir + "/outside", "deny", "host_fs.outside_workspace"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			raw, _ := json.Marshal(tc.input)
+			d, _ := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: tc.tool, ToolInput: raw, ToolUseID: "t", Cwd: tc.cwd})
+			if d.Decision != tc.decision || d.Rule != tc.rule {
+				t.Fatalf("decision = %s/%s (%s), want %s/%s", d.Decision, d.Rule, d.Reason, tc.decision, tc.rule)
 			}
 		})
 	}

@@ -39,6 +39,7 @@ type decideRequest struct {
 	ToolInput     json.RawMessage `json:"tool_input"`
 	ToolUseID     string          `json:"tool_use_id"`
 	MCPServer     *gate.MCPServer `json:"mcp_server,omitempty"`
+	Cwd           string          `json:"cwd,omitempty"`
 }
 
 type decideResult struct {
@@ -90,7 +91,7 @@ and prints the decision as JSON. Exit status: 0 allow, 1 deny, 3 ask, 2 bad inpu
 		}
 		return err
 	}
-	d, err := q.Decide(ctx, gate.Call{Event: req.Event, ToolName: req.ToolName, ToolInput: req.ToolInput, ToolUseID: req.ToolUseID, MCPServer: req.MCPServer})
+	d, err := q.Decide(ctx, gate.Call{Event: req.Event, ToolName: req.ToolName, ToolInput: req.ToolInput, ToolUseID: req.ToolUseID, MCPServer: req.MCPServer, Cwd: req.Cwd})
 	res := decideResult{Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash}
 	if err != nil {
 		res.Error = err.Error()

@@ -66,7 +66,7 @@ func (c *conn) decide(r *wire.Decide) {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
-	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID}
+	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID, Cwd: r.Cwd}
 	if r.MCPServer != nil {
 		call.MCPServer = &gate.MCPServer{Name: r.MCPServer.Name, Source: r.MCPServer.Source}
 	}

@@ -103,7 +103,7 @@ func isRequestType(t string) bool {
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
 	openQueryKeys  = []string{"type", "id", "sandbox_policy"}
-	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server"}
+	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms"}
 	closeQueryKeys = []string{"type", "id", "query_id"}
@@ -155,6 +155,12 @@ func decodeDecide(r *reader) Request {
 	}
 	if m := r.field("mcp_server", false, kindObject); m != nil {
 		d.MCPServer = r.mcpServer(m)
+	}
+	if m := r.field("cwd", false, kindString); m != nil {
+		d.Cwd = r.str(m)
+		if !strings.HasPrefix(d.Cwd, "/") {
+			r.fail(CodeInvalidField, `field "cwd" must be an absolute path`)
+		}
 	}
 	return d
 }

@@ -441,3 +441,15 @@ func TestDecodeDoesNotRetainTheFrame(t *testing.T) {
 		t.Errorf("after overwriting the frame, Decode's result changed to %#v", d)
 	}
 }
+
+func TestDecodeDecideCwd(t *testing.T) {
+	t.Parallel()
+	base := `{"type":"decide","id":"1","query_id":"q","event":"PreToolUse","tool_name":"Read","tool_input":{},"tool_use_id":"t"`
+	req, werr := Decode([]byte(base + `,"cwd":"/srv/app"}`))
+	if werr != nil || req.(*Decide).Cwd != "/srv/app" {
+		t.Fatalf("decode with cwd: %v %v", req, werr)
+	}
+	if _, werr := Decode([]byte(base + `,"cwd":"srv/app"}`)); werr == nil || werr.Code != CodeInvalidField {
+		t.Fatalf("a relative cwd: %v", werr)
+	}
+}

@@ -39,6 +39,9 @@ type Decide struct {
 	// MCPServer describes the server of an mcp__<server>__<tool> tool; nil
 	// when absent.
 	MCPServer *MCPServer `json:"mcp_server,omitempty"`
+	// Cwd is the agent's working directory, against which the tool resolves
+	// relative paths; "" when absent (the workspace root is assumed).
+	Cwd string `json:"cwd,omitempty"`
 }
 
 // MCPServer is the MCP server a tool belongs to.

@@ -2,6 +2,7 @@
 // canUseTool callback that ask the sidecar, the sandboxed_code MCP server,
 // Bash in disallowedTools, and the composition with the caller's own.
 
+import { resolve as resolvePath } from 'node:path';
 import type {
   CanUseTool,
   HookCallback,
@@ -248,6 +249,10 @@ export function buildOptions(
   const runs = new RunCorrelator();
   const server = sandboxedCodeServer(sq, runs, logger);
 
+  // Where Claude Code resolves relative paths: the hook input says so; the
+  // canUseTool callback does not, and the SDK runs Claude Code in options.cwd.
+  const agentCwd = resolvePath(caller.cwd ?? process.cwd());
+
   const noteAllowed = (toolName: string, toolUseId: string, input: unknown): void => {
     if (toolName === RUN_TOOL) runs.allowed(toolUseId, input);
   };
@@ -255,7 +260,7 @@ export function buildOptions(
   const gate: HookCallback = async (input, toolUseID) => {
     if (input.hook_event_name !== 'PreToolUse') return {};
     const id = input.tool_use_id || toolUseID || '';
-    const d = await sq.decide('PreToolUse', input.tool_name, input.tool_input, id, sources.of(input.tool_name, input.mcp_server));
+    const d = await sq.decide('PreToolUse', input.tool_name, input.tool_input, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
     if (d.decision === 'allow') {
       noteAllowed(input.tool_name, id, input.tool_input);
       // No opinion: the SDK's permission flow goes on, so the caller's
@@ -275,7 +280,7 @@ export function buildOptions(
     const hso = (out as { hookSpecificOutput?: Partial<PreToolUseHookSpecificOutput> }).hookSpecificOutput;
     if (hso?.hookEventName !== 'PreToolUse' || hso.updatedInput === undefined) return out;
     const id = input.tool_use_id || toolUseID || '';
-    const d = await sq.decide('PreToolUse', input.tool_name, hso.updatedInput, id, sources.of(input.tool_name, input.mcp_server));
+    const d = await sq.decide('PreToolUse', input.tool_name, hso.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
     if (d.decision === 'allow') {
       noteAllowed(input.tool_name, id, hso.updatedInput);
       return out;
@@ -288,7 +293,7 @@ export function buildOptions(
   const canUseTool: CanUseTool = async (toolName, input, opts): Promise<PermissionResult | null> => {
     const id = opts.toolUseID ?? '';
     const mcp = sources.of(toolName, opts.mcpServer);
-    const d = await sq.decide('canUseTool', toolName, input, id, mcp);
+    const d = await sq.decide('canUseTool', toolName, input, id, mcp, agentCwd);
     if (d.decision === 'deny') return { behavior: 'deny', message: forModel(d) };
     if (callerCanUseTool === undefined) {
       if (d.decision === 'allow') {
@@ -301,7 +306,7 @@ export function buildOptions(
     const r = await callerCanUseTool(toolName, input, opts);
     if (r === null || r.behavior !== 'allow') return r;
     if (r.updatedInput !== undefined && !sameJson(r.updatedInput, input)) {
-      const d2 = await sq.decide('canUseTool', toolName, r.updatedInput, id, mcp);
+      const d2 = await sq.decide('canUseTool', toolName, r.updatedInput, id, mcp, agentCwd);
       if (d2.decision === 'deny') return { behavior: 'deny', message: forModel(d2) };
       noteAllowed(toolName, id, r.updatedInput);
       return r;

@@ -44,6 +44,8 @@ export interface DecideFrame {
   tool_input: Record<string, unknown>;
   tool_use_id: string;
   mcp_server?: McpServerRef;
+  /** The agent's working directory: where its tools resolve relative paths. */
+  cwd?: string;
 }
 
 export interface RunFrame {

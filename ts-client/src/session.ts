@@ -135,7 +135,7 @@ export class SidecarQuery {
    * unreachable sidecar, a lost connection, a malformed reply, an `error`
    * frame) is a deny that says why.
    */
-  async decide(event: DecideEvent, toolName: string, toolInput: unknown, toolUseId: string, mcpServer?: McpServerRef): Promise<Decision> {
+  async decide(event: DecideEvent, toolName: string, toolInput: unknown, toolUseId: string, mcpServer?: McpServerRef, cwd?: string): Promise<Decision> {
     const log = this.conn.config.logger;
     const timeout = this.conn.config.decisionTimeoutMs;
     const deadline = Date.now() + timeout;
@@ -153,6 +153,7 @@ export class SidecarQuery {
         tool_input: toolInput as Record<string, unknown>,
         tool_use_id: toolUseId,
         ...(mcpServer ? { mcp_server: mcpServer } : {}),
+        ...(cwd !== undefined && cwd.startsWith('/') ? { cwd } : {}),
       };
       const reply = await this.conn.request(frame, { deadline, generation: this.queryGen });
       d = this.toDecision(reply, toolUseId);
