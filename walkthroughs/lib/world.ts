@@ -1,0 +1,293 @@
+// A world for one walkthrough: a temp tree (a fake HOME with a fake SSH key,
+// the agent's workspace, the sidecar's files), a policy file written from a
+// few knobs, and the real `gatekeeper serve` binary with its Docker runner
+// on a Unix socket in that tree. Nothing of the machine's own HOME or
+// gatekeeper config takes part.
+
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** The repository root (this file runs from walkthroughs/build/lib/). */
+export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+/** The sidecar binary: env GATEKEEPER_BIN, default <repo>/bin/gatekeeper. */
+export const GATEKEEPER_BIN = process.env.GATEKEEPER_BIN ?? join(REPO, 'bin/gatekeeper');
+
+/** The fake private key planted in the fake HOME; it must never leave it. */
+export const FAKE_SSH_KEY_MARKER = 'FAKE-WALKTHROUGH-KEY-7c1e9b';
+export const FAKE_SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${FAKE_SSH_KEY_MARKER}\n-----END OPENSSH PRIVATE KEY-----\n`;
+
+/** Policy knobs; everything else is the shipped sandbox.policy.yaml's shape. */
+export interface PolicyParams {
+  allow?: string[];
+  ask?: string[];
+  deny?: string[];
+  fsDeny?: string[];
+  deps?: string;
+  tmpSize?: string;
+  cpus?: number;
+  memory?: string;
+  pids?: number;
+  timeout?: string;
+  runtime?: string;
+  outputMaxBytes?: string;
+  netEnabled?: boolean;
+  netAllow?: string[];
+  /** ceilings.net_hosts: hosts an override may enable. */
+  netHosts?: string[];
+  ceilingTimeout?: string;
+  ceilingMemory?: string;
+}
+
+/** The shipped policy's tool lists and deny globs. */
+export const DEFAULT_ALLOW = ['Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'Glob', 'Grep', 'LS', 'TodoWrite', 'WebFetch', 'mcp__sandboxed_code__run'];
+export const DEFAULT_DENY = ['Bash', 'BashOutput', 'KillShell', 'KillBash', 'WebSearch'];
+export const DEFAULT_FS_DENY = ['~/.ssh/**', '~/.aws/**', '~/.kube/**', '~/.gnupg/**', '~/.docker/**', '~/.config/gcloud/**', '**/.env', '**/.env.*', '**/.git/hooks/**', '**/.git/config', '~/.*'];
+
+const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+
+/** policyYaml renders a policy file for workspace ws. */
+export function policyYaml(ws: string, p: PolicyParams): string {
+  return [
+    '# written by walkthroughs/lib/world.ts',
+    'version: 1',
+    `workspace_root: ${JSON.stringify(ws)}`,
+    'tools:',
+    `  allow: ${list(p.allow ?? DEFAULT_ALLOW)}`,
+    `  ask: ${list(p.ask ?? [])}`,
+    `  deny: ${list(p.deny ?? DEFAULT_DENY)}`,
+    'sandbox:',
+    '  fs:',
+    '    image: ""',
+    '    workspace: {size: 64m}',
+    `    tmp: {size: ${p.tmpSize ?? '64m'}}`,
+    `    deps: ${JSON.stringify(p.deps ?? '')}`,
+    `    deny: ${list(p.fsDeny ?? DEFAULT_FS_DENY)}`,
+    `  net: {enabled: ${String(p.netEnabled ?? false)}, allow: ${list(p.netAllow ?? [])}, deny: []}`,
+    `  proc: {cpus: ${String(p.cpus ?? 1)}, memory: ${p.memory ?? '256m'}, pids: ${String(p.pids ?? 128)}, timeout: ${p.timeout ?? '10s'}, runtime: ${p.runtime ?? 'runc'}, user: 65534}`,
+    `  output: {max_bytes: ${p.outputMaxBytes ?? '1m'}}`,
+    'ceilings:',
+    `  cpus: 2`,
+    `  memory: ${p.ceilingMemory ?? '1g'}`,
+    '  pids: 512',
+    `  timeout: ${p.ceilingTimeout ?? '120s'}`,
+    '  tmpfs: 512m',
+    '  output_bytes: 8m',
+    `  net_hosts: ${list(p.netHosts ?? [])}`,
+    '  images: []',
+    '  runtimes: [runc, runsc]',
+    '',
+  ].join('\n');
+}
+
+/** WorldOptions configure startWorld. */
+export interface WorldOptions {
+  /** The walkthrough's number, for names. */
+  n: number;
+  policy?: PolicyParams;
+  /** Extra environment of the sidecar (on top of PATH, HOME and DOCKER_HOST). */
+  env?: Record<string, string>;
+  /** Prepares files before the sidecar starts (deps dirs, planted symlinks). */
+  prepare?: (w: Dirs) => PolicyParams | void;
+}
+
+/** Dirs is the temp tree of a world. */
+export interface Dirs {
+  /** The temp root holding everything below. */
+  root: string;
+  /** The fake HOME of the sidecar and the agent, with .ssh/id_rsa. */
+  home: string;
+  /** The agent's cwd and the policy's workspace_root. */
+  ws: string;
+  /** The sidecar's socket, token, policy, audit log and log. */
+  gk: string;
+}
+
+/** World is a running sidecar in its temp tree. */
+export interface World {
+  dirs: Dirs;
+  /** The client's `url` (unix://…). */
+  url: string;
+  socketPath: string;
+  tokenFile: string;
+  policyFile: string;
+  auditLog: string;
+  /** The sidecar's --instance: the label value of its containers. */
+  instance: string;
+  pid: number;
+  /** The sidecar's own log so far. */
+  log(): string;
+  /** Stops the sidecar (SIGTERM, then SIGKILL) and removes the temp tree; again, it does nothing. */
+  stop(): Promise<void>;
+}
+
+function healthz(socketPath: string): Promise<number> {
+  return new Promise((done) => {
+    const req = request({ socketPath, path: '/healthz', method: 'GET', timeout: 500 }, (res) => {
+      res.resume();
+      done(res.statusCode ?? 0);
+    });
+    req.on('error', () => done(0));
+    req.on('timeout', () => {
+      req.destroy();
+      done(0);
+    });
+    req.end();
+  });
+}
+
+/** startWorld makes the temp tree and starts the real sidecar in it. */
+export async function startWorld(o: WorldOptions): Promise<World> {
+  if (!existsSync(GATEKEEPER_BIN)) {
+    throw new Error(`the gatekeeper binary ${GATEKEEPER_BIN} does not exist: run make build (or go build -o bin/gatekeeper ./cmd/gatekeeper) or set GATEKEEPER_BIN`);
+  }
+  const root = mkdtempSync(join(tmpdir(), `gk-wt${String(o.n)}-`));
+  chmodSync(root, 0o755); // the sandbox user must reach a deps dir below it
+  const dirs: Dirs = { root, home: join(root, 'home'), ws: join(root, 'ws'), gk: join(root, 'gk') };
+  for (const d of [dirs.home, join(dirs.home, '.ssh'), dirs.ws, dirs.gk]) mkdirSync(d, { recursive: true });
+  chmodSync(join(dirs.home, '.ssh'), 0o700);
+  writeFileSync(join(dirs.home, '.ssh', 'id_rsa'), FAKE_SSH_KEY, { mode: 0o600 });
+  const extra = o.prepare?.(dirs) ?? {};
+  const policy = { ...o.policy, ...extra };
+
+  const socketPath = join(dirs.gk, 'gk.sock');
+  const tokenFile = join(dirs.gk, 'token');
+  const policyFile = join(dirs.gk, 'policy.yaml');
+  const auditLog = join(dirs.gk, 'audit.jsonl');
+  const logFile = join(dirs.gk, 'sidecar.log');
+  writeFileSync(policyFile, policyYaml(dirs.ws, policy));
+  const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
+  const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
+  if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
+  const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  const out = openSync(logFile, 'a');
+  const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
+  closeSync(out);
+  let exited = false;
+  // Should this process end without stop() (an uncaught error, Ctrl-C, a
+  // closed pipe), the sidecar must not outlive it: SIGTERM lets it remove
+  // its warm containers itself.
+  const orphanGuard = (): void => {
+    if (!exited) child.kill('SIGTERM');
+    if (process.env.WALKTHROUGH_KEEP === undefined) rmSync(root, { recursive: true, force: true });
+  };
+  const onSignal = (sig: NodeJS.Signals): void => {
+    orphanGuard();
+    process.exit(sig === 'SIGINT' ? 130 : 143);
+  };
+  process.once('exit', orphanGuard);
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  child.once('exit', () => {
+    exited = true;
+    process.removeListener('exit', orphanGuard);
+    process.removeListener('SIGINT', onSignal);
+    process.removeListener('SIGTERM', onSignal);
+  });
+  const log = (): string => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : '');
+  let stopped = false;
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (exited) throw new Error(`gatekeeper serve exited at start:\n${log()}`);
+    if ((await healthz(socketPath)) === 200) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error(`gatekeeper serve not ready within 20 s:\n${log()}`);
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    dirs,
+    url: `unix://${socketPath}`,
+    socketPath,
+    tokenFile,
+    policyFile,
+    auditLog,
+    instance,
+    pid: child.pid ?? 0,
+    log,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      if (!exited) {
+        await new Promise<void>((done) => {
+          const t = setTimeout(() => {
+            child.kill('SIGKILL');
+            done();
+          }, 5000);
+          child.once('exit', () => {
+            clearTimeout(t);
+            done();
+          });
+          child.kill('SIGTERM');
+        });
+      }
+      if (process.env.WALKTHROUGH_KEEP === undefined) rmSync(root, { recursive: true, force: true });
+      else console.log(`(kept ${root})`);
+    },
+  };
+}
+
+/** containersOf lists the containers (running or not) carrying a label, e.g. gatekeeper.instance=NAME. */
+export function containersOf(label: string): string[] {
+  const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=${label}`], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.trim() !== '');
+}
+
+/** networksOf lists the Docker networks carrying a label. */
+export function networksOf(label: string): string[] {
+  const out = execFileSync('docker', ['network', 'ls', '-q', '--filter', `label=${label}`], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.trim() !== '');
+}
+
+/** verifyAudit runs `gatekeeper audit verify` on a log and returns its exit code and output. */
+export function verifyAudit(file: string): { code: number; output: string } {
+  try {
+    const output = execFileSync(GATEKEEPER_BIN, ['audit', 'verify', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    return { code: 0, output };
+  } catch (err) {
+    const e = err as { status?: number; stdout?: string; stderr?: string };
+    return { code: e.status ?? 1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+  }
+}
+
+/** AuditRecord is one line of the audit log (docs/SANDBOX.md). */
+export interface AuditRecord {
+  seq: number;
+  /** When the line was written (RFC 3339). */
+  time: string;
+  kind: 'decision' | 'run' | 'egress' | 'query';
+  query_id?: string;
+  run_id?: string;
+  tool_use_id?: string;
+  tool?: string;
+  event?: string;
+  decision?: string;
+  rule?: string;
+  reason?: string;
+  tool_input?: unknown;
+  policy_hash?: string;
+  outcome?: string;
+  exit_code?: number;
+  duration_ms?: number;
+  peak_memory_bytes?: number;
+  truncated?: boolean;
+  runtime?: string;
+  image?: string;
+  error?: string;
+  host?: string;
+  port?: number;
+}
+
+/** readAudit reads every line of an audit log. */
+export function readAudit(file: string): AuditRecord[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as AuditRecord);
+}
