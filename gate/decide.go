@@ -171,19 +171,43 @@ type pathFact struct {
 
 // covered returns Abs, Resolved and every ancestor of both (not "/"), the
 // paths a deny glob is matched against.
-func (f pathFact) covered() []*ast.Term {
+func (f pathFact) covered() []string {
 	seen := map[string]bool{}
-	var out []*ast.Term
+	var out []string
 	for _, p := range []string{f.Abs, f.Resolved} {
 		for p != "" && p != "/" && !seen[p] {
 			seen[p] = true
-			out = append(out, ast.StringTerm(p))
+			out = append(out, p)
 			i := strings.LastIndexByte(p, '/')
 			if i <= 0 {
 				break
 			}
 			p = p[:i]
 		}
+	}
+	return out
+}
+
+// denyMatches returns the fs.deny globs (expanded) that match any covered
+// path: the same matching as Rego's glob.match(g, ["/"], path), done once
+// in Go instead of once per glob and path in the evaluator.
+func denyMatches(eff *Effective, covered []string) []*ast.Term {
+	var out []*ast.Term
+	for i, m := range eff.denyMatchers {
+		for _, c := range covered {
+			if m.Match(c) {
+				out = append(out, ast.StringTerm(eff.denyGlobs[i]))
+				break
+			}
+		}
+	}
+	return out
+}
+
+func stringTerms(ss []string) []*ast.Term {
+	out := make([]*ast.Term, len(ss))
+	for i, s := range ss {
+		out[i] = ast.StringTerm(s)
 	}
 	return out
 }
@@ -233,12 +257,14 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		facts := pathFacts(eff, toolInput, fields, call.Cwd)
 		terms := make([]*ast.Term, len(facts))
 		for i, f := range facts {
+			covered := f.covered()
 			terms[i] = ast.ObjectTerm(
 				ast.Item(ast.StringTerm("field"), ast.StringTerm(f.Field)),
 				ast.Item(ast.StringTerm("raw"), ast.StringTerm(f.Raw)),
 				ast.Item(ast.StringTerm("abs"), ast.StringTerm(f.Abs)),
 				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
-				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(f.covered()...)),
+				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(stringTerms(covered)...)),
+				ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(denyMatches(eff, covered)...)),
 				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
 			)
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
@@ -31,7 +32,10 @@ type Effective struct {
 	term      *ast.Term // Policy as a Rego value, converted once
 	root      string
 	denyGlobs []string
-	home      string
+	// denyMatchers are denyGlobs compiled the way Rego's glob.match
+	// compiles them with the delimiter "/".
+	denyMatchers []*glob.Pattern
+	home         string
 }
 
 func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
@@ -47,8 +51,14 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 	}
 	sum := sha256.Sum256(data)
 	globs := make([]string, len(sb.FS.Deny))
+	matchers := make([]*glob.Pattern, len(sb.FS.Deny))
 	for i, g := range sb.FS.Deny {
 		globs[i] = hostpath.ExpandHome(g, s.home)
+		m, err := glob.Compile(globs[i], '/')
+		if err != nil {
+			return nil, fmt.Errorf("sandbox.fs.deny[%d] %q: %w", i, g, err)
+		}
+		matchers[i] = m
 	}
 	return &Effective{
 		Revision:  s.revision,
@@ -57,8 +67,9 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		JSON:      data,
 		term:      ast.NewTerm(v),
 		root:      s.root,
-		denyGlobs: globs,
-		home:      s.home,
+		denyGlobs:    globs,
+		denyMatchers: matchers,
+		home:         s.home,
 	}, nil
 }
 

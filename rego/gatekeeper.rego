@@ -15,8 +15,9 @@
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   deny_globs     sandbox.fs.deny with ~ expanded
-#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "error"}]
-#                  where covered lists abs, resolved and every ancestor of both
+#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches", "error"}]
+#                  where covered lists abs, resolved and every ancestor of both, and
+#                  deny_matches the deny_globs that match any of them (glob.match with "/")
 #   url            for WebFetch: {"raw", "host", "port", "error"}
 package gatekeeper
 
@@ -114,7 +115,8 @@ deny contains {
 
 # A deny glob is checked against the path as written (abs), where it leads
 # (resolved), and every ancestor of both (covered), so a pattern naming a
-# directory also covers everything inside it.
+# directory also covers everything inside it. The sidecar does that
+# matching once (deny_matches); a rule of your own can match covered itself.
 deny contains {
 	"rule": "host_fs.deny_glob",
 	"reason": sprintf("%s of %s is forbidden by the policy's fs.deny pattern %q", [input.tool_name, _shown(p), g]),
@@ -122,9 +124,7 @@ deny contains {
 	input.tool_name in host_fs_tools
 	some p in input.paths
 	p.error == ""
-	some g in input.deny_globs
-	some c in p.covered
-	glob.match(g, ["/"], c)
+	some g in p.deny_matches
 }
 
 allow contains {

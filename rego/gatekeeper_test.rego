@@ -10,12 +10,23 @@ _policy := {
 _in(tool, extra) := object.union(
 	{
 		"event": "PreToolUse", "tool_name": tool, "tool_input": {}, "tool_use_id": "t1",
-		"policy": _policy, "workspace_root": "/srv/app", "deny_globs": ["/root/.ssh/**", "**/.env", "/root/.*"], "paths": [],
+		"policy": _policy, "workspace_root": "/srv/app", "deny_globs": _deny_globs, "paths": [],
 	},
 	extra,
 )
 
-_path(raw, resolved) := {"field": "file_path", "raw": raw, "abs": raw, "resolved": resolved, "covered": _covered({raw, resolved}), "error": ""}
+_path(raw, resolved) := _fact(raw, raw, resolved)
+
+_fact(raw, abs, resolved) := {
+	"field": "file_path", "raw": raw, "abs": abs, "resolved": resolved, "error": "",
+	"covered": _covered({abs, resolved}),
+	"deny_matches": _matches(_covered({abs, resolved})),
+}
+
+# _matches is what the sidecar computes: the deny globs matching a covered path.
+_matches(covered) := [g | some g in _deny_globs; some c in covered; glob.match(g, ["/"], c)]
+
+_deny_globs := ["/root/.ssh/**", "**/.env", "/root/.*"]
 
 # _covered is what the sidecar computes: the paths and all their ancestors.
 _covered(paths) := {a |
@@ -91,13 +102,13 @@ test_deny_glob_covers_children_of_a_match if {
 }
 
 test_deny_glob_checks_the_unresolved_path_too if {
-	p := {"field": "file_path", "raw": "/srv/app/.env", "abs": "/srv/app/.env", "resolved": "/srv/app/config", "covered": _covered({"/srv/app/.env", "/srv/app/config"}), "error": ""}
+	p := _fact("/srv/app/.env", "/srv/app/.env", "/srv/app/config")
 	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
 	d.rule == "host_fs.deny_glob"
 }
 
 test_bad_path_is_denied if {
-	p := {"field": "file_path", "raw": "a\u0000b", "abs": "", "resolved": "", "covered": [], "error": "path contains a NUL byte"}
+	p := {"field": "file_path", "raw": "a\u0000b", "abs": "", "resolved": "", "covered": [], "deny_matches": [], "error": "path contains a NUL byte"}
 	d := gatekeeper.decision with input as _in("Read", {"paths": [p]})
 	d.rule == "host_fs.bad_path"
 }
