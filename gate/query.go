@@ -61,12 +61,12 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		matchers[i] = m
 	}
 	return &Effective{
-		Revision:  s.revision,
-		Policy:    p,
-		Hash:      "sha256:" + hex.EncodeToString(sum[:]),
-		JSON:      data,
-		term:      ast.NewTerm(v),
-		root:      s.root,
+		Revision:     s.revision,
+		Policy:       p,
+		Hash:         "sha256:" + hex.EncodeToString(sum[:]),
+		JSON:         data,
+		term:         ast.NewTerm(v),
+		root:         s.root,
 		denyGlobs:    globs,
 		denyMatchers: matchers,
 		home:         s.home,
