@@ -37,11 +37,7 @@ test-go:
 
 # A short run of every fuzz target; the corpus lives in each package's testdata/fuzz.
 test-fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./... 2>/dev/null | grep -E '^(Fuzz|ok)' | awk '/^Fuzz/{f=f" "$$1} /^ok/{if(f!=""){print $$2":"f}; f=""}'); do \
-	  pkg=$${t%%:*}; for f in $${t#*:}; do \
-	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) "$$pkg" >/tmp/gatekeeper-fuzz.log 2>&1 || { cat /tmp/gatekeeper-fuzz.log; exit 1; }; \
-	  done; done
+	FUZZTIME=$(FUZZTIME) scripts/fuzz
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
