@@ -97,7 +97,10 @@ type Spec struct {
 	Timeout time.Duration
 	// Sandbox is the resolved policy the container enforces.
 	Sandbox Sandbox
-	// Labels are extra container labels.
+	// Labels are extra container labels. A backend that runs code in a
+	// sandbox made before the run (runner/docker's warm pool) cannot label
+	// it with the run: it logs RunID, QueryID and Labels with the
+	// sandbox's id instead.
 	Labels map[string]string
 	// OnOutput, when set, receives output as it arrives, in order per
 	// stream, after truncation to MaxOutputBytes. It is called from the

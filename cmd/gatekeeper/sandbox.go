@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,15 +14,101 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
 
 type runnerOptions struct {
 	instance string
 	maxRuns  int
+	egress   egressOptions
+	pool     poolOptions
 	log      *slog.Logger
+}
+
+// poolOptions are the warm pool's flags and the sandbox it keeps warm.
+type poolOptions struct {
+	size int
+	idle time.Duration
+	all  bool
+	base *runner.Sandbox // the base policy's sandbox; nil: none pinned
+}
+
+// poolFlags registers the warm pool's flags on fs.
+func poolFlags(fs *flag.FlagSet) *poolOptions {
+	o := &poolOptions{}
+	fs.IntVar(&o.size, "pool-size", 2, "warm sandbox containers kept ready per pooled sandbox (0 disables the pool)")
+	fs.DurationVar(&o.idle, "pool-idle", docker.DefaultPoolIdle, "a warm container unused for this long is replaced")
+	fs.BoolVar(&o.all, "pool-all", false, "pool every sandbox a run uses, not only the base policy's")
+	return o
+}
+
+// baseSandbox is the sandbox of the base policy (no override), which the
+// pool keeps warm; nil when it cannot be pooled (network or deps).
+func baseSandbox(ctx context.Context, eng *gate.Engine, defaultImage string) (*runner.Sandbox, error) {
+	q, err := eng.OpenQuery(ctx, "pool", nil)
+	if err != nil {
+		return nil, err
+	}
+	eff, err := q.Effective(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sb := eff.RunnerSandbox(defaultImage)
+	if sb.Network.Enabled || sb.DepsDir != "" {
+		return nil, nil
+	}
+	return &sb, nil
+}
+
+// egressOptions are the egress proxy's flags and where its events go.
+type egressOptions struct {
+	auditor     egress.Auditor
+	maxConns    int
+	idleTimeout time.Duration
+	maxBytes    int64
+}
+
+// egressFlags registers the egress proxy's flags on fs.
+func egressFlags(fs *flag.FlagSet) *egressOptions {
+	o := &egressOptions{}
+	fs.IntVar(&o.maxConns, "egress-max-conns", egress.DefaultMaxConnsPerSandbox, "connections one networked sandbox may hold open to the egress proxy")
+	fs.DurationVar(&o.idleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "an egress tunnel or request with no traffic for this long is closed")
+	fs.Int64Var(&o.maxBytes, "egress-max-bytes", egress.DefaultMaxBytesPerConn, "bytes each way one egress tunnel or request may carry")
+	return o
+}
+
+// newEgressProxy makes the egress proxy networked sandboxes reach the
+// outside through; the runner serves it on each sandbox network.
+func newEgressProxy(o egressOptions, log *slog.Logger) (*egress.Proxy, error) {
+	return egress.New(egress.Config{
+		Auditor: o.auditor, MaxConnsPerSandbox: o.maxConns, IdleTimeout: o.idleTimeout, MaxBytesPerConn: o.maxBytes, Logger: log,
+	})
+}
+
+// auditEgress writes each egress request to the audit log as a kind
+// "egress" line.
+type auditEgress struct{ w server.Auditor }
+
+func (a auditEgress) Egress(ev egress.Event) error {
+	return a.w.Write(audit.Record{
+		Kind: audit.KindEgress, RunID: ev.RunID, QueryID: ev.QueryID, Host: ev.Host, Port: int(ev.Port),
+		Decision: string(ev.Decision), Rule: ev.Rule, Reason: ev.Reason, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown,
+		DurationMS: ev.Duration.Milliseconds(), Error: ev.Error,
+	})
+}
+
+// logEgress logs each egress request (gatekeeper run has no audit log).
+type logEgress struct{ log *slog.Logger }
+
+func (l logEgress) Egress(ev egress.Event) error {
+	l.log.Info("egress", "run_id", ev.RunID, "method", ev.Method, "host", ev.Host, "port", ev.Port,
+		"decision", ev.Decision, "rule", ev.Rule, "bytes_up", ev.BytesUp, "bytes_down", ev.BytesDown, "error", ev.Error)
+	return nil
 }
 
 // sandboxRunner is the Docker backend behind a FIFO queue of --max-runs.
@@ -29,25 +116,49 @@ type sandboxRunner struct {
 	docker       *docker.Runner
 	queue        *runner.Queue
 	defaultImage string
+	warmed       chan struct{} // closed when the pool's warm-up returned
 }
 
-// newSandboxRunner makes the Docker runner and removes containers a killed
-// predecessor of the same instance left. An engine that is down is not an
-// error: decisions are served and runs answer runner_unavailable.
+// newSandboxRunner makes the Docker runner, with the egress proxy for
+// networked sandboxes, and removes the containers and sandbox networks a
+// killed predecessor of the same instance left. An engine that is down is
+// not an error: decisions are served and runs answer runner_unavailable.
 func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, error) {
-	d, err := docker.New(docker.Config{Instance: o.instance, DefaultImage: image.DefaultTag(image.Options{})})
+	proxy, err := newEgressProxy(o.egress, o.log)
+	if err != nil {
+		return nil, err
+	}
+	pool := docker.PoolConfig{Size: o.pool.size, Idle: o.pool.idle, All: o.pool.all}
+	if o.pool.base != nil {
+		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
+	}
+	d, err := docker.New(docker.Config{Instance: o.instance, DefaultImage: image.DefaultTag(image.Options{}), Egress: proxy, Pool: pool, Logger: o.log})
 	if err != nil {
 		return nil, err
 	}
 	if n, err := d.Cleanup(ctx); err != nil {
-		o.log.Warn("docker engine unavailable at start; runs will answer runner_unavailable until it is up", "err", err)
+		o.log.Warn("cannot remove what a previous sidecar left (is the docker engine up?); runs will answer runner_unavailable until the engine is up", "err", err)
 	} else if n > 0 {
-		o.log.Info("removed leftover sandbox containers", "instance", o.instance, "count", n)
+		o.log.Info("removed leftover sandbox containers and networks", "instance", o.instance, "count", n)
 	}
-	return &sandboxRunner{docker: d, queue: runner.NewQueue(d, o.maxRuns), defaultImage: image.DefaultTag(image.Options{})}, nil
+	s := &sandboxRunner{docker: d, queue: runner.NewQueue(d, o.maxRuns), defaultImage: image.DefaultTag(image.Options{}), warmed: make(chan struct{})}
+	// The pool warms up while the sidecar serves; a failure is retried by
+	// the pool and only logged here.
+	go func() {
+		defer close(s.warmed)
+		if err := d.Warm(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("warm pool not filled at start; runs are cold until it is", "err", err)
+		}
+	}()
+	return s, nil
 }
 
-func (s *sandboxRunner) close() { _ = s.docker.Close() }
+// close waits for the warm-up, then stops the pool (removing its warm
+// containers) and releases the engine client.
+func (s *sandboxRunner) close() {
+	<-s.warmed
+	_ = s.docker.Close()
+}
 
 // runOutput is what `gatekeeper run` prints.
 type runOutput struct {
@@ -76,6 +187,7 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 	override := fs.String("sandbox-policy", "", "a per-run override of the sandbox section, as JSON (checked against the ceilings)")
 	human := fs.Bool("human", false, "print the output and a one-line summary instead of JSON")
 	instance := fs.String("instance", "cli", "container label of this run")
+	egressOpts := egressFlags(fs)
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
@@ -118,7 +230,12 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 	if err != nil {
 		return err
 	}
-	d, err := docker.New(docker.Config{Instance: *instance, DefaultImage: image.DefaultTag(image.Options{})})
+	egressOpts.auditor = logEgress{slog.New(slog.NewTextHandler(stderr, nil))}
+	proxy, err := newEgressProxy(*egressOpts, quietLogger())
+	if err != nil {
+		return err
+	}
+	d, err := docker.New(docker.Config{Instance: *instance, DefaultImage: image.DefaultTag(image.Options{}), Egress: proxy})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
 
 func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Writer) error {
@@ -31,6 +33,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
+	egressOpts := egressFlags(fs)
+	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parse(fs, args, env); err != nil {
 		return err
@@ -54,17 +58,30 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 		Engine: eng, Auditor: alog, Token: token, AllowedOrigins: origins, Version: version,
 		MaxFrameBytes: *maxFrame, Logger: log,
 	}
+	var sandboxes *docker.Runner
 	if !*noRunner {
-		rs, err := newSandboxRunner(ctx, runnerOptions{instance: *instance, maxRuns: *maxRuns, log: log})
+		egressOpts.auditor = auditEgress{alog}
+		if poolOpts.size > 0 {
+			if poolOpts.base, err = baseSandbox(ctx, eng, image.DefaultTag(image.Options{})); err != nil {
+				return err
+			}
+		}
+		rs, err := newSandboxRunner(ctx, runnerOptions{instance: *instance, maxRuns: *maxRuns, egress: *egressOpts, pool: *poolOpts, log: log})
 		if err != nil {
 			return err
 		}
 		defer rs.close()
 		cfg.Runner, cfg.DefaultImage = rs.queue, rs.defaultImage
+		sandboxes = rs.docker
 	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err
+	}
+	if sandboxes != nil {
+		if err := srv.Register(sandboxes.Collectors()...); err != nil {
+			return err
+		}
 	}
 	ln, err := server.Listen(*listen, *allowRemote)
 	if err != nil {

@@ -3,21 +3,50 @@
 // a read-only root; size-limited tmpfs at /workspace (owned by the
 // sandbox user) and /tmp (nosuid, nodev, noexec); an optional read-only,
 // non-recursive bind of Sandbox.DepsDir at /deps and no other mount; no
-// network; no capabilities, no new privileges, the default seccomp
-// profile; a non-root user; private IPC, PID and UTS namespaces with a
-// small /dev/shm; an init that reaps zombies; cgroup limits on CPU, memory
-// (no swap) and processes; ulimits nofile, nproc and fsize; and an
-// environment of PATH, HOME and LANG only.
+// network (unless the Sandbox enables it, below); no capabilities, no new
+// privileges, the default seccomp profile; a non-root user; private IPC,
+// PID and UTS namespaces with a small /dev/shm; a PID 1 the program cannot
+// stop that bounds the container's life (coreutils timeout; it does not
+// reap orphaned processes); cgroup limits on CPU, memory (no swap) and
+// processes; ulimits nofile, nproc and fsize; and an environment of PATH,
+// HOME and LANG only.
+//
+// A Sandbox with Network.Enabled runs alone on an internal Docker network
+// of its own (bridge gk-<id>: no route out, no masquerading, no IPv6) whose
+// only reachable endpoint is Config.Egress, the egress proxy, listening on
+// the network's gateway address; HTTP_PROXY and HTTPS_PROXY (and their
+// lower-case forms) point there and NO_PROXY is empty. Docker's rules for
+// an internal network stop forwarding but not packets addressed to the
+// host, so the Runner also installs a host firewall for the bridge: an
+// INPUT chain GK-<id> accepting TCP to the proxy's address and port and
+// rejecting everything else, an ip6tables drop of everything from the
+// bridge, and IPv6 turned off on it. DNS fails inside: Docker's embedded
+// resolver is given no upstream server (0.0.0.0) and the firewall refuses
+// DNS to the host; the proxy resolves names itself. The proxy learns the
+// container's address (Register) after start and before the code is sent,
+// and forgets it (Unregister) when the run ends; then the firewall and the
+// network are removed. Networks carry the instance, run and query labels,
+// firewall rules the comment gatekeeper:<instance>:<id>, and Cleanup
+// removes both.
 //
 // The code and files never touch the host's disk: they reach the container
 // as a tar stream on its standard input, which the container unpacks into
 // its /workspace tmpfs before it runs the program with standard input from
 // /dev/null. (Docker refuses CopyToContainer into a container with a
 // read-only root, and a tmpfs exists only once the container runs, so
-// neither copying before nor after start can fill it.) The whole container
-// command runs under coreutils `timeout -s KILL` set a little past the
-// run's timeout, so a container whose sidecar was killed ends by itself;
-// Runner.Cleanup removes what is left.
+// neither copying before nor after start can fill it.) The tar follows a
+// header line giving the language and the backstop: a started container
+// waits for it, without a clock running, for a bounded time, then unpacks
+// and runs the program under coreutils `timeout -s KILL` set a little past
+// the run's timeout, so a container whose sidecar was killed ends by
+// itself; Runner.Cleanup removes what is left. The runner's own timeout
+// counts from the moment it sends the code. That is what lets the warm
+// pool (Config.Pool) start containers before their run is known. The
+// program runs as the same uid as that timeout and can stop it (SIGSTOP);
+// the container's PID 1, another `timeout -s KILL`, which no process of
+// the container can signal that way, still ends the container a few
+// seconds later (for a warm container: after its idle lifetime plus
+// PoolMaxTimeout at most).
 //
 // An image other than the default one needs /bin/sh, /usr/bin/env, tar and
 // coreutils' timeout, plus the language's interpreter in PATH.
@@ -37,6 +66,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"regexp"
 	"sync"
@@ -50,6 +80,7 @@ import (
 	"github.com/docker/docker/api/types/system"
 	"github.com/docker/docker/client"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
@@ -85,6 +116,10 @@ type engine interface {
 	ContainerStats(ctx context.Context, id string, stream bool) (container.StatsResponseReader, error)
 	ContainerRemove(ctx context.Context, id string, opts container.RemoveOptions) error
 	ContainerList(ctx context.Context, opts container.ListOptions) ([]container.Summary, error)
+	NetworkCreate(ctx context.Context, name string, opts network.CreateOptions) (network.CreateResponse, error)
+	NetworkInspect(ctx context.Context, id string, opts network.InspectOptions) (network.Inspect, error)
+	NetworkRemove(ctx context.Context, id string) error
+	NetworkList(ctx context.Context, opts network.ListOptions) ([]network.Summary, error)
 	DaemonHost() string
 }
 
@@ -118,6 +153,20 @@ type Config struct {
 	// dies (exit 2) rather than failing fork when it is hit. 0 means
 	// DefaultRunscPIDsExtra.
 	RunscPIDsExtra int64
+	// Egress is the egress proxy networked sandboxes reach the outside
+	// through (an *egress.Proxy, whose Auditor records every request). nil
+	// refuses a Sandbox with Network.Enabled (runner.ErrNetworkUnsupported).
+	// The Runner needs the host firewall for networked sandboxes (root or
+	// CAP_NET_ADMIN and the iptables commands); without it they are refused
+	// the same way, never run unfirewalled.
+	Egress Egress
+	// Pool configures the warm pool (see PoolConfig); the zero value
+	// disables it.
+	Pool PoolConfig
+	// Logger receives what happens outside a run's Result: the ids of runs
+	// in warm containers, cleanup and pool failures, the proxy's serving
+	// errors. nil discards.
+	Logger *slog.Logger
 }
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
@@ -127,6 +176,10 @@ var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 type Runner struct {
 	cfg       Config
 	cli       engine
+	fw        firewall
+	log       *slog.Logger
+	pool      *pool // nil: no pool
+	metrics   *poolMetrics
 	closeCli  func() error
 	mu        sync.Mutex
 	runtimes  map[string]bool          // nil until the engine was asked
@@ -172,28 +225,78 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 	if cfg.RunscPIDsExtra <= 0 {
 		cfg.RunscPIDsExtra = DefaultRunscPIDsExtra
 	}
-	return &Runner{cfg: cfg, cli: cli, closeCli: closeCli, languages: map[langKey]languageInfo{}}, nil
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{cfg: cfg, cli: cli, fw: iptables{}, log: log, metrics: newPoolMetrics(), closeCli: closeCli, languages: map[langKey]languageInfo{}}
+	if cfg.Pool.Size > 0 {
+		p, err := newPool(r, cfg.Pool)
+		if err != nil {
+			return nil, err
+		}
+		r.pool = p
+	}
+	return r, nil
 }
 
-// Close releases the engine client if New made it. It does not stop runs in
-// progress or remove containers.
-func (r *Runner) Close() error { return r.closeCli() }
+// Close stops the warm pool and removes its warm containers, then releases
+// the engine client if New made it. It does not stop runs in progress or
+// remove their containers; call it once they ended.
+func (r *Runner) Close() error {
+	var err error
+	if r.pool != nil {
+		err = r.pool.close()
+	}
+	return errors.Join(err, r.closeCli())
+}
+
+// Warm starts the warm pool: it makes the warm containers of
+// Config.Pool.Sandboxes and waits until each has Config.Pool.Size, ctx
+// ends (its error is returned; the pool goes on filling), or making them
+// fails (that error is returned; the pool retries in the background). The
+// pool also starts with the first Run. Call Cleanup before, not after:
+// Cleanup removes warm containers too. Without a pool Warm does nothing.
+func (r *Runner) Warm(ctx context.Context) error {
+	if r.pool == nil {
+		return nil
+	}
+	return r.pool.warm(ctx)
+}
+
+// Collectors returns the warm pool's Prometheus collectors, for the
+// sidecar's registry: gatekeeper_pool_hits_total,
+// gatekeeper_pool_misses_total, gatekeeper_pool_refill_seconds,
+// gatekeeper_pool_refill_errors_total and gatekeeper_pool_warm_containers.
+// They exist, at zero, without a pool.
+func (r *Runner) Collectors() []prometheus.Collector { return r.metrics.collectors(r.readyCount) }
+
+// readyCount is the number of warm containers waiting for a run.
+func (r *Runner) readyCount() float64 {
+	if r.pool == nil {
+		return 0
+	}
+	return r.pool.readyCount()
+}
 
 // Instance returns the runner's instance name.
 func (r *Runner) Instance() string { return r.cfg.Instance }
 
 // Cleanup force-removes every container labelled with this runner's
-// instance, running or not, and returns how many it removed. Call it when
-// the sidecar starts, to remove what a killed predecessor of the same
-// instance left, and not while this runner has runs in progress: it would
+// instance, running or not (warm ones of the pool included), then the
+// instance's sandbox networks and their host firewall rules, and returns
+// how many containers and networks it removed. Call it when the sidecar
+// starts, to remove what a killed predecessor of the same instance left,
+// before Warm, and not while this runner has runs in progress: it would
 // remove their containers too.
 func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
-	ids, err := r.containers(ctx)
+	list, err := r.containers(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var errs []error
-	for _, id := range ids {
+	for _, c := range list {
+		id := c.ID
 		err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		switch {
 		case err == nil:
@@ -204,17 +307,32 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 			errs = append(errs, engineErr("remove container "+short(id), err))
 		}
 	}
+	n, err := r.cleanupNetworks(ctx)
+	removed += n
+	errs = append(errs, err)
 	return removed, errors.Join(errs...)
 }
 
-// Leftovers returns how many containers labelled with this runner's
-// instance exist. Tests use it (see runnertest.Leftovers).
+// Leftovers returns how many containers and sandbox networks labelled with
+// this runner's instance exist, plus (with an egress proxy) the instance's
+// host firewall rules. The warm pool's containers not taken by a run are
+// not counted: they are the pool's until Close. Tests use it (see
+// runnertest.Leftovers).
 func (r *Runner) Leftovers(ctx context.Context) (int, error) {
-	ids, err := r.containers(ctx)
-	return len(ids), err
+	list, err := r.containers(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := r.leftoverNetworks(ctx)
+	for _, c := range list {
+		if r.pool == nil || !r.pool.owns(c.ID, c.Labels) {
+			n++
+		}
+	}
+	return n, err
 }
 
-func (r *Runner) containers(ctx context.Context) ([]string, error) {
+func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
 	list, err := r.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
 		Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+r.cfg.Instance)),
@@ -222,11 +340,7 @@ func (r *Runner) containers(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, engineErr("list containers", err)
 	}
-	ids := make([]string, 0, len(list))
-	for _, c := range list {
-		ids = append(ids, c.ID)
-	}
-	return ids, nil
+	return list, nil
 }
 
 // runtimeAvailable reports whether the engine has the OCI runtime. The

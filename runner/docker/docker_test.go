@@ -3,9 +3,11 @@ package docker
 import (
 	"archive/tar"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,10 +17,12 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -60,12 +64,13 @@ func TestRunRefusalsBeforeAnyContainer(t *testing.T) {
 			wantMsg:  "runsc",
 		},
 		{
-			name:     "an enabled network is refused until the egress proxy exists",
+			name:     "an enabled network is refused by a runner without an egress proxy",
 			runtimes: []string{"runc", "runsc"},
 			edit: func(s *runner.Spec) {
 				s.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"example.com"}}
 			},
-			want: runner.ErrNetworkUnsupported,
+			want:    runner.ErrNetworkUnsupported,
+			wantMsg: "egress proxy",
 		},
 		{
 			name:     "an unknown runtime is an invalid spec",
@@ -222,7 +227,8 @@ func TestContainerSettings(t *testing.T) {
 			check("runtime set", host.Runtime == string(rt))
 			check("private ipc", host.IpcMode == "private")
 			check("private pid and uts", host.PidMode == "" && host.UTSMode == "")
-			check("init reaps zombies", host.Init != nil && *host.Init)
+			check("no docker-init: PID 1 is the backstop", host.Init == nil || !*host.Init)
+			check("PID 1 ends the container 2s past the run's backstop", slices.Equal(cfg.Entrypoint[5:9], []string{"timeout", "-s", "KILL", "17s"}))
 			check("small shm", host.ShmSize == DefaultShmBytes)
 			check("no logs on disk", host.LogConfig.Type == "none")
 			check("no binds", len(host.Binds) == 0 && len(host.VolumesFrom) == 0 && len(host.Devices) == 0)
@@ -240,7 +246,8 @@ func TestContainerSettings(t *testing.T) {
 			m := host.Mounts[0]
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
-			check("backstop timeout in the command", slices.Contains(cfg.Entrypoint, "15s") && slices.Contains(cfg.Entrypoint, "timeout"))
+			check("the launcher waits for the code as long as PID 1 lets it", slices.Equal(cfg.Entrypoint[9:14], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher", "17s"}))
+			check("the backstop (timeout + 10s) and language come first on stdin", bytes.HasPrefix(p.input, []byte("15 python\n")))
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 
 			ulimits := map[string]int64{}
@@ -440,5 +447,135 @@ func TestCappedOutput(t *testing.T) {
 	exact.Write([]byte("12345"))
 	if got, truncated := exact.result(); got != "12345" || truncated {
 		t.Errorf("output exactly at the cap = %q, %v; want not truncated", got, truncated)
+	}
+}
+
+// fakeEgress serves nothing and records registrations.
+type fakeEgress struct {
+	mu         sync.Mutex
+	registered map[netip.Addr]egress.RunIdentity
+}
+
+func (f *fakeEgress) Serve(ctx context.Context, ln net.Listener) error {
+	<-ctx.Done()
+	return ln.Close()
+}
+
+func (f *fakeEgress) Register(addr netip.Addr, id egress.RunIdentity, _ runner.Network) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.registered == nil {
+		f.registered = map[netip.Addr]egress.RunIdentity{}
+	}
+	f.registered[addr] = id
+	return nil
+}
+
+func (f *fakeEgress) Unregister(addr netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.registered, addr)
+}
+
+func newFakeNetRunner(t *testing.T, f *fakeEngine, fw *fakeFirewall) *Runner {
+	t.Helper()
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Egress: &fakeEgress{}}, f, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.fw = fw
+	return r
+}
+
+func TestNetworkRefusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		network runner.Network
+		fwErr   error
+		want    error
+		wantMsg string
+		netMade bool
+	}{
+		{
+			name:    "a bad allow pattern is an invalid spec, before any network exists",
+			network: runner.Network{Enabled: true, Allow: []string{"*"}},
+			want:    runner.ErrInvalidSpec,
+			wantMsg: "net.allow[0]",
+		},
+		{
+			name:    "a bad deny pattern is an invalid spec",
+			network: runner.Network{Enabled: true, Allow: []string{"ok.example"}, Deny: []string{"a b"}},
+			want:    runner.ErrInvalidSpec,
+			wantMsg: "net.deny[0]",
+		},
+		{
+			name:    "a host firewall that cannot be installed refuses the run and removes the network",
+			network: runner.Network{Enabled: true, Allow: []string{"ok.example"}},
+			fwErr:   errors.New("iptables: permission denied"),
+			want:    runner.ErrNetworkUnsupported,
+			wantMsg: "permission denied",
+			netMade: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFake("runc")
+			r := newFakeNetRunner(t, f, &fakeFirewall{installErr: tt.fwErr})
+			spec := runnertest.Spec("print(1)")
+			spec.Sandbox.Network = tt.network
+			_, err := r.Run(t.Context(), spec)
+			if !errors.Is(err, tt.want) || !strings.Contains(fmtErr(err), tt.wantMsg) {
+				t.Fatalf("Run = %v, want an error wrapping %v mentioning %q", err, tt.want, tt.wantMsg)
+			}
+			if n := f.count("ContainerCreate"); n != 0 {
+				t.Errorf("%d containers created, want none", n)
+			}
+			made, removed := f.count("NetworkCreate"), f.count("NetworkRemove")
+			if (made == 1) != tt.netMade || made != removed {
+				t.Errorf("%d networks created, %d removed; want %v created and all removed", made, removed, tt.netMade)
+			}
+		})
+	}
+}
+
+func TestNetworkContainerSettings(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	fw := &fakeFirewall{}
+	r := newFakeNetRunner(t, f, fw)
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"pypi.org"}}
+	p, err := r.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sn, err := r.openNetwork(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.withNetwork(spec, p, sn)
+	proxy := "http://" + sn.proxy.String()
+	cfg, host := p.config, p.host
+	if host.NetworkMode != container.NetworkMode(sn.name) || !strings.HasPrefix(sn.name, "gatekeeper-unit-") {
+		t.Errorf("network mode %q, want the run's network %q", host.NetworkMode, sn.name)
+	}
+	if !slices.Equal(host.DNS, []string{"0.0.0.0"}) {
+		t.Errorf("DNS %v, want 0.0.0.0 only (no server)", host.DNS)
+	}
+	wantEnv := append(append([]string{}, sandboxEnv...), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "no_proxy=")
+	if !slices.Equal(cfg.Env, wantEnv) {
+		t.Errorf("env %q, want %q", cfg.Env, wantEnv)
+	}
+	if n := strings.Count(strings.Join(cfg.Entrypoint, " "), "HTTPS_PROXY="+proxy); n != 1 {
+		t.Errorf("the program's env -i line carries HTTPS_PROXY %d times, want once: %q", n, cfg.Entrypoint)
+	}
+	if rule, ok := fw.installed[sn.fw.id]; !ok || rule.gateway != sn.gateway || rule.port != sn.proxy.Port() || rule.bridge() != "gk-"+sn.fw.id {
+		t.Errorf("firewall %+v, want the gateway %s and proxy port %d", fw.installed, sn.gateway, sn.proxy.Port())
+	}
+	sn.close()
+	if len(fw.installed) != 0 || f.count("NetworkRemove") != 1 {
+		t.Errorf("after close: firewall %v, %d networks removed; want none left", fw.installed, f.count("NetworkRemove"))
 	}
 }

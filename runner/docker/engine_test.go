@@ -41,7 +41,7 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 	h := insp.HostConfig
 	if !h.ReadonlyRootfs || h.Privileged || !slices.Equal(h.CapDrop, []string{"ALL"}) || h.NetworkMode != "none" ||
 		!slices.Equal(h.SecurityOpt, []string{"no-new-privileges:true"}) || h.Memory != h.MemorySwap || h.PidsLimit == nil ||
-		len(h.Binds) != 0 || len(h.Mounts) != 1 || !h.Mounts[0].ReadOnly || h.Init == nil || !*h.Init {
+		len(h.Binds) != 0 || len(h.Mounts) != 1 || !h.Mounts[0].ReadOnly || h.Init != nil && *h.Init {
 		t.Errorf("engine holds host config %+v", h)
 	}
 	if len(insp.Mounts) != 1 || insp.Mounts[0].Destination != "/deps" || insp.Mounts[0].RW {
@@ -156,7 +156,7 @@ func TestAbandonedContainerEndsByItself(t *testing.T) {
 		t.Fatal(err)
 	}
 	begin := time.Now()
-	if _, err := attach.Conn.Write(p.workspace); err != nil {
+	if _, err := attach.Conn.Write(p.input); err != nil {
 		t.Fatal(err)
 	}
 	attach.CloseWrite()

@@ -122,4 +122,67 @@ func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]co
 	return nil, nil
 }
 
+func (f *fakeEngine) NetworkCreate(_ context.Context, name string, _ network.CreateOptions) (network.CreateResponse, error) {
+	f.called("NetworkCreate")
+	return network.CreateResponse{ID: "net-" + name}, nil
+}
+
+func (f *fakeEngine) NetworkInspect(_ context.Context, id string, _ network.InspectOptions) (network.Inspect, error) {
+	f.called("NetworkInspect")
+	// A loopback gateway, so that the runner can listen on it.
+	return network.Inspect{ID: id, IPAM: network.IPAM{Config: []network.IPAMConfig{{Subnet: "127.0.0.0/8", Gateway: "127.0.0.1"}}}}, nil
+}
+
+func (f *fakeEngine) NetworkRemove(_ context.Context, id string) error {
+	f.called("NetworkRemove")
+	f.mu.Lock()
+	f.removed = append(f.removed, id)
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fakeEngine) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
+	f.called("NetworkList")
+	return nil, nil
+}
+
 func (f *fakeEngine) DaemonHost() string { return "unix:///var/run/docker.sock" }
+
+// fakeFirewall records installs and removals; installErr makes install fail.
+type fakeFirewall struct {
+	mu         sync.Mutex
+	installErr error
+	installed  map[string]fwRule
+	removed    []string
+}
+
+func (f *fakeFirewall) install(_ context.Context, r fwRule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.installErr != nil {
+		return f.installErr
+	}
+	if f.installed == nil {
+		f.installed = map[string]fwRule{}
+	}
+	f.installed[r.id] = r
+	return nil
+}
+
+func (f *fakeFirewall) remove(_ context.Context, r fwRule) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.installed, r.id)
+	f.removed = append(f.removed, r.id)
+	return nil
+}
+
+func (f *fakeFirewall) leftovers(context.Context, string) ([]fwRule, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []fwRule
+	for _, r := range f.installed {
+		out = append(out, r)
+	}
+	return out, nil
+}

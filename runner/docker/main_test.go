@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -28,7 +31,38 @@ func TestMain(m *testing.M) {
 	if os.Getenv(skipEnv) != "1" {
 		engineSetupErr = setupEngine()
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if engineSetupErr == nil && os.Getenv(skipEnv) != "1" {
+		if left := leftoverNetworks(); len(left) > 0 {
+			fmt.Fprintf(os.Stderr, "FAIL: Docker networks of this test process left behind: %s\n", strings.Join(left, ", "))
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// leftoverNetworks lists the networks whose instance label belongs to one
+// of this process's test runners.
+func leftoverNetworks() []string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return []string{err.Error()}
+	}
+	defer cli.Close()
+	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelInstance))})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	prefix := fmt.Sprintf("test-%d-", os.Getpid())
+	var out []string
+	for _, n := range list {
+		if strings.HasPrefix(n.Labels[LabelInstance], prefix) {
+			out = append(out, n.Name)
+		}
+	}
+	return out
 }
 
 // setupEngine checks the engine answers and makes sure the default image
@@ -63,7 +97,7 @@ func setupEngine() error {
 
 // requireEngine fails t unless the engine tests can run, or skips it when
 // GATEKEEPER_SKIP_DOCKER_TESTS=1 says so explicitly.
-func requireEngine(t *testing.T) {
+func requireEngine(t testing.TB) {
 	t.Helper()
 	if os.Getenv(skipEnv) == "1" {
 		t.Skipf("%s=1: skipping a test that needs a Docker engine", skipEnv)
@@ -73,7 +107,7 @@ func requireEngine(t *testing.T) {
 	}
 }
 
-func requireRuntime(t *testing.T, rt runner.Runtime) {
+func requireRuntime(t testing.TB, rt runner.Runtime) {
 	t.Helper()
 	requireEngine(t)
 	if !engineRuntimes[string(rt)] {
@@ -85,7 +119,7 @@ var instanceSeq atomic.Int64
 
 // newTestRunner returns a Runner with an instance name of its own, closed
 // and cleaned up when t ends.
-func newTestRunner(t *testing.T) *Runner {
+func newTestRunner(t testing.TB) *Runner {
 	t.Helper()
 	r, err := New(Config{
 		Instance:     fmt.Sprintf("test-%d-%d", os.Getpid(), instanceSeq.Add(1)),

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 
@@ -27,13 +28,21 @@ const (
 // imagePath is the PATH in which the interpreter is looked up.
 var imagePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}
 
-// Run runs spec in a new container and removes the container before it
-// returns, whatever happened (removal uses its own context, so it happens
-// after ctx ended too).
+// Run runs spec in a new container, or in a warm one of the pool (see
+// PoolConfig), and removes the container whatever happened: before it
+// returns, or for a warm container right after, in the background, where
+// Close waits for it (removal uses its own context, so it happens after
+// ctx ended too). A container serves one run only.
+//
+// A Sandbox with Network.Enabled runs on an internal network of its own
+// whose only reachable endpoint is Config.Egress, listening on the
+// network's gateway; the network, its firewall and the proxy registration
+// are removed before Run returns, like the container (see the package doc).
 //
 // Errors, each wrapping a runner sentinel where one applies: a refused Spec
-// (runner.ErrInvalidSpec, every problem listed), a network policy
-// (runner.ErrNetworkUnsupported), a runtime the engine lacks
+// (runner.ErrInvalidSpec, every problem listed), a network policy the runner
+// cannot enforce (runner.ErrNetworkUnsupported: no Config.Egress, or no host
+// firewall), a runtime the engine lacks
 // (runner.ErrRuntimeUnavailable; never a fallback), an image without the
 // language's interpreter (runner.ErrLanguageUnavailable, naming the
 // image), an unreachable engine (runner.ErrUnavailable, with the engine's
@@ -65,12 +74,26 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 	if !ok {
 		return res, fmt.Errorf("runtime %s is not installed in the engine: %w", p.runtime, runner.ErrRuntimeUnavailable)
 	}
+	if r.pool != nil {
+		if w := r.pool.take(spec.Sandbox, p, spec.Timeout); w != nil {
+			return r.runWarm(ctx, w, p, spec, res)
+		}
+	}
 	img, err := r.cli.ImageInspect(ctx, p.image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
 			return res, fmt.Errorf("image %s not found (build it with gatekeeper image build): %w", p.image, err)
 		}
 		return res, engineErr("inspect image "+p.image, err)
+	}
+
+	if spec.Sandbox.Network.Enabled {
+		sn, err := r.openNetwork(ctx, spec)
+		if err != nil {
+			return res, err
+		}
+		defer sn.close() // after the container's removal below
+		r.withNetwork(spec, p, sn)
 	}
 
 	id, err := r.create(ctx, p)
@@ -85,7 +108,26 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 	if err := r.checkLanguage(ctx, id, img.ID, spec.Language, p); err != nil {
 		return res, err
 	}
-	return r.start(ctx, id, p, spec, res)
+	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "container", short(id))
+	s, err := r.startContainer(ctx, id)
+	if err != nil {
+		return res, err
+	}
+	return r.execute(ctx, id, s, p, spec, res)
+}
+
+// runWarm runs spec in warm container w, taken from the pool; the pool
+// removes it after the run, in the background. The container's labels name
+// its pool, not the run: the run's ids and labels are logged here instead.
+func (r *Runner) runWarm(ctx context.Context, w *warm, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+	defer r.pool.release(w)
+	r.log.Info("pooled sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "container", short(w.id),
+		"pool", w.key, "labels", spec.Labels)
+	if err := r.checkLanguage(ctx, w.id, w.imageID, spec.Language, p); err != nil {
+		w.sess.close()
+		return res, err
+	}
+	return r.execute(ctx, w.id, w.sess, p, spec, res)
 }
 
 // create creates the container of plan p, not started. The request is not
@@ -94,7 +136,10 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 func (r *Runner) create(ctx context.Context, p *plan) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
-	created, err := r.cli.ContainerCreate(ctx, p.config, p.host, nil, nil, "")
+	// The client normalizes fields of what it is given; a plan's settings
+	// may be shared by the pool's concurrent creations.
+	cfg, host := *p.config, *p.host
+	created, err := r.cli.ContainerCreate(ctx, &cfg, &host, nil, nil, "")
 	if err != nil {
 		return "", engineErr("create container", err)
 	}
@@ -145,27 +190,61 @@ func (r *Runner) checkLanguage(ctx context.Context, id, imageID string, lang run
 	return nil
 }
 
-// start attaches to the created container, starts it, feeds it the
-// workspace and watches it until it ends, the timeout passes or ctx ends.
-// It is separate from create so that a container created ahead of time
-// (a warm pool) can be started here.
-func (r *Runner) start(ctx context.Context, id string, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
-	// The output stream, the wait and the stats stream live until start
-	// returns, whatever ctx does. Every goroutine started here ends before
-	// start returns.
-	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopWatching()
+// session is a started container's attach stream and the engine's wait
+// for its exit, both open from before the start until the run ends.
+type session struct {
+	attach types.HijackedResponse
+	waitC  <-chan container.WaitResponse
+	errC   <-chan error
+	cancel context.CancelFunc // ends the attach and wait requests
+}
+
+// close ends the attach and wait requests.
+func (s *session) close() {
+	s.cancel()
+	s.attach.Close()
+}
+
+// startContainer attaches to the created container, asks the engine to
+// report its exit, and starts it. The container then waits for its code
+// on standard input (see launcher); a warm container of the pool waits
+// there until a run takes it. The attach and the wait live until the
+// session is closed, whatever ctx does.
+func (r *Runner) startContainer(ctx context.Context, id string) (*session, error) {
+	watchCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	attach, err := r.cli.ContainerAttach(watchCtx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
-		return res, engineErr("attach container", err)
+		cancel()
+		return nil, engineErr("attach container", err)
 	}
+	s := &session{attach: attach, cancel: cancel}
+	s.waitC, s.errC = r.cli.ContainerWait(watchCtx, id, container.WaitConditionNextExit)
+	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		s.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, engineErr("start container", err)
+	}
+	return s, nil
+}
+
+// execute runs spec in the started container of session s: it feeds the
+// container its header and workspace, streams its output and watches it
+// until it ends, the timeout passes or ctx ends. The timeout counts from
+// the moment the code is sent, however long the container waited for it.
+// It closes s.
+func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+	// The output stream, the wait and the stats stream live until execute
+	// returns, whatever ctx does. Every goroutine started here ends before
+	// execute returns.
+	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	defer func() {
 		stopWatching()
-		attach.Close()
+		s.close()
 		wg.Wait()
 	}()
-	waitC, waitErrC := r.cli.ContainerWait(watchCtx, id, container.WaitConditionNextExit)
 
 	stdout := newCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
 	stderr := newCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
@@ -174,25 +253,26 @@ func (r *Runner) start(ctx context.Context, id string, p *plan, spec runner.Spec
 	go func() {
 		defer wg.Done()
 		defer close(drained)
-		_, _ = stdcopy.StdCopy(stdout, stderr, attach.Reader)
+		_, _ = stdcopy.StdCopy(stdout, stderr, s.attach.Reader)
 	}()
 
-	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		attach.Close()
-		if ctx.Err() != nil {
-			return res, ctx.Err()
+	if p.net != nil {
+		// The program waits for its code, sent below, so it makes no
+		// request before the proxy knows its address.
+		if err := p.net.register(ctx, id, spec); err != nil {
+			r.kill(id)
+			return res, err
 		}
-		return res, engineErr("start container", err)
 	}
-	begin := time.Now()
 
+	begin := time.Now()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		// A write error means the container is gone already; the wait
 		// below reports why.
-		if _, err := attach.Conn.Write(p.workspace); err == nil {
-			_ = attach.CloseWrite()
+		if _, err := s.attach.Conn.Write(p.input); err == nil {
+			_ = s.attach.CloseWrite()
 		}
 	}()
 
@@ -210,9 +290,9 @@ func (r *Runner) start(ctx context.Context, id string, p *plan, spec runner.Spec
 	var status container.WaitResponse
 	waitDone := false
 	select {
-	case status = <-waitC:
+	case status = <-s.waitC:
 		waitDone = true
-	case err := <-waitErrC:
+	case err := <-s.errC:
 		r.kill(id)
 		return res, engineErr("wait for container", err)
 	case <-timer.C:
@@ -223,8 +303,8 @@ func (r *Runner) start(ctx context.Context, id string, p *plan, spec runner.Spec
 	if !waitDone {
 		r.kill(id)
 		select {
-		case status = <-waitC:
-		case err := <-waitErrC:
+		case status = <-s.waitC:
+		case err := <-s.errC:
 			return res, engineErr("wait for killed container", err)
 		case <-time.After(cleanupTimeout):
 			return res, fmt.Errorf("container %s did not stop after kill", short(id))
@@ -235,7 +315,7 @@ func (r *Runner) start(ctx context.Context, id string, p *plan, spec runner.Spec
 	select {
 	case <-drained:
 	case <-time.After(drainTimeout):
-		attach.Close()
+		s.attach.Close()
 		<-drained
 	}
 	stopWatching()

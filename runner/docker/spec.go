@@ -18,6 +18,7 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 )
 
 // Paths inside the container.
@@ -36,9 +37,14 @@ var sandboxEnv = []string{
 }
 
 // backstopGrace is how long past Spec.Timeout the in-container
-// `timeout -s KILL` ends the container by itself, should the sidecar die
+// `timeout -s KILL` ends the program by itself, should the sidecar die
 // before it could kill it.
 const backstopGrace = 10 * time.Second
+
+// coldMargin is how long past the run's backstop (timeout plus
+// backstopGrace) the container's PID 1 ends a container created for one
+// run, counted from its start: the code is sent right after the start.
+const coldMargin = 2 * time.Second
 
 // minMemoryBytes is the smallest memory limit Docker accepts.
 const minMemoryBytes = 6 << 20
@@ -61,42 +67,95 @@ var languages = map[runner.Language]language{
 	runner.Node:   {interp: "node", main: "main.js"},
 }
 
-// launcher is the in-container script: it unpacks the workspace tar from
-// standard input into /workspace, then runs its arguments (env -i, sandboxEnv,
-// the interpreter and the main file) with standard input from /dev/null.
-// It runs under coreutils timeout, so a container whose sidecar died ends
-// by itself. The program is started through env -i because the shell adds
-// variables of its own (PWD).
-const launcher = `tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
-exec "$@" </dev/null`
+// The container's command is coreutils `timeout -s KILL <life>` running
+// the launcher: timeout is the container's PID 1, and the kernel drops
+// SIGSTOP and SIGKILL sent to a PID namespace's init from inside it, so the
+// program cannot stop this outer bound on the container's life (it can
+// stop the launcher's own, per-run timeout, which runs as its uid). When
+// PID 1 exits, the kernel kills every process of the container. Being no
+// init system, it does not reap orphaned processes: their zombies count
+// towards the pids limit until the run ends.
+//
+// launcher is the in-container script. It waits, at most $1, for a header
+// line on standard input ("<seconds> <language>"), then, under coreutils
+// `timeout -s KILL <seconds>`, unpacks the workspace tar that follows into
+// /workspace and runs the rest of its arguments (env -i and the program's
+// environment) with the language's interpreter and main file, standard
+// input from /dev/null. So a container waits for its code without a clock
+// running (a warm container of the pool waits this way), the run's
+// backstop starts when the code arrives, and a container whose sidecar
+// died ends by itself either way. The header is read byte by byte (the
+// shell's read), so the tar that follows stays on standard input. The
+// program is started through env -i because the shell adds variables of
+// its own (PWD).
+var launcher = func() string {
+	var cases strings.Builder
+	names := make([]string, 0, len(languages))
+	for l := range languages {
+		names = append(names, string(l))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		l := languages[runner.Language(n)]
+		fmt.Fprintf(&cases, "%s) set -- \"$@\" %s;;\n", n, strings.Join(append(append([]string{l.interp}, l.args...), l.main), " "))
+	}
+	return `h=$(timeout -s KILL "$1" /bin/sh -c 'IFS= read -r h && printf %s "$h"') || { echo "gatekeeper: no run arrived" >&2; exit 125; }
+shift
+secs=${h%% *} lang=${h#* }
+case $secs in ''|*[!0-9]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
+case $lang in
+` + cases.String() + `*) echo "gatekeeper: bad run header" >&2; exit 125;;
+esac
+exec timeout -s KILL "${secs}s" /bin/sh -c 'tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
+exec "$@" </dev/null' gatekeeper-run "$@"`
+}()
 
-// plan is a validated Spec turned into container settings. It depends on
-// the Sandbox, the language and the timeout but not on the code, which
-// travels separately as workspace; a warm pool can create containers from
-// a plan before the code is known.
+// header is the line the launcher waits for: the backstop in whole
+// seconds and the language.
+func header(timeout time.Duration, lang runner.Language) []byte {
+	backstop := int64(math.Ceil((timeout + backstopGrace).Seconds()))
+	return []byte(fmt.Sprintf("%d %s\n", backstop, lang))
+}
+
+// plan is a validated Spec turned into container settings. The settings
+// depend on the Sandbox (and, for a networked one, its network) but not on
+// the language, the timeout or the code, which travel on standard input
+// (input); a warm pool creates containers from a plan before any of those
+// is known.
 type plan struct {
-	image     string
-	runtime   runner.Runtime
-	lang      language
-	config    *container.Config
-	host      *container.HostConfig
-	workspace []byte // tar of the code and files
+	image   string
+	runtime runner.Runtime
+	lang    language
+	config  *container.Config
+	host    *container.HostConfig
+	input   []byte        // the header line and the tar of the code and files
+	env     []string      // the program's whole environment
+	net     *sandboxNet   // nil: no network
+	poolKey string        // set for a warm container: its labels are the pool's
+	wait    time.Duration // the longest the container waits for its code
+	life    time.Duration // the longest the container lives (PID 1's timeout)
 }
 
 // plan validates spec and builds the container settings. Problems with the
 // Spec are returned together, wrapped in runner.ErrInvalidSpec; a network
-// policy is refused with runner.ErrNetworkUnsupported.
+// policy on a Runner without an egress proxy is refused with
+// runner.ErrNetworkUnsupported. The settings of a networked plan are
+// completed by withNetwork once its network exists.
 func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 	sb := spec.Sandbox
-	if sb.Network.Enabled {
-		// The egress proxy will attach an internal per-run network here
-		// (see networkMode); until then a network policy cannot be enforced.
-		return nil, fmt.Errorf("sandbox network enabled: %w", runner.ErrNetworkUnsupported)
+	if sb.Network.Enabled && r.cfg.Egress == nil {
+		return nil, fmt.Errorf("sandbox network enabled, but the runner has no egress proxy: %w", runner.ErrNetworkUnsupported)
 	}
 	var problems []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if sb.Network.Enabled {
+		if err := egress.ValidateNetwork(sb.Network); err != nil {
+			bad("%v", err)
+		}
+	}
 
-	p := &plan{image: sb.Image, runtime: sb.Runtime}
+	life := spec.Timeout + backstopGrace + coldMargin
+	p := &plan{image: sb.Image, runtime: sb.Runtime, env: sandboxEnv, wait: life, life: life}
 	if p.image == "" {
 		p.image = r.cfg.DefaultImage
 	}
@@ -157,7 +216,7 @@ func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 		} else if sb.WorkspaceBytes > 0 && need > sb.WorkspaceBytes {
 			bad("code and files need %d bytes, the workspace holds %d", need, sb.WorkspaceBytes)
 		}
-		p.workspace = ws
+		p.input = append(header(spec.Timeout, spec.Language), ws...)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))
@@ -165,6 +224,14 @@ func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 
 	p.config, p.host = r.containerSettings(spec, p)
 	return p, nil
+}
+
+// withNetwork puts the plan's container on sandbox network sn, with the
+// proxy in its environment.
+func (r *Runner) withNetwork(spec runner.Spec, p *plan, sn *sandboxNet) {
+	p.net = sn
+	p.env = append(append([]string(nil), sandboxEnv...), sn.env()...)
+	p.config, p.host = r.containerSettings(spec, p)
 }
 
 // extraProtected are deps-protected paths that depend on this machine: the
@@ -185,27 +252,31 @@ func (r *Runner) extraProtected() []string {
 func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config, *container.HostConfig) {
 	sb := spec.Sandbox
 	labels := map[string]string{}
-	for k, v := range spec.Labels {
-		labels[k] = v
+	if p.poolKey != "" {
+		// A warm container serves a run not known yet; the run's ids and
+		// labels go to the runner's log instead (see PoolConfig).
+		labels[LabelInstance] = r.cfg.Instance
+		labels[LabelPool] = p.poolKey
+	} else {
+		for k, v := range spec.Labels {
+			labels[k] = v
+		}
+		labels[LabelInstance] = r.cfg.Instance
+		labels[LabelRunID] = spec.RunID
+		labels[LabelQueryID] = spec.QueryID
 	}
-	labels[LabelInstance] = r.cfg.Instance
-	labels[LabelRunID] = spec.RunID
-	labels[LabelQueryID] = spec.QueryID
 
-	backstop := int64(math.Ceil((spec.Timeout + backstopGrace).Seconds()))
+	seconds := func(d time.Duration) string { return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10) + "s" }
 	argv := []string{"/usr/bin/env", "-i"}
 	argv = append(argv, sandboxEnv...)
-	argv = append(argv, "timeout", "-s", "KILL", strconv.FormatInt(backstop, 10)+"s",
-		"/bin/sh", "-c", launcher, "gatekeeper-launcher", "/usr/bin/env", "-i")
-	argv = append(argv, sandboxEnv...)
-	argv = append(argv, p.lang.interp)
-	argv = append(argv, p.lang.args...)
-	argv = append(argv, p.lang.main)
+	argv = append(argv, "timeout", "-s", "KILL", seconds(p.life), // PID 1: env and timeout exec
+		"/bin/sh", "-c", launcher, "gatekeeper-launcher", seconds(p.wait), "/usr/bin/env", "-i")
+	argv = append(argv, p.env...)
 
 	cfg := &container.Config{
 		User:         fmt.Sprintf("%d:%d", sb.UID, sb.GID),
 		Hostname:     "sandbox",
-		Env:          append([]string(nil), sandboxEnv...),
+		Env:          append([]string(nil), p.env...),
 		Entrypoint:   strslice.StrSlice(argv),
 		Cmd:          strslice.StrSlice{},
 		WorkingDir:   workspaceDir,
@@ -225,7 +296,6 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		pids = 2*sb.PIDs + r.cfg.RunscPIDsExtra
 	}
 	fsize := max(sb.WorkspaceBytes, sb.TmpBytes) * 2
-	init := true
 	tmpfsOpts := func(size int64, owned bool) string {
 		o := "rw,noexec,nosuid,nodev,size=" + strconv.FormatInt(size, 10)
 		if owned {
@@ -236,7 +306,7 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		return o
 	}
 	host := &container.HostConfig{
-		NetworkMode:    networkMode(spec),
+		NetworkMode:    "none",
 		Runtime:        string(p.runtime),
 		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
@@ -249,7 +319,7 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		PidMode:     "", // private
 		UTSMode:     "", // private
 		ShmSize:     r.cfg.ShmBytes,
-		Init:        &init,
+		Init:        nil,                               // PID 1 is the backstop timeout, not docker-init
 		LogConfig:   container.LogConfig{Type: "none"}, // output is read through attach only; nothing lands on disk
 		Resources: container.Resources{
 			NanoCPUs:   int64(sb.CPUs * 1e9),
@@ -263,6 +333,11 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 			},
 		},
 	}
+	if p.net != nil {
+		host.NetworkMode = container.NetworkMode(p.net.name)
+		host.DNS = []string{unusedDNS}
+		host.DNSOptions = []string{"timeout:1", "attempts:1"} // fail in a second, not ten
+	}
 	if sb.DepsDir != "" {
 		host.Mounts = []mount.Mount{{
 			Type:        mount.TypeBind,
@@ -274,10 +349,6 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 	}
 	return cfg, host
 }
-
-// networkMode is the container's network. Only "none" exists today; a
-// per-run internal network behind the egress proxy goes here.
-func networkMode(runner.Spec) container.NetworkMode { return "none" }
 
 // workspaceTar builds the tar the container unpacks into /workspace: the
 // code as mainName and every file of spec.Files, with the directories they
