@@ -1,0 +1,111 @@
+// Command bench is the driver of `make bench`: it measures gatekeeper
+// against the alternatives (see package bench), prints the table and
+// writes bench/results.json, bench/results.md and bench/latency.svg. main
+// only wires: flags, logging, a signal-cancelled context, then run.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// quote reads a file to quote in the report; a missing one is logged.
+func quote(log *slog.Logger, path string) string {
+	if path == "" {
+		return ""
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		log.Warn("nothing to quote", "err", err)
+		return ""
+	}
+	return string(b)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg bench.Config
+	fs.StringVar(&cfg.Repo, "repo", ".", "repository root")
+	fs.StringVar(&cfg.Gatekeeper, "gatekeeper", "bin/gatekeeper", "the sidecar binary")
+	fs.StringVar(&cfg.OPA, "opa", "", "the opa binary (required)")
+	fs.StringVar(&cfg.Docker, "docker", "docker", "the docker CLI")
+	fs.StringVar(&cfg.Node, "node", "node", "node")
+	fs.StringVar(&cfg.Image, "image", "", "the sandbox image tag (required)")
+	fs.StringVar(&cfg.Work, "work", "bench/out", "logs and intermediate files")
+	fs.StringVar(&cfg.Out, "out", "bench", "where results.json, results.md and latency.svg go")
+	fs.IntVar(&cfg.Decisions, "decisions", 5000, "samples per decision series")
+	fs.IntVar(&cfg.Warmup, "warmup", 500, "untimed decision calls per series first")
+	fs.IntVar(&cfg.Runs, "runs", 40, "container runs per series")
+	fs.IntVar(&cfg.TraceRuns, "trace-runs", 10, "traced runs through the runner, cold and then warm")
+	fs.IntVar(&cfg.Rounds, "rounds", 3, "interleaved throughput rounds per level")
+	fs.DurationVar(&cfg.Slice, "slice", 500*time.Millisecond, "length of one throughput slice")
+	fs.IntVar(&cfg.FloodMiB, "flood-mib", 100, "MiB the output-flood run prints")
+	fs.BoolVar(&cfg.Perf, "perf", true, "profile the sidecar with perf(1) under the heaviest load")
+	pprofTop := fs.String("pprof-top", "", "file with `go tool pprof -top` output to quote")
+	regoBench := fs.String("rego-bench", "", "file with `go test -bench RegoDecision` output to quote")
+	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, memory, trace")
+	conns := fs.String("conns", "1,16,64", "throughput concurrency levels")
+	md := fs.String("benchmarks-md", "", "BENCHMARKS.md whose results section to replace")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if cfg.OPA == "" || cfg.Image == "" {
+		return fmt.Errorf("-opa and -image are required")
+	}
+	if *only != "" {
+		cfg.Only = strings.Split(*only, ",")
+	}
+	for _, c := range strings.Split(*conns, ",") {
+		var n int
+		if _, err := fmt.Sscan(c, &n); err != nil || n <= 0 {
+			return fmt.Errorf("-conns: %q is not a positive number", c)
+		}
+		cfg.Conns = append(cfg.Conns, n)
+	}
+	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	cfg.PprofTop, cfg.RegoBench = quote(cfg.Log, *pprofTop), quote(cfg.Log, *regoBench)
+	res, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if len(res.Failed) > 0 {
+		fmt.Fprintln(stdout, res.Table())
+		return fmt.Errorf("phases failed: %s (bench/results.* written; %s left as it was)", strings.Join(res.Failed, ", "), *md)
+	}
+	fmt.Fprintln(stdout, res.Table()) // the evidence under it is in results.md
+	if *md != "" {
+		doc, err := os.ReadFile(*md)
+		if err != nil {
+			return err
+		}
+		out, err := bench.SpliceMarkdown(doc, res.Markdown())
+		if err != nil {
+			return fmt.Errorf("%s: %w", *md, err)
+		}
+		if err := os.WriteFile(*md, out, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
