@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"runtime"
 	"errors"
 	"slices"
 	"sync"
@@ -80,9 +81,7 @@ func (c *conn) serve() {
 		c.handlers.Add(1)
 		go func() {
 			defer c.handlers.Done()
-			for job := range c.jobs {
-				job()
-			}
+			decisionWorker(c.jobs)
 		}()
 	}
 	c.ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
@@ -208,6 +207,22 @@ func (c *conn) startRun(r *wire.Run) {
 		c.run(r)
 	}()
 }
+
+// decisionWorker runs jobs until jobs is closed. Its frame holds a stack
+// ballast: the garbage collector shrinks a goroutine's stack when less than
+// a quarter of it is in use, which an idle worker's would be, and Rego's
+// recursion then grows it again (copying it) on the next decision. The
+// ballast keeps enough of the stack in use that it stays grown.
+func decisionWorker(jobs <-chan func()) {
+	var ballast [stackBallast]byte
+	for job := range jobs {
+		job()
+	}
+	runtime.KeepAlive(&ballast)
+}
+
+// stackBallast is sized for the stack one decision grows to.
+const stackBallast = 24 << 10
 
 func (c *conn) query(id string) *query {
 	c.mu.Lock()
