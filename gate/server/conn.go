@@ -20,7 +20,7 @@ import (
 const maxAuthorized = 1024
 
 // decisionWorkers is how many decisions one connection evaluates at once.
-const decisionWorkers = 4
+const decisionWorkers = 2
 
 // conn is one WebSocket connection. Its reader goroutine (serve) decodes
 // frames and dispatches them; its writer goroutine owns every write; request
