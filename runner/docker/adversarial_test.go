@@ -378,28 +378,8 @@ print("stopped", stopped, flush=True)
 time.sleep(120)
 `)
 	spec.Timeout = time.Second
-	p, err := r.plan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	id, err := r.create(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.remove(id)
-	attach, err := r.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	begin := time.Now()
-	if _, err := attach.Conn.Write(p.input); err != nil {
-		t.Fatal(err)
-	}
-	attach.CloseWrite()
+	id, attach, begin := startUnwatched(t, r, spec)
 	_ = attach.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
 	out := make([]byte, 4096)
 	n, _ := io.ReadAtLeast(attach.Reader, out, 1)

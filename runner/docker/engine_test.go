@@ -9,6 +9,7 @@ import (
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -138,28 +139,8 @@ func TestAbandonedContainerEndsByItself(t *testing.T) {
 	r := newTestRunner(t)
 	spec := runnertest.Spec("while True:\n    pass")
 	spec.Timeout = time.Second
-	p, err := r.plan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := t.Context()
-	id, err := r.create(ctx, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.remove(id)
-	attach, err := r.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	begin := time.Now()
-	if _, err := attach.Conn.Write(p.input); err != nil {
-		t.Fatal(err)
-	}
-	attach.CloseWrite()
+	id, attach, begin := startUnwatched(t, r, spec)
 	time.Sleep(500 * time.Millisecond)
 	attach.Close() // the sidecar is gone
 
@@ -179,6 +160,37 @@ func TestAbandonedContainerEndsByItself(t *testing.T) {
 	case err := <-errC:
 		t.Fatalf("the abandoned container still runs %v after it started: %v", time.Since(begin), err)
 	}
+}
+
+// startUnwatched creates and starts spec's container the way Run does,
+// sends it its code, and returns without watching it, as a sidecar killed
+// right after the start would leave it. The container is removed when the
+// test ends.
+func startUnwatched(t *testing.T, r *Runner, spec runner.Spec) (id string, attach types.HijackedResponse, begin time.Time) {
+	t.Helper()
+	p, err := r.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	id, err = r.create(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.remove(id) })
+	attach, err = r.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	begin = time.Now()
+	if _, err := attach.Conn.Write(p.input); err != nil {
+		t.Fatal(err)
+	}
+	attach.CloseWrite()
+	return id, attach, begin
 }
 
 func TestCleanupRemovesOnlyItsInstance(t *testing.T) {
