@@ -104,7 +104,9 @@ type Spec struct {
 	Labels map[string]string
 	// OnOutput, when set, receives output as it arrives, in order per
 	// stream, after truncation to MaxOutputBytes. It is called from the
-	// backend's goroutines and must not block for long.
+	// backend's goroutines and must not block for long. The slice is only
+	// valid during the call: copy what you keep (the backend does not, so
+	// an output flood is not copied once more than needed).
 	OnOutput func(Stream, []byte)
 }
 

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -36,10 +38,21 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	gcPercent := fs.Int("gc-percent", 100, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection")
+	floodGC := fs.Int("flood-gc-percent", 25, "GOGC while any run streams over 256 KiB of output, so memory stays flat through output floods (negative: never switch)")
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
 	log := newLogger(stderr, *logLevel)
+	if v, set := os.LookupEnv("GOGC"); set {
+		if n, err := strconv.Atoi(v); err == nil {
+			*gcPercent = n // the environment wins
+		} else {
+			*floodGC = -1 // GOGC=off or the like: leave the collector alone
+		}
+	} else {
+		debug.SetGCPercent(*gcPercent)
+	}
 
 	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, DecisionTimeout: *decisionTimeout, Logger: log})
 	if err != nil {
@@ -56,7 +69,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	}
 	cfg := server.Config{
 		Engine: eng, Auditor: alog, Token: token, AllowedOrigins: origins, Version: version,
-		MaxFrameBytes: *maxFrame, Logger: log,
+		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC,
 	}
 	var sandboxes *docker.Runner
 	if !*noRunner {

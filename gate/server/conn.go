@@ -2,8 +2,8 @@ package server
 
 import (
 	"context"
-	"runtime"
 	"errors"
+	"runtime"
 	"slices"
 	"sync"
 	"time"

@@ -151,9 +151,12 @@ func (c *conn) run(r *wire.Run) {
 		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: r.Files,
 		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage),
 		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
-		OnOutput: func(stream runner.Stream, data []byte) {
-			c.send(wire.Output{ID: r.ID, RunID: runID, Stream: string(stream), Data: string(data)})
-		},
+	}
+	flood := c.s.floodWatch()
+	defer flood.done()
+	spec.OnOutput = func(stream runner.Stream, data []byte) {
+		flood.add(len(data))
+		c.send(wire.Output{ID: r.ID, RunID: runID, Stream: string(stream), Data: string(data)})
 	}
 	res, err := c.s.cfg.Runner.Run(c.ctx, spec)
 	if err != nil {

@@ -54,6 +54,10 @@ type Config struct {
 	// MaxInFlight bounds concurrent requests per connection (default 64);
 	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
 	MaxInFlight, MaxRunsPerConn int
+	// GCPercent is the collector's usual target (GOGC, default 100) and
+	// FloodGCPercent the lower one used while any run streams more than
+	// 256 KiB of output (default 25; negative disables the switch).
+	GCPercent, FloodGCPercent int
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
@@ -67,6 +71,8 @@ type Server struct {
 	log      *slog.Logger
 	metrics  *metrics
 	upgrader websocket.Upgrader
+
+	floods floods
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -105,7 +111,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Version == "" {
 		cfg.Version = "dev"
 	}
+	if cfg.GCPercent <= 0 {
+		cfg.GCPercent = 100
+	}
+	if cfg.FloodGCPercent == 0 {
+		cfg.FloodGCPercent = 25
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), conns: map[*conn]struct{}{}}
+	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.

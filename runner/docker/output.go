@@ -38,7 +38,7 @@ func (c *capped) Write(p []byte) (int, error) {
 	c.buf.Write(keep)
 	c.mu.Unlock()
 	if len(keep) > 0 && c.onOutput != nil {
-		c.onOutput(c.stream, bytes.Clone(keep))
+		c.onOutput(c.stream, keep) // valid during the call only (runner.Spec.OnOutput)
 	}
 	return len(p), nil
 }
