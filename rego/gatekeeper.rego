@@ -35,12 +35,12 @@ default decision := {
 	"reason": "gatekeeper could not reach a decision, so the call is denied",
 }
 
-decision := _outcome("deny", _denies[0]) if {
-	count(_denies) > 0
-} else := _outcome("ask", _asks[0]) if {
-	count(_asks) > 0
-} else := _outcome("allow", _allows[0]) if {
-	count(_allows) > 0
+decision := _outcome("deny", f) if {
+	f := _denies[0]
+} else := _outcome("ask", f) if {
+	f := _asks[0]
+} else := _outcome("allow", f) if {
+	f := _allows[0]
 } else := {
 	"decision": "deny",
 	"rule": "tools.not_allowlisted",
