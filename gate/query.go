@@ -112,12 +112,7 @@ type Query struct {
 	ID       string
 	engine   *Engine
 	override []byte
-	cached   atomic.Pointer[queryState]
-}
-
-type queryState struct {
-	eff *Effective
-	err error
+	cached   atomic.Pointer[Effective]
 }
 
 // OpenQuery checks override (a partial sandbox section in JSON; nil for
@@ -137,12 +132,12 @@ func (e *Engine) OpenQuery(ctx context.Context, id string, override []byte) (*Qu
 // query is a deny.
 func (q *Query) Effective(ctx context.Context) (*Effective, error) {
 	snap := q.engine.cur.Load()
-	if st := q.cached.Load(); st != nil && (st.eff != nil && st.eff.Revision == snap.revision) {
-		return st.eff, st.err
+	if eff := q.cached.Load(); eff != nil && eff.Revision == snap.revision {
+		return eff, nil
 	}
 	eff, err := snap.queryEffective(ctx, q.override)
 	if err == nil {
-		q.cached.Store(&queryState{eff: eff})
+		q.cached.Store(eff)
 	}
 	return eff, err
 }

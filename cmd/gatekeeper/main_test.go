@@ -133,11 +133,10 @@ func TestAuditVerifyCLI(t *testing.T) {
 }
 
 func TestEnvironmentSetsFlags(t *testing.T) {
-	dir, file := writePolicy(t, cliPolicy)
+	_, file := writePolicy(t, cliPolicy)
 	t.Setenv("GATEKEEPER_POLICY", file)
 	out, err := cli(t, `{"tool_name":"Bash","tool_input":{}}`, "decide")
 	if code, ok := err.(exitError); !ok || code != 1 || !strings.Contains(out, `"rule": "tools.deny_list"`) {
 		t.Fatalf("decide with GATEKEEPER_POLICY=%s: %v %s", file, err, out)
 	}
-	_ = dir
 }

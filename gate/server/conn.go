@@ -23,8 +23,9 @@ const maxAuthorized = 1024
 const decisionWorkers = 2
 
 // conn is one WebSocket connection. Its reader goroutine (serve) decodes
-// frames and dispatches them; its writer goroutine owns every write; request
-// handlers run in goroutines bounded by inflight and send through out.
+// frames and dispatches them; its writer goroutine owns every write;
+// decisions run on the connection's workers (queued in jobs) and runs in
+// goroutines bounded by runs, all sending through out.
 type conn struct {
 	s      *Server
 	ws     *websocket.Conn

@@ -574,7 +574,6 @@ func TestKeepAlive(t *testing.T) {
 	// A client that reads answers the server's pings and stays connected
 	// well past the read timeout.
 	live := h.connect(t)
-	q := live.open("")
 	done := make(chan error, 1)
 	go func() {
 		_ = live.ws.SetReadDeadline(time.Now().Add(time.Second))
@@ -602,5 +601,4 @@ func TestKeepAlive(t *testing.T) {
 	if !closed {
 		t.Fatal("a client that answered no ping was not disconnected")
 	}
-	_ = q
 }
