@@ -15,19 +15,20 @@ import (
 	"time"
 )
 
-// TestServeReloads starts `gatekeeper serve` in-process and changes its
-// policy: a valid change is picked up (on file change and on SIGHUP), a
-// broken one is refused and the old revision keeps serving.
-func TestServeReloads(t *testing.T) {
+// servedPolicy runs `gatekeeper serve` in-process on a temporary policy and
+// returns the policy file, a function reading the served revision, and the
+// sidecar's log.
+func servedPolicy(t *testing.T, watch string) (file string, revision func() string, logs *syncWriter) {
+	t.Helper()
 	dir, file := writePolicy(t, cliPolicy)
 	sock := filepath.Join(dir, "gk.sock")
 	ctx, cancel := context.WithCancel(t.Context())
-	logs := &syncWriter{b: &strings.Builder{}}
+	logs = &syncWriter{b: &strings.Builder{}}
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--policy", file, "--no-runner",
 			"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl"),
-			"--watch-interval", "50ms"}, strings.NewReader(""), io.Discard, logs)
+			"--watch-interval", watch}, strings.NewReader(""), io.Discard, logs)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -38,7 +39,7 @@ func TestServeReloads(t *testing.T) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}}
-	revision := func() string {
+	revision = func() string {
 		resp, err := hc.Get("http://gk/healthz")
 		if err != nil {
 			return ""
@@ -50,47 +51,63 @@ func TestServeReloads(t *testing.T) {
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		return h.PolicyRevision
 	}
-	waitFor := func(what string, ok func(string) bool) string {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if r := revision(); ok(r) {
-				return r
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("timed out waiting for %s; log:\n%s", what, logs.String())
-		return ""
-	}
-	rev0 := waitFor("the sidecar to serve", func(r string) bool { return r != "" })
+	return file, revision, logs
+}
 
-	// A broken file is refused; the old revision keeps serving.
+func waitFor(t *testing.T, what string, revision func() string, ok func(string) bool, logs *syncWriter) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if r := revision(); ok(r) {
+			return r
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s; log:\n%s", what, logs.String())
+	return ""
+}
+
+// TestServeReloadsOnFileChange: a valid change is picked up by the watcher,
+// a broken one is refused and the old revision keeps serving.
+func TestServeReloadsOnFileChange(t *testing.T) {
+	file, revision, logs := servedPolicy(t, "50ms")
+	rev0 := waitFor(t, "the sidecar to serve", revision, func(r string) bool { return r != "" }, logs)
+
 	if err := os.WriteFile(file, []byte(cliPolicy+"oops: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(300 * time.Millisecond)
+	waitFor(t, "the refused reload to be logged", func() string {
+		if strings.Contains(logs.String(), "policy reload refused") {
+			return "logged"
+		}
+		return ""
+	}, func(r string) bool { return r != "" }, logs)
 	if r := revision(); r != rev0 {
 		t.Fatalf("after a broken change the revision is %q, want the old %q", r, rev0)
 	}
-	if !strings.Contains(logs.String(), "policy reload refused") {
-		t.Errorf("the refused reload was not logged:\n%s", logs.String())
-	}
 
-	// A valid change is picked up by the watcher.
 	if err := os.WriteFile(file, []byte(strings.Replace(cliPolicy, "allow: [Read]", "allow: [Read, Glob]", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rev1 := waitFor("the watcher to reload", func(r string) bool { return r != rev0 && r != "" })
+	waitFor(t, "the watcher to reload", revision, func(r string) bool { return r != rev0 && r != "" }, logs)
+}
 
-	// SIGHUP reloads too (the watcher is slowed down by nothing here, so
-	// this checks that a HUP does not kill the process and is served).
+// TestServeReloadsOnSIGHUP: with the watcher off, only the signal can make
+// the new policy serve. Not parallel: it signals the test process.
+func TestServeReloadsOnSIGHUP(t *testing.T) {
+	file, revision, logs := servedPolicy(t, "0")
+	rev0 := waitFor(t, "the sidecar to serve", revision, func(r string) bool { return r != "" }, logs)
 	if err := os.WriteFile(file, []byte(strings.Replace(cliPolicy, "allow: [Read]", "allow: [Read, LS]", 1)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if r := revision(); r != rev0 {
+		t.Fatalf("the policy reloaded with the watcher off and no signal: %q", r)
 	}
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the HUP reload", func(r string) bool { return r != rev1 && r != "" })
+	waitFor(t, "the HUP reload", revision, func(r string) bool { return r != rev0 && r != "" }, logs)
 }
 
 // syncWriter lets the serve goroutine log while the test reads.
