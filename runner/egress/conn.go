@@ -109,12 +109,14 @@ func (c *meteredConn) Write(p []byte) (int, error) {
 	return total, nil
 }
 
-// closeWrite half-closes c, or closes it when it cannot half-close.
-func (c *meteredConn) closeWrite() {
-	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok && cw.CloseWrite() == nil {
-		return
+// closeWrite half-closes c. It never closes c outright: a tunnel must
+// know who closed a connection, and only tunnel's closeBoth may.
+func (c *meteredConn) closeWrite() error {
+	cw, ok := c.Conn.(interface{ CloseWrite() error })
+	if !ok {
+		return errors.New("connection cannot half-close")
 	}
-	c.Conn.Close()
+	return cw.CloseWrite()
 }
 
 func isTimeout(err error) bool {
@@ -171,7 +173,11 @@ func pipe(dst, src *meteredConn) (onSrc bool, err error) {
 			}
 		}
 		if errors.Is(err, io.EOF) {
-			dst.closeWrite()
+			// A failed half-close is dst's error: typically the peer
+			// has already reset the connection (ENOTCONN).
+			if cerr := dst.closeWrite(); cerr != nil {
+				return false, cerr
+			}
 			return true, nil
 		}
 		if err != nil {
@@ -183,5 +189,5 @@ func pipe(dst, src *meteredConn) (onSrc bool, err error) {
 // clientGone reports whether err is a peer resetting the connection or
 // having closed it, which from the client is just a way of hanging up.
 func clientGone(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ENOTCONN)
 }

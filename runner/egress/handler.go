@@ -365,7 +365,10 @@ func writeRaw(w io.Writer, status int, rule, body string) error {
 // still sends, briefly, so that closing does not reset the connection
 // before the client has read the reply.
 func lingerClose(c *meteredConn) {
-	c.closeWrite()
+	if c.closeWrite() != nil {
+		c.Conn.Close()
+		return
+	}
 	c.Conn.SetReadDeadline(time.Now().Add(lingerTimeout))
 	io.CopyN(io.Discard, c.Conn, lingerBytes)
 }
