@@ -162,7 +162,7 @@ func BenchmarkRegoDecision(b *testing.B) {
 	}{
 		{"as built", func(map[string]any) {}},
 		{"no deny globs", func(in map[string]any) { in["deny_globs"] = []any{} }},
-		{"denied tool, no paths", func(in map[string]any) { in["tool_name"], in["paths"] = "Bash", []any{} }},
+		{"denied tool, no paths", func(in map[string]any) { in["tool_name"], in["tool_kind"], in["paths"] = "Bash", "other", []any{} }},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			in := maps.Clone(input)

@@ -161,6 +161,19 @@ var pathFields = map[string][]struct {
 	"Grep":         {{field: "path"}, {field: "glob", glob: true}},
 }
 
+// toolKind classifies a tool as rego/gatekeeper.rego's host_fs_tools and
+// host_net_tools do (a test pins that they agree): "host_fs", "host_net" or
+// "other".
+func toolKind(name string) string {
+	if _, ok := pathFields[name]; ok {
+		return "host_fs"
+	}
+	if name == "WebFetch" || name == "WebSearch" {
+		return "host_net"
+	}
+	return "other"
+}
+
 type pathFact struct {
 	Field    string `json:"field"`
 	Raw      string `json:"raw"`
@@ -237,6 +250,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 	items := [][2]*ast.Term{
 		ast.Item(ast.StringTerm("event"), ast.StringTerm(call.Event)),
 		ast.Item(ast.StringTerm("tool_name"), ast.StringTerm(call.ToolName)),
+		ast.Item(ast.StringTerm("tool_kind"), ast.StringTerm(toolKind(call.ToolName))),
 		ast.Item(ast.StringTerm("tool_input"), ast.NewTerm(tiv)),
 		ast.Item(ast.StringTerm("tool_use_id"), ast.StringTerm(call.ToolUseID)),
 		ast.Item(ast.StringTerm("policy"), eff.term),

@@ -9,6 +9,10 @@
 # input (built by the sidecar, see docs/SANDBOX.md):
 #   event          "PreToolUse" | "canUseTool" | "run"
 #   tool_name      exact tool name
+#   tool_kind      "host_fs" (a tool in host_fs_tools), "host_net" (in
+#                  host_net_tools) or "other"; the rules test it rather than
+#                  the sets because OPA indexes an equality on input and then
+#                  skips the rules of other kinds without evaluating them
 #   tool_input     the tool's input object
 #   tool_use_id    the SDK's tool use id
 #   mcp_server     {"name", "source"} for mcp__ tools, or absent
@@ -21,7 +25,8 @@
 #   url            for WebFetch: {"raw", "host", "port", "error"}
 package gatekeeper
 
-# Tools that touch the host filesystem; their paths are judged below.
+# Tools that touch the host filesystem; their paths are judged below. The
+# sidecar classifies input.tool_kind with these same sets (a test pins it).
 host_fs_tools := {"Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS"}
 
 # Tools that reach the network from the host.
@@ -80,7 +85,8 @@ allow contains {
 	"reason": sprintf("tool %q is allowlisted", [input.tool_name]),
 } if {
 	allowlisted
-	not input.tool_name in host_fs_tools
+	input.tool_kind == "other"
+	not input.tool_name in host_fs_tools # belt and braces: kind and sets agree
 	not input.tool_name in host_net_tools
 }
 
@@ -90,7 +96,7 @@ deny contains {
 	"rule": "host_fs.bad_path",
 	"reason": sprintf("%s: %s", [input.tool_name, p.error]),
 } if {
-	input.tool_name in host_fs_tools
+	input.tool_kind == "host_fs"
 	some p in input.paths
 	p.error != ""
 }
@@ -99,7 +105,7 @@ deny contains {
 	"rule": "host_fs.no_path",
 	"reason": sprintf("%s names no path gatekeeper can check", [input.tool_name]),
 } if {
-	input.tool_name in host_fs_tools
+	input.tool_kind == "host_fs"
 	count(input.paths) == 0
 }
 
@@ -107,10 +113,10 @@ deny contains {
 	"rule": "host_fs.outside_workspace",
 	"reason": sprintf("%s of %s is outside the workspace %s", [input.tool_name, _shown(p), input.workspace_root]),
 } if {
-	input.tool_name in host_fs_tools
+	input.tool_kind == "host_fs"
 	some p in input.paths
 	p.error == ""
-	not within(p.resolved, input.workspace_root)
+	not _in_workspace(p.resolved)
 }
 
 # A deny glob is checked against the path as written (abs), where it leads
@@ -121,7 +127,7 @@ deny contains {
 	"rule": "host_fs.deny_glob",
 	"reason": sprintf("%s of %s is forbidden by the policy's fs.deny pattern %q", [input.tool_name, _shown(p), g]),
 } if {
-	input.tool_name in host_fs_tools
+	input.tool_kind == "host_fs"
 	some p in input.paths
 	p.error == ""
 	some g in p.deny_matches
@@ -132,7 +138,7 @@ allow contains {
 	"reason": sprintf("%s of %s is inside the workspace", [input.tool_name, concat(", ", [p.raw | some p in input.paths])]),
 } if {
 	allowlisted
-	input.tool_name in host_fs_tools
+	input.tool_kind == "host_fs"
 	count(input.paths) > 0
 }
 
@@ -145,13 +151,21 @@ within(path, root) if path == root
 
 within(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
 
+# _in_workspace is within(path, input.workspace_root), with the root's
+# prefix computed once per decision instead of once per path.
+_in_workspace(path) if path == input.workspace_root
+
+_in_workspace(path) if startswith(path, _workspace_prefix)
+
+_workspace_prefix := concat("", [trim_suffix(input.workspace_root, "/"), "/"])
+
 # --- host network tools -----------------------------------------------------------
 
 deny contains {
 	"rule": "net.disabled",
 	"reason": sprintf("%s is denied: the sandbox network policy is disabled (sandbox.net.enabled is false)", [input.tool_name]),
 } if {
-	input.tool_name in host_net_tools
+	input.tool_kind == "host_net"
 	not input.policy.sandbox.net.enabled
 }
 
@@ -239,7 +253,7 @@ deny contains {
 	"rule": "mcp.untrusted_sandboxed_code",
 	"reason": sprintf("%s is only trusted from gatekeeper's in-process SDK server; this call comes from %s", [sandbox_tool, _provenance]),
 } if {
-	input.tool_name == sandbox_tool
+	input.tool_name == "mcp__sandboxed_code__run" # sandbox_tool, spelled out so OPA indexes it
 	not _trusted_sandbox_server
 }
 
@@ -267,7 +281,7 @@ deny contains {
 	"rule": "run.bad_language",
 	"reason": sprintf("language %q is not one of python, sh, node", [input.tool_input.language]),
 } if {
-	input.tool_name == sandbox_tool
+	input.tool_name == "mcp__sandboxed_code__run" # sandbox_tool, spelled out so OPA indexes it
 	lang := object.get(input.tool_input, "language", "")
 	not lang in {"python", "sh", "node"}
 }

@@ -9,11 +9,16 @@ _policy := {
 
 _in(tool, extra) := object.union(
 	{
-		"event": "PreToolUse", "tool_name": tool, "tool_input": {}, "tool_use_id": "t1",
+		"event": "PreToolUse", "tool_name": tool, "tool_kind": _kind(tool), "tool_input": {}, "tool_use_id": "t1",
 		"policy": _policy, "workspace_root": "/srv/app", "deny_globs": _deny_globs, "paths": [],
 	},
 	extra,
 )
+
+# _kind is what the sidecar computes (gate pins that it agrees with the sets).
+_kind(tool) := "host_fs" if tool in gatekeeper.host_fs_tools
+else := "host_net" if tool in gatekeeper.host_net_tools
+else := "other"
 
 _path(raw, resolved) := _fact(raw, raw, resolved)
 
@@ -197,4 +202,16 @@ test_ask_beats_allow if {
 	d := gatekeeper.decision with input as _in("TodoWrite", {})
 		with gatekeeper.ask as {{"rule": "team.confirm", "reason": "confirm"}}
 	d.decision == "ask"
+}
+
+test_missing_tool_kind_fails_closed if {
+	# Without the sidecar's classification no rule allows a host file tool.
+	d := gatekeeper.decision with input as object.remove(_in("Read", {"paths": [_path("/srv/app/notes.txt", "/srv/app/notes.txt")]}), ["tool_kind"])
+	d.decision == "deny"
+	d.rule == "tools.not_allowlisted"
+}
+
+test_host_fs_tool_misclassified_as_other_is_not_allowed_unjudged if {
+	d := gatekeeper.decision with input as _in("Read", {"tool_kind": "other", "paths": [_path("/etc/passwd", "/etc/passwd")]})
+	d.decision == "deny"
 }

@@ -1,0 +1,58 @@
+package gate
+
+import (
+	"maps"
+	"slices"
+	"testing"
+
+	oparego "github.com/open-policy-agent/opa/v1/rego"
+
+	builtin "github.com/gatekeeper-ai/gatekeeper/rego"
+)
+
+// TestToolKindAgreesWithRego pins that input.tool_kind classifies tools
+// exactly as the built-in policy's host_fs_tools and host_net_tools do: a
+// host file tool the sidecar called "other" would be allowed by
+// tools.allow_list without its paths being judged.
+func TestToolKindAgreesWithRego(t *testing.T) {
+	t.Parallel()
+	mods, err := builtin.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := builtin.Compile(mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := func(name string) []string {
+		rs, err := oparego.New(oparego.Query("data.gatekeeper."+name), oparego.Compiler(c)).Eval(t.Context())
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("data.gatekeeper.%s: %v %v", name, rs, err)
+		}
+		var out []string
+		for _, v := range rs[0].Expressions[0].Value.([]any) {
+			out = append(out, v.(string))
+		}
+		slices.Sort(out)
+		return out
+	}
+	fs, nets := set("host_fs_tools"), set("host_net_tools")
+	if got := slices.Sorted(maps.Keys(pathFields)); !slices.Equal(got, fs) {
+		t.Errorf("the sidecar judges the paths of %v; Rego's host_fs_tools is %v", got, fs)
+	}
+	want := map[string]string{}
+	for _, n := range fs {
+		want[n] = "host_fs"
+	}
+	for _, n := range nets {
+		want[n] = "host_net"
+	}
+	for _, n := range []string{"Bash", "Task", "TodoWrite", SandboxTool, "read", "READ", "Read ", "webfetch", "mcp__fs__Read", ""} {
+		want[n] = "other"
+	}
+	for name, kind := range want {
+		if got := toolKind(name); got != kind {
+			t.Errorf("toolKind(%q) = %q; want %q", name, got, kind)
+		}
+	}
+}
