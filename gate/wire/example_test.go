@@ -36,7 +36,7 @@ func ExampleEncode() {
 		ID:             "3",
 		Decision:       wire.Allow,
 		Reason:         "Read of /srv/app/notes.txt is inside the workspace",
-		Rule:           "host_fs.allow",
+		Rule:           "host_fs.inside_workspace",
 		DecisionID:     "d_1",
 		PolicyRevision: "sha256:4f1c",
 		ToolUseID:      "toolu_01",
@@ -47,5 +47,5 @@ func ExampleEncode() {
 	}
 	fmt.Printf("%s\n", out)
 	// Output:
-	// {"type":"decision","id":"3","decision":"allow","reason":"Read of /srv/app/notes.txt is inside the workspace","rule":"host_fs.allow","decision_id":"d_1","policy_revision":"sha256:4f1c","tool_use_id":"toolu_01"}
+	// {"type":"decision","id":"3","decision":"allow","reason":"Read of /srv/app/notes.txt is inside the workspace","rule":"host_fs.inside_workspace","decision_id":"d_1","policy_revision":"sha256:4f1c","tool_use_id":"toolu_01"}
 }
