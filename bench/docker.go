@@ -159,15 +159,29 @@ func DockerRunArgs(c Container, instance string) ([]string, error) {
 // is the run's timeout plus this.
 const backstopGrace = 10 * time.Second
 
+// RunTag is the end-mark tag RunInput gives `docker run`; the runner
+// draws a random one per run.
+const RunTag = "0123456789abcdef"
+
+// EndMark is what the launcher writes to each stream after a program
+// exited with code, when it writes end marks.
+func EndMark(code int) string { return fmt.Sprintf("\x1egatekeeper-end %s %03d\x1e", RunTag, code) }
+
 // RunInput is what the runner writes to a container's standard input for
 // a Python run of code: the workspace tar with main.py owned by uid, after
-// the header line "<backstop seconds> python" when the container's
-// launcher waits for one (the launcher that lets a warm container wait for
-// its code; the earlier launcher read the tar alone).
+// the header line when the container's launcher waits for one (the
+// launcher that lets a warm container wait for its code; the earlier
+// launcher read the tar alone): "<backstop seconds> python", plus the
+// end-mark tag when the launcher writes end marks.
 func RunInput(c Container, code string, timeout time.Duration, uid int) []byte {
 	var buf bytes.Buffer
-	if strings.Contains(strings.Join(c.argv(), " "), "read -r h") {
-		fmt.Fprintf(&buf, "%d python\n", int64(math.Ceil((timeout + backstopGrace).Seconds())))
+	argv := strings.Join(c.argv(), " ")
+	if strings.Contains(argv, "read -r h") {
+		fmt.Fprintf(&buf, "%d python", int64(math.Ceil((timeout + backstopGrace).Seconds())))
+		if strings.Contains(argv, "gatekeeper-end") {
+			buf.WriteString(" " + RunTag)
+		}
+		buf.WriteString("\n")
 	}
 	tw := tar.NewWriter(&buf)
 	hdr := &tar.Header{Typeflag: tar.TypeReg, Name: "main.py", Mode: 0o644, Size: int64(len(code)), Uid: uid, Gid: uid, ModTime: time.Now(), Format: tar.FormatPAX}

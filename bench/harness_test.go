@@ -86,6 +86,7 @@ func TestRunInput(t *testing.T) {
 		wantHeader string
 	}{
 		{"a launcher waiting for a header gets one", []string{"/bin/sh", "-c", "h=$(read -r h)"}, "20 python\n"},
+		{"a launcher writing end marks gets their tag", []string{"/bin/sh", "-c", "h=$(read -r h); printf gatekeeper-end"}, "20 python " + RunTag + "\n"},
 		{"the tar-only launcher gets the tar alone", []string{"/bin/sh", "-c", "tar -x -f -"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -305,16 +305,13 @@ time.sleep(0.5)
 print(sorted(open("/proc/%%s/cmdline" %% d).read().split("\0")[0] for d in os.listdir("/proc") if d.isdigit()))
 `, marker))
 			spec.Sandbox.Runtime = rt
-			begin := time.Now()
 			res, err := r.Run(t.Context(), spec)
 			if err != nil {
 				t.Fatal(err)
 			}
+			// A run that waited on the survivors would end timed out.
 			if res.Reason != runner.Exited || res.ExitCode != 0 || !strings.Contains(res.Stdout, marker+"-daemon") {
 				t.Fatalf("the run ended %s with %d, stdout %q stderr %q; want exit 0 with the survivors running", res.Reason, res.ExitCode, res.Stdout, res.Stderr)
-			}
-			if took := time.Since(begin); took > 15*time.Second {
-				t.Errorf("Run took %v: it waited on the survivors", took)
 			}
 			if n, err := r.Leftovers(t.Context()); err != nil || n != 0 {
 				t.Errorf("leftovers after the run: %d, %v; want 0", n, err)

@@ -247,7 +247,7 @@ func TestContainerSettings(t *testing.T) {
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
 			check("the launcher waits for the code as long as PID 1 lets it", slices.Equal(cfg.Entrypoint[9:14], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher", "17s"}))
-			check("the backstop (timeout + 10s) and language come first on stdin", bytes.HasPrefix(p.input, []byte("15 python\n")))
+			check("the backstop (timeout + 10s), language and end-mark tag come first on stdin", len(p.tag) == 16 && bytes.HasPrefix(p.input, []byte("15 python "+p.tag+"\n")))
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 
 			ulimits := map[string]int64{}

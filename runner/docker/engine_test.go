@@ -26,15 +26,7 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 	r := newTestRunner(t)
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.DepsDir = t.TempDir()
-	p, err := r.plan(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := r.create(t.Context(), p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.remove(id)
+	_, id := createFor(t, r, spec)
 	insp, err := r.cli.ContainerInspect(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -252,4 +244,74 @@ try { fs.writeFileSync("/etc/x", "x") } catch (e) { console.error(e.code) }`)
 			}
 		})
 	}
+}
+
+// TestEndMarksEndTheRun runs programs in real containers with the engine's
+// exit report withheld (the session's wait never answers), so only the
+// launcher's end marks can end the run before its timeout: each run must
+// end as exited, with the program's exit code and every byte it wrote
+// (the last without a newline), a forged mark with another tag kept as
+// output, and the orphan it left killed with the container, unheard.
+func TestEndMarksEndTheRun(t *testing.T) {
+	t.Parallel()
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			requireRuntime(t, rt)
+			r := newTestRunner(t)
+			spec := runnertest.Spec(`import os, sys
+sys.stdout.write("out-1\n")
+sys.stderr.write("err-1\n")
+sys.stdout.write("\x1egatekeeper-end 0000000000000000 000\x1e")
+sys.stdout.write("x" * 10000)
+if os.fork() == 0:
+    import time
+    time.sleep(0.3)
+    sys.stdout.write("late orphan\n")
+    sys.stdout.flush()
+    os._exit(0)
+sys.stdout.write("last, no newline")
+sys.exit(7)
+`)
+			spec.Sandbox.Runtime = rt
+			spec.Timeout = 20 * time.Second
+			p, id := createFor(t, r, spec)
+			s, err := r.startContainer(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.waitC, s.errC = nil, nil // the engine's report never comes
+			res, err := r.execute(t.Context(), id, s, p, spec, runner.Result{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Reason != runner.Exited || res.TimedOut || res.ExitCode != 7 {
+				t.Errorf("reason %q, timed out %v, exit code %d; want exited with 7 (stderr %q)", res.Reason, res.TimedOut, res.ExitCode, res.Stderr)
+			}
+			want := "out-1\n\x1egatekeeper-end 0000000000000000 000\x1e" + strings.Repeat("x", 10000) + "last, no newline"
+			if res.Stdout != want {
+				t.Errorf("stdout is %d bytes ending %q; want %d bytes ending %q", len(res.Stdout), tail(res.Stdout), len(want), tail(want))
+			}
+			if res.Stderr != "err-1\n" {
+				t.Errorf("stderr %q; want %q", res.Stderr, "err-1\n")
+			}
+		})
+	}
+}
+
+func tail(s string) string { return s[max(0, len(s)-40):] }
+
+// createFor plans spec and creates its container, removed when t ends.
+func createFor(t *testing.T, r *Runner, spec runner.Spec) (*plan, string) {
+	t.Helper()
+	p, err := r.plan(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := r.create(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.remove(id) })
+	return p, id
 }

@@ -248,12 +248,16 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 
 	stdout := newCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
 	stderr := newCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
+	marks := newEndMarks(p.tag)
+	markedOut, markedErr := marks.stream(stdout), marks.stream(stderr)
 	drained := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(drained)
-		_, _ = stdcopy.StdCopy(stdout, stderr, s.attach.Reader)
+		_, _ = stdcopy.StdCopy(markedOut, markedErr, s.attach.Reader)
+		markedOut.flush()
+		markedErr.flush()
 	}()
 
 	if p.net != nil {
@@ -288,19 +292,30 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	defer timer.Stop()
 	var killedFor runner.ExitReason
 	var status container.WaitResponse
-	waitDone := false
-	select {
-	case status = <-s.waitC:
-		waitDone = true
-	case err := <-s.errC:
-		r.kill(id)
-		return res, engineErr("wait for container", err)
-	case <-timer.C:
-		killedFor = runner.TimedOut
-	case <-ctx.Done():
-		killedFor = runner.Cancelled
+	waitDone, marked := false, false
+	ended := marks.ended
+	for !waitDone && !marked && killedFor == "" {
+		select {
+		case status = <-s.waitC:
+			waitDone = true
+		case <-ended:
+			// The program exited and its output is complete. An exit by
+			// signal (137 for the OOM killer) is left to the engine,
+			// which alone knows whether the memory limit did it.
+			if code, ok := marks.exitCode(); ok && code < 128 {
+				status.StatusCode, marked = int64(code), true
+			}
+			ended = nil
+		case err := <-s.errC:
+			r.kill(id)
+			return res, engineErr("wait for container", err)
+		case <-timer.C:
+			killedFor = runner.TimedOut
+		case <-ctx.Done():
+			killedFor = runner.Cancelled
+		}
 	}
-	if !waitDone {
+	if !waitDone && !marked {
 		r.kill(id)
 		select {
 		case status = <-s.waitC:
@@ -312,11 +327,13 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	}
 	res.Duration = time.Since(begin)
 
-	select {
-	case <-drained:
-	case <-time.After(drainTimeout):
-		s.attach.Close()
-		<-drained
+	if !marked { // with both marks in, every byte before them was passed on
+		select {
+		case <-drained:
+		case <-time.After(drainTimeout):
+			s.attach.Close()
+			<-drained
+		}
 	}
 	stopWatching()
 

@@ -77,17 +77,20 @@ var languages = map[runner.Language]language{
 // towards the pids limit until the run ends.
 //
 // launcher is the in-container script. It waits, at most $1, for a header
-// line on standard input ("<seconds> <language>"), then, under coreutils
-// `timeout -s KILL <seconds>`, unpacks the workspace tar that follows into
-// /workspace and runs the rest of its arguments (env -i and the program's
-// environment) with the language's interpreter and main file, standard
-// input from /dev/null. So a container waits for its code without a clock
-// running (a warm container of the pool waits this way), the run's
-// backstop starts when the code arrives, and a container whose sidecar
-// died ends by itself either way. The header is read byte by byte (the
-// shell's read), so the tar that follows stays on standard input. The
-// program is started through env -i because the shell adds variables of
-// its own (PWD).
+// line on standard input ("<seconds> <language> <tag>"), then, under
+// coreutils `timeout -s KILL <seconds>`, unpacks the workspace tar that
+// follows into /workspace and runs the rest of its arguments (env -i and
+// the program's environment) with the language's interpreter and main
+// file, standard input from /dev/null. When the program has exited it
+// writes the end mark with the program's exit status to both streams (see
+// endMarks) and exits with that status. So a container waits for its code
+// without a clock running (a warm container of the pool waits this way),
+// the run's backstop starts when the code arrives, and a container whose
+// sidecar died ends by itself either way. The header is read byte by byte
+// (the shell's read), so the tar that follows stays on standard input; the
+// tag stays in the launcher's own variables, never on a command line or in
+// an environment the program can read. The program is started through
+// env -i because the shell adds variables of its own (PWD).
 var launcher = func() string {
 	var cases strings.Builder
 	names := make([]string, 0, len(languages))
@@ -101,20 +104,28 @@ var launcher = func() string {
 	}
 	return `h=$(timeout -s KILL "$1" /bin/sh -c 'IFS= read -r h && printf %s "$h"') || { echo "gatekeeper: no run arrived" >&2; exit 125; }
 shift
-secs=${h%% *} lang=${h#* }
+secs=${h%% *}
+h=${h#* }
+lang=${h%% *}
+tag=${h#* }
 case $secs in ''|*[!0-9]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
+case $tag in ''|*[!0-9a-f]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 case $lang in
 ` + cases.String() + `*) echo "gatekeeper: bad run header" >&2; exit 125;;
 esac
-exec timeout -s KILL "${secs}s" /bin/sh -c 'tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
-exec "$@" </dev/null' gatekeeper-run "$@"`
+timeout -s KILL "${secs}s" /bin/sh -c 'tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
+exec "$@" </dev/null' gatekeeper-run "$@"
+c=$?
+printf '\036gatekeeper-end %s %03d\036' "$tag" "$c"
+printf '\036gatekeeper-end %s %03d\036' "$tag" "$c" >&2
+exit "$c"`
 }()
 
 // header is the line the launcher waits for: the backstop in whole
-// seconds and the language.
-func header(timeout time.Duration, lang runner.Language) []byte {
+// seconds, the language and the run's tag for its end marks.
+func header(timeout time.Duration, lang runner.Language, tag string) []byte {
 	backstop := int64(math.Ceil((timeout + backstopGrace).Seconds()))
-	return []byte(fmt.Sprintf("%d %s\n", backstop, lang))
+	return []byte(fmt.Sprintf("%d %s %s\n", backstop, lang, tag))
 }
 
 // plan is a validated Spec turned into container settings. The settings
@@ -129,6 +140,7 @@ type plan struct {
 	config  *container.Config
 	host    *container.HostConfig
 	input   []byte        // the header line and the tar of the code and files
+	tag     string        // the run's tag for its end marks (see endMarks)
 	env     []string      // the program's whole environment
 	net     *sandboxNet   // nil: no network
 	poolKey string        // set for a warm container: its labels are the pool's
@@ -216,7 +228,8 @@ func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 		} else if sb.WorkspaceBytes > 0 && need > sb.WorkspaceBytes {
 			bad("code and files need %d bytes, the workspace holds %d", need, sb.WorkspaceBytes)
 		}
-		p.input = append(header(spec.Timeout, spec.Language), ws...)
+		p.tag = newRunTag()
+		p.input = append(header(spec.Timeout, spec.Language, p.tag), ws...)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))

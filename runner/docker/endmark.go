@@ -1,0 +1,163 @@
+package docker
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"io"
+	"sync"
+)
+
+// The launcher ends both output streams with an end mark once the program
+// has exited: "\x1egatekeeper-end <tag> <code>\x1e", where tag is the
+// run's random tag (sent in the header on standard input, which the
+// program never sees) and code the program's exit status in three digits.
+// The engine reports a container's exit tens of milliseconds after it
+// happens (longer under runsc), but the mark arrives as soon as the
+// launcher writes it; and since each stream is a pipe, every byte the
+// program wrote to a stream arrives before that stream's mark. So once
+// both marks are in, the output is complete and the exit code known.
+//
+// A program that learns its tag (by reading the launcher's memory) can
+// forge the marks, and so end its own run with an exit code of its
+// choosing: which it can do anyway, by exiting. The marks only ever end a
+// run early: limits, the timeout and the container's removal do not depend
+// on them.
+
+const endMarkPrefix = "\x1egatekeeper-end "
+
+// newRunTag returns a fresh random tag for a run's end marks.
+func newRunTag() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return hex.EncodeToString(b)
+}
+
+// endMarks watches the two output streams of one run for their end marks.
+type endMarks struct {
+	lead string // endMarkPrefix + tag + " "
+	mu   sync.Mutex
+	seen int   // streams whose mark arrived
+	code []int // the code of each mark
+	// ended is closed once both streams ended with a mark.
+	ended chan struct{}
+}
+
+func newEndMarks(tag string) *endMarks {
+	return &endMarks{lead: endMarkPrefix + tag + " ", ended: make(chan struct{})}
+}
+
+// exitCode returns the exit code both marks agree on; ok is false when
+// they disagree (a forged mark), which leaves the run to the engine.
+func (m *endMarks) exitCode() (code int, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.code) != 2 || m.code[0] != m.code[1] {
+		return 0, false
+	}
+	return m.code[0], true
+}
+
+func (m *endMarks) mark(code int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.seen++
+	m.code = append(m.code, code)
+	if m.seen == 2 {
+		close(m.ended)
+	}
+}
+
+// stream returns the writer for one stream: it passes everything before
+// the stream's mark on to out, and drops the mark and anything after it.
+func (m *endMarks) stream(out io.Writer) *markedStream {
+	return &markedStream{m: m, out: out}
+}
+
+// markedStream is one stream's side of endMarks. Writes come from one
+// goroutine; flush must follow the last write.
+type markedStream struct {
+	m    *endMarks
+	out  io.Writer
+	held []byte // a tail that may be the start of the mark
+	done bool
+}
+
+// Write never fails, so that the stream keeps draining.
+func (s *markedStream) Write(p []byte) (int, error) {
+	if s.done {
+		return len(p), nil
+	}
+	data := p
+	if len(s.held) > 0 {
+		data = append(s.held, p...)
+		s.held = nil
+	}
+	lead, whole := s.m.lead, len(s.m.lead)+4
+	for {
+		i := bytes.Index(data, []byte(lead))
+		if i < 0 {
+			break
+		}
+		if len(data)-i < whole {
+			s.pass(data[:i])
+			s.held = append([]byte(nil), data[i:]...)
+			return len(p), nil
+		}
+		if code, ok := parseCode(data[i+len(lead) : i+whole]); ok {
+			s.pass(data[:i])
+			s.done = true
+			s.m.mark(code)
+			return len(p), nil
+		}
+		// The lead without a well-formed end: ordinary output.
+		s.pass(data[:i+1])
+		data = data[i+1:]
+	}
+	keep := partialLead(data, lead)
+	s.pass(data[:len(data)-keep])
+	if keep > 0 {
+		s.held = append([]byte(nil), data[len(data)-keep:]...)
+	}
+	return len(p), nil
+}
+
+// flush passes on a held tail once the stream ended without its mark.
+func (s *markedStream) flush() {
+	if !s.done && len(s.held) > 0 {
+		s.pass(s.held)
+	}
+	s.held = nil
+}
+
+func (s *markedStream) pass(b []byte) {
+	if len(b) > 0 {
+		_, _ = s.out.Write(b)
+	}
+}
+
+// parseCode reads "DDD\x1e" as an exit code of 0 to 255.
+func parseCode(b []byte) (int, bool) {
+	if len(b) != 4 || b[3] != '\x1e' {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b[:3] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, n <= 255
+}
+
+// partialLead is the length of the longest tail of data that is a proper
+// prefix of lead: bytes that may be the start of a mark split across writes.
+func partialLead(data []byte, lead string) int {
+	for n := min(len(data), len(lead)-1); n > 0; n-- {
+		if string(data[len(data)-n:]) == lead[:n] {
+			return n
+		}
+	}
+	return 0
+}
