@@ -450,7 +450,7 @@ func (r *Results) evidence(b *strings.Builder) {
 		for _, c := range t.Calls {
 			fmt.Fprintf(b, "| `%s` | %.1f | %s | %s |\n", c.Call, c.PerRun, FormatMS(c.P50), FormatMS(c.Max))
 		}
-		fmt.Fprintf(b, "\nFrom the run's start, p50 (p90): the program's first statement ran at %s (%s), after the engine, the launcher (sh, timeout, tar, env) and the Python interpreter's start; its output reached the runner at %s (%s); the run returned at %s (%s), after the engine reported the exit (`wait`), `inspect` and, for a cold run, the removal.\n",
+		fmt.Fprintf(b, "\nFrom the run's start, p50 (p90): the program's first statement ran at %s (%s), after the engine, the launcher (sh, timeout, tar, env) and the Python interpreter's start; its output reached the runner at %s (%s); the run returned at %s (%s), once the launcher's end marks (or, for an exit by signal, the engine's `wait`) and `inspect` were in; the container is removed after that, off the run's path.\n",
 			FormatMS(t.FirstLine.P50), FormatMS(t.FirstLine.P90), FormatMS(t.Output.P50), FormatMS(t.Output.P90), FormatMS(t.Total.P50), FormatMS(t.Total.P90))
 		if len(t.Timeline) > 0 {
 			fmt.Fprintf(b, "\nThe median run (%s), every engine call that overlapped it, in ms from its start:\n\n```\n", FormatMS(t.Median))

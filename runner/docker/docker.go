@@ -184,6 +184,7 @@ type Runner struct {
 	mu        sync.Mutex
 	runtimes  map[string]bool          // nil until the engine was asked
 	languages map[langKey]languageInfo // per image ID and language
+	removals  sync.WaitGroup           // removals of ended runs' containers
 }
 
 type langKey struct {
@@ -240,10 +241,12 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 	return r, nil
 }
 
-// Close stops the warm pool and removes its warm containers, then releases
-// the engine client if New made it. It does not stop runs in progress or
-// remove their containers; call it once they ended.
+// Close waits for the removal of ended runs' containers, stops the warm
+// pool and removes its warm containers, then releases the engine client if
+// New made it. It does not stop runs in progress or remove their
+// containers; call it once they ended.
 func (r *Runner) Close() error {
+	r.removals.Wait()
 	var err error
 	if r.pool != nil {
 		err = r.pool.close()
@@ -288,8 +291,10 @@ func (r *Runner) Instance() string { return r.cfg.Instance }
 // how many containers and networks it removed. Call it when the sidecar
 // starts, to remove what a killed predecessor of the same instance left,
 // before Warm, and not while this runner has runs in progress: it would
-// remove their containers too.
+// remove their containers too. It first waits for the removals of ended
+// runs' containers, which run in the background.
 func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
+	r.removals.Wait()
 	list, err := r.containers(ctx)
 	if err != nil {
 		return 0, err
@@ -315,10 +320,12 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 
 // Leftovers returns how many containers and sandbox networks labelled with
 // this runner's instance exist, plus (with an egress proxy) the instance's
-// host firewall rules. The warm pool's containers not taken by a run are
-// not counted: they are the pool's until Close. Tests use it (see
-// runnertest.Leftovers).
+// host firewall rules, once the removals of ended runs' containers (which
+// run in the background) have finished. The warm pool's containers not
+// taken by a run are not counted: they are the pool's until Close. Tests
+// use it (see runnertest.Leftovers).
 func (r *Runner) Leftovers(ctx context.Context) (int, error) {
+	r.removals.Wait()
 	list, err := r.containers(ctx)
 	if err != nil {
 		return 0, err

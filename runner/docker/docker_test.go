@@ -161,6 +161,7 @@ func TestLanguageMissingFromImage(t *testing.T) {
 	if n := f.count("ContainerStatPath"); n != len(imagePath) {
 		t.Errorf("%d stat calls for two runs, want %d (one PATH search, then cached)", n, len(imagePath))
 	}
+	r.removals.Wait() // containers are removed in the background
 	if c, rm := f.count("ContainerCreate"), f.count("ContainerRemove"); c != rm {
 		t.Errorf("%d containers created, %d removed; want all removed", c, rm)
 	}

@@ -315,3 +315,30 @@ func createFor(t *testing.T, r *Runner, spec runner.Spec) (*plan, string) {
 	t.Cleanup(func() { r.remove(id) })
 	return p, id
 }
+
+// TestCloseWaitsForBackgroundRemovals: a run's container is removed off the
+// run's path, and Close returns only once that removal is done, so a
+// sidecar that shuts down after its last run leaves nothing behind.
+func TestCloseWaitsForBackgroundRemovals(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newTestRunner(t)
+	for range 3 {
+		res, err := r.Run(t.Context(), runnertest.Spec(`print("done")`))
+		if err != nil || res.Stdout != "done\n" {
+			t.Fatalf("Run = %+v, %v", res, err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	other, err := New(Config{Instance: r.Instance(), DefaultImage: testImage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	list, err := other.containers(t.Context())
+	if err != nil || len(list) != 0 {
+		t.Errorf("after Close: %d containers of the instance, %v; want none", len(list), err)
+	}
+}

@@ -100,7 +100,11 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 	if err != nil {
 		return res, err
 	}
-	defer r.remove(id)
+	if p.net == nil {
+		defer r.removeLater(id)
+	} else {
+		defer r.remove(id) // before its network goes (sn.close above)
+	}
 	if err := ctx.Err(); err != nil {
 		return res, err
 	}
@@ -144,6 +148,15 @@ func (r *Runner) create(ctx context.Context, p *plan) (string, error) {
 		return "", engineErr("create container", err)
 	}
 	return created.ID, nil
+}
+
+// removeLater removes the container of a run that ended in the
+// background, off the run's path: once its program's end marks are in, the
+// engine still takes tens of milliseconds to report the exit and more to
+// remove it. Close, Cleanup and Leftovers wait for these removals; Cleanup
+// also collects the containers of a sidecar that died before they ended.
+func (r *Runner) removeLater(id string) {
+	r.removals.Go(func() { r.remove(id) })
 }
 
 // remove force-removes the container with a fresh context.
