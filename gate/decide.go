@@ -147,9 +147,10 @@ func parseDecision(v any) (Decision, error) {
 // pathFields names, per host file tool, the input fields holding a path, and
 // whether the tool needs one.
 var pathFields = map[string][]struct {
-	field    string
-	required bool
-	glob     bool
+	field     string
+	required  bool
+	glob      bool
+	recursive bool // a directory here is searched recursively, its files read
 }{
 	"Read":         {{field: "file_path", required: true}},
 	"Write":        {{field: "file_path", required: true}},
@@ -158,7 +159,7 @@ var pathFields = map[string][]struct {
 	"NotebookEdit": {{field: "notebook_path", required: true}},
 	"LS":           {{field: "path", required: true}},
 	"Glob":         {{field: "path"}, {field: "pattern", glob: true}},
-	"Grep":         {{field: "path"}, {field: "glob", glob: true}},
+	"Grep":         {{field: "path", recursive: true}, {field: "glob", glob: true}},
 }
 
 // toolKind classifies a tool as rego/gatekeeper.rego's host_fs_tools and
@@ -180,6 +181,11 @@ type pathFact struct {
 	Abs      string `json:"abs"`
 	Resolved string `json:"resolved"`
 	Error    string `json:"error"`
+	// Within lists forbidden files a recursive search of this directory
+	// would read (Grep only, see within.go); WithinError says why the
+	// directory could not be checked.
+	Within      []withinMatch
+	WithinError string
 }
 
 // covered returns Abs, Resolved and every ancestor of both (not "/"), the
@@ -213,6 +219,17 @@ func denyMatches(eff *Effective, covered []string) []*ast.Term {
 				break
 			}
 		}
+	}
+	return out
+}
+
+func withinTerms(ms []withinMatch) []*ast.Term {
+	out := make([]*ast.Term, len(ms))
+	for i, m := range ms {
+		out[i] = ast.ObjectTerm(
+			ast.Item(ast.StringTerm("path"), ast.StringTerm(m.Path)),
+			ast.Item(ast.StringTerm("glob"), ast.StringTerm(m.Glob)),
+		)
 	}
 	return out
 }
@@ -279,6 +296,8 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
 				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(stringTerms(covered)...)),
 				ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(denyMatches(eff, covered)...)),
+				ast.Item(ast.StringTerm("deny_within"), ast.ArrayTerm(withinTerms(f.Within)...)),
+				ast.Item(ast.StringTerm("within_error"), ast.StringTerm(f.WithinError)),
 				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
 			)
 		}
@@ -299,9 +318,10 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 }
 
 func pathFacts(eff *Effective, in map[string]any, fields []struct {
-	field    string
-	required bool
-	glob     bool
+	field     string
+	required  bool
+	glob      bool
+	recursive bool
 }, cwd string) []pathFact {
 	if cwd == "" {
 		cwd = eff.Policy.WorkspaceRoot
@@ -344,6 +364,9 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 		fact := pathFact{Field: f.field, Raw: s, Abs: p.Abs, Resolved: p.Resolved}
 		if err != nil {
 			fact.Error = err.Error()
+		} else if f.recursive && hostpath.Within(p.Resolved, eff.root) {
+			// Outside the workspace the search is denied anyway: no walk.
+			fact.Within, fact.WithinError = withinFact(eff, p.Resolved, in)
 		}
 		facts = append(facts, fact)
 	}

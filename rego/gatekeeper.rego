@@ -19,9 +19,12 @@
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   deny_globs     sandbox.fs.deny with ~ expanded
-#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches", "error"}]
-#                  where covered lists abs, resolved and every ancestor of both, and
-#                  deny_matches the deny_globs that match any of them (glob.match with "/")
+#   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches",
+#                  "deny_within", "within_error", "error"}] where covered lists abs, resolved and every
+#                  ancestor of both, deny_matches the deny_globs that match any of them (glob.match
+#                  with "/"), and, for a directory Grep searches, deny_within the files below it that
+#                  the search would read and a deny glob matches ([{"path", "glob"}], at most 3) and
+#                  within_error why they could not all be checked
 #   url            for WebFetch: {"raw", "host", "port", "error"}
 package gatekeeper
 
@@ -131,6 +134,30 @@ deny contains {
 	some p in input.paths
 	p.error == ""
 	some g in p.deny_matches
+}
+
+# A recursive search (Grep) of a directory reads every file below it. For
+# such a path the sidecar lists, as deny_within, the files below it that an
+# fs.deny glob forbids and the search would read (hidden ones included;
+# symbolic links are not followed), and within_error when it could not
+# check them all: either refuses the search.
+deny contains {
+	"rule": "host_fs.deny_glob_within",
+	"reason": sprintf("%s of %s would also read %s, which the policy's fs.deny pattern %q forbids; search a narrower path that does not contain it, or pass a glob of file names (such as *.py) that leaves it out", [input.tool_name, _shown(p), m.path, m.glob]),
+} if {
+	input.tool_kind == "host_fs"
+	some p in input.paths
+	p.error == ""
+	m := p.deny_within[0]
+}
+
+deny contains {
+	"rule": "host_fs.search_unchecked",
+	"reason": sprintf("%s: %s", [input.tool_name, p.within_error]),
+} if {
+	input.tool_kind == "host_fs"
+	some p in input.paths
+	p.within_error != ""
 }
 
 allow contains {

@@ -215,3 +215,27 @@ test_host_fs_tool_misclassified_as_other_is_not_allowed_unjudged if {
 	d := gatekeeper.decision with input as _in("Read", {"tool_kind": "other", "paths": [_path("/etc/passwd", "/etc/passwd")]})
 	d.decision == "deny"
 }
+
+test_grep_of_a_directory_holding_a_denied_file_is_denied if {
+	p := object.union(_path("/srv/app", "/srv/app"), {"deny_within": [{"path": "/srv/app/.env", "glob": "**/.env"}], "within_error": ""})
+	d := gatekeeper.decision with input as _in("Grep", {"paths": [p]})
+	d.decision == "deny"
+	d.rule == "host_fs.deny_glob_within"
+	contains(d.reason, "would also read /srv/app/.env")
+	contains(d.reason, "\"**/.env\"")
+}
+
+test_grep_of_a_clean_directory_is_allowed if {
+	p := object.union(_path("/srv/app/src", "/srv/app/src"), {"deny_within": [], "within_error": ""})
+	pol := {"tools": {"allow": ["Grep"], "deny": [], "ask": []}, "sandbox": _policy.sandbox}
+	d := gatekeeper.decision with input as _in("Grep", {"paths": [p], "policy": pol})
+	d.decision == "allow"
+	d.rule == "host_fs.inside_workspace"
+}
+
+test_grep_of_a_directory_too_large_to_check_is_denied if {
+	p := object.union(_path("/srv/app", "/srv/app"), {"deny_within": [], "within_error": "/srv/app holds more than 100000 entries"})
+	d := gatekeeper.decision with input as _in("Grep", {"paths": [p]})
+	d.decision == "deny"
+	d.rule == "host_fs.search_unchecked"
+}

@@ -138,6 +138,17 @@ try {
       },
     },
     {
+      // Claude Code's Grep reads hidden files: judged by its root alone, a
+      // Grep of the workspace would print the .env that Read may not.
+      say: 'Grep the whole workspace for the secret\'s prefix, which would read its .env',
+      call: { name: 'Grep', input: { pattern: '.', path: ws, output_mode: 'content' } },
+      check: (o, t) => {
+        expectDenied(t, o, 'host_fs.deny_glob_within');
+        t.expect((o.decisions[0]?.reason ?? '').includes(`would also read ${join(ws, '.env')}`), 'the reason names the .env the search would read', o.decisions[0]?.reason);
+        neverLeaked(o, t);
+      },
+    },
+    {
       say: 'Read through ".." out of the workspace',
       call: { name: 'Read', input: { file_path: `${ws}/../../../../etc/hostname` } },
       check: (o, t) => {
