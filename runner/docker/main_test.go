@@ -21,6 +21,10 @@ import (
 // an unreachable engine fails them: they never skip silently.
 const skipEnv = "GATEKEEPER_SKIP_DOCKER_TESTS"
 
+// skipEngine reports whether skipEnv asks to skip the engine tests; CI
+// (CI=true) never honours it, so there a missing engine fails them.
+func skipEngine() bool { return os.Getenv(skipEnv) == "1" && os.Getenv("CI") != "true" }
+
 var (
 	engineSetupErr error  // why the engine tests cannot run
 	testImage      string // the default sandbox image, built if missing
@@ -28,11 +32,11 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(skipEnv) != "1" {
+	if !skipEngine() {
 		engineSetupErr = setupEngine()
 	}
 	code := m.Run()
-	if engineSetupErr == nil && os.Getenv(skipEnv) != "1" {
+	if engineSetupErr == nil && !skipEngine() {
 		if left := leftoverNetworks(); len(left) > 0 {
 			fmt.Fprintf(os.Stderr, "FAIL: Docker networks of this test process left behind: %s\n", strings.Join(left, ", "))
 			code = 1
@@ -96,11 +100,10 @@ func setupEngine() error {
 }
 
 // requireEngine fails t unless the engine tests can run, or skips it when
-// GATEKEEPER_SKIP_DOCKER_TESTS=1 says so explicitly, which CI (CI=true)
-// never honours.
+// skipEngine says so.
 func requireEngine(t testing.TB) {
 	t.Helper()
-	if os.Getenv(skipEnv) == "1" && os.Getenv("CI") != "true" {
+	if skipEngine() {
 		t.Skipf("%s=1: skipping a test that needs a Docker engine", skipEnv)
 	}
 	if engineSetupErr != nil {
