@@ -253,10 +253,7 @@ try {
         t.expect(!(o.result?.text ?? '').includes('id_rsa'), 'the model got no listing of ~/.ssh', clip(o.result?.text ?? ''));
       },
     },
-  ], { tag: 'cwd', prompt: 'Look around.', cwd: w.dirs.root, finalText: () => 'Done.' }).catch((err: unknown) => {
-    // Refusing to start a query whose cwd lies outside the workspace is a fix too.
-    t.line('query', `refused: ${String(err)}`);
-  });
+  ], { tag: 'cwd', prompt: 'Look around.', cwd: w.dirs.root, finalText: () => 'Done.' });
 
   t.section('In the sandbox (runc): the code tries the root filesystem, /deps and host files');
   await runAgent(w, t, [{

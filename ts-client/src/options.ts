@@ -16,7 +16,7 @@ import type {
 } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError, type GatekeeperLogger } from './config.js';
 import type { McpServerRef, McpSource } from './protocol.js';
-import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer } from './sandboxed-code.js';
+import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 
 /**
@@ -363,13 +363,4 @@ function preToolUse(decision: 'deny' | 'ask', reason: string): HookJSONOutput {
 /** sameJson compares two JSON values, ignoring key order. */
 export function sameJson(a: unknown, b: unknown): boolean {
   return stableJson(a) === stableJson(b);
-}
-
-/** stableJson serializes with sorted keys, dropping undefined as JSON does. */
-export function stableJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) => {
-    if (typeof x !== 'object' || x === null || Array.isArray(x)) return x;
-    const o = x as Record<string, unknown>;
-    return Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
-  });
 }

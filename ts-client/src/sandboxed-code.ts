@@ -40,11 +40,16 @@ const inputSchema = {
  * find it by its input: the oldest allowed call with the same input.
  */
 export class RunCorrelator {
-  private readonly entries: { id: string; key: string }[] = [];
+  private readonly entries: { readonly id: string; key: string }[] = [];
 
   /** allowed records an allowed call. */
   allowed(toolUseId: string, input: unknown): void {
-    if (toolUseId === '' || this.entries.some((e) => e.id === toolUseId)) return;
+    if (toolUseId === '') return;
+    const known = this.entries.find((e) => e.id === toolUseId);
+    if (known) {
+      known.key = runKey(input); // allowed again, maybe for an updated input
+      return;
+    }
     this.entries.push({ id: toolUseId, key: runKey(input) });
     if (this.entries.length > MAX_REMEMBERED) this.entries.shift();
   }
@@ -67,13 +72,16 @@ export class RunCorrelator {
 
 function runKey(input: unknown): string {
   const o = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
-  const files = typeof o.files === 'object' && o.files !== null ? (o.files as Record<string, unknown>) : undefined;
-  return JSON.stringify([
-    o.language,
-    o.code,
-    files === undefined ? null : Object.keys(files).sort().map((k) => [k, files[k]]),
-    o.timeout_s ?? null,
-  ]);
+  return stableJson([o.language, o.code, o.files ?? null, o.timeout_s ?? null]);
+}
+
+/** stableJson serializes with sorted keys, dropping undefined as JSON does. */
+export function stableJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) => {
+    if (typeof x !== 'object' || x === null || Array.isArray(x)) return x;
+    const o = x as Record<string, unknown>;
+    return Object.fromEntries(Object.keys(o).sort().map((k) => [k, o[k]]));
+  });
 }
 
 /** toolUseIdOf reads the tool use id Claude Code passes to an MCP handler. */

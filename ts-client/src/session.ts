@@ -103,16 +103,6 @@ export class SidecarQuery {
     conn.hold();
   }
 
-  /** The effective policy of the last successful open, if any. */
-  get effectivePolicy(): Record<string, unknown> | undefined {
-    return this.effective;
-  }
-
-  /** Whether close() was called. */
-  get isClosed(): boolean {
-    return this.closed;
-  }
-
   /**
    * firstOpen opens the query, waiting at most `timeoutMs` for the sidecar.
    * It throws GatekeeperError when the sidecar refuses the query (an

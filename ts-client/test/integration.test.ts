@@ -9,10 +9,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createSdkMcpServer, query as sdkQuery, tool, type HookCallback } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
-import { connect, GatekeeperConfigError, GatekeeperError, query, type GatekeeperQueryOptions } from '../src/index.js';
+import { connect, GatekeeperError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import type { FakeScriptStep, FakeToolResult } from '../src/testing/index.js';
 import { drain, initTools, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
 import { policyYaml, startSidecar, type PolicyParams, type Sidecar } from './helpers/sidecar.js';
+import { resolveConfig } from '../src/config.js';
+import { Connection } from '../src/connection.js';
+import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
 
 const RUN = 'mcp__sandboxed_code__run';
 const FAKE_KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-KEY-FOR-TESTS\n-----END OPENSSH PRIVATE KEY-----\n';
@@ -303,11 +306,19 @@ test("a caller canUseTool composes: its deny wins, its allow does not beat gatek
   assert.deepEqual(asked, [`Write ${inside}`], 'the caller is not even asked about a call gatekeeper denied');
 });
 
-test('bypassPermissions is refused before anything starts', () => {
-  assert.throws(
-    () => query({ prompt: 'x', options: { permissionMode: 'bypassPermissions', gatekeeper: { url: common.sidecar.url, tokenFile: common.sidecar.tokenFile } } }),
-    (err: unknown) => err instanceof GatekeeperConfigError && /bypassPermissions/.test(err.message),
-  );
+test('the real sidecar refuses a wrong token, and the client fails closed saying so', async () => {
+  const conn = new Connection(resolveConfig({ url: common.sidecar.url, token: 'not-the-token', decisionTimeoutMs: 2000 }, {}));
+  const sq = new SidecarQuery(conn, undefined);
+  try {
+    const first = await sq.firstOpen(2000);
+    assert.match(first.unavailable ?? '', /HTTP 401/);
+    const d = await sq.decide('PreToolUse', 'Read', { file_path: join(common.dirs.ws, 'x') }, 'toolu_tok');
+    assert.equal(d.decision, 'deny');
+    assert.equal(d.rule, UNAVAILABLE_RULE);
+  } finally {
+    await sq.close();
+    conn.close();
+  }
 });
 
 test('connect(): options() for a plain SDK query() against the real sidecar', async () => {

@@ -121,7 +121,7 @@ test('an unreachable sidecar is a prompt deny saying why', async () => {
   conn.close();
 });
 
-test('a wrong token is refused by the sidecar and reported', async () => {
+test('an upgrade refused with 401 is reported as the reason the sidecar is unavailable', async () => {
   const fake = await startFakeSidecar();
   const conn = new Connection(resolveConfig({ url: fake.url, token: 'wrong', decisionTimeoutMs: 1000 }, {}));
   const sq = new SidecarQuery(conn, undefined);
