@@ -10,7 +10,6 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
-STATE := /var/lib/gatekeeper
 export GOFLAGS ?= -buildvcs=false
 
 .PHONY: all build engine image test test-go test-fuzz test-ts walkthroughs demo bench clean
@@ -43,7 +42,7 @@ test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
 walkthroughs: build engine image
-	@if [ -f walkthroughs/package.json ]; then cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all; else echo "walkthroughs: none yet"; fi
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all
 
 demo: build engine image
 	scripts/demo
