@@ -19,7 +19,6 @@ import (
 // Events a Call may come from.
 const (
 	EventPreToolUse = "PreToolUse"
-	EventCanUseTool = "canUseTool"
 	EventRun        = "run" // the sidecar re-deciding a sandboxed run itself
 )
 
@@ -78,15 +77,10 @@ func failClosed(rev, hash string, err error) Decision {
 // Decision: when anything goes wrong it is a deny with rule
 // "gatekeeper.error", and the error says what went wrong.
 func (q *Query) Decide(ctx context.Context, call Call) (Decision, error) {
-	eff, err := q.Effective(ctx)
+	snap := q.engine.cur.Load() // one revision decides, whatever reloads meanwhile
+	eff, err := q.effective(ctx, snap)
 	if err != nil {
-		return failClosed(q.engine.Revision(), "", err), err
-	}
-	snap := q.engine.cur.Load()
-	if snap.revision != eff.Revision { // reloaded in between: recompute once
-		if eff, err = q.Effective(ctx); err != nil {
-			return failClosed(snap.revision, "", err), err
-		}
+		return failClosed(snap.revision, "", err), err
 	}
 	d, err := decide(ctx, snap, eff, call, q.engine.cfg)
 	if err != nil {

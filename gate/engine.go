@@ -77,7 +77,11 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.log == nil {
 		e.log = slog.Default()
 	}
-	snap, err := e.load(ctx)
+	pol, mods, err := e.sources()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := e.load(ctx, pol, mods)
 	if err != nil {
 		return nil, err
 	}
@@ -89,24 +93,22 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 // and every loaded Rego module.
 func (e *Engine) Revision() string { return e.cur.Load().revision }
 
-// Policy returns the current base policy. The caller must not modify it.
-func (e *Engine) Policy() *policy.Policy { return e.cur.Load().policy }
-
 // Reload loads the policy file and Rego again. On success the new revision
 // serves every later decision; on failure the old one stays in force and the
 // error says why. Reloading an unchanged revision does nothing.
 func (e *Engine) Reload(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	rev, err := e.sourceRevision()
+	pol, mods, err := e.sources()
 	if err != nil {
 		return err
 	}
+	rev := revisionOf(pol, mods)
 	old := e.cur.Load()
 	if rev == old.revision {
 		return nil
 	}
-	snap, err := e.load(ctx)
+	snap, err := e.load(ctx, pol, mods)
 	if err != nil {
 		if rev != e.failed {
 			e.log.Error("policy reload refused; keeping the old policy", "revision", old.revision, "err", err)
@@ -190,19 +192,8 @@ func revisionOf(pol source, mods []source) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-func (e *Engine) sourceRevision() (string, error) {
-	pol, mods, err := e.sources()
-	if err != nil {
-		return "", err
-	}
-	return revisionOf(pol, mods), nil
-}
-
-func (e *Engine) load(ctx context.Context) (*snapshot, error) {
-	pol, mods, err := e.sources()
-	if err != nil {
-		return nil, err
-	}
+// load compiles a snapshot from the sources read by sources.
+func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot, error) {
 	dir, err := filepath.Abs(filepath.Dir(pol.name))
 	if err != nil {
 		return nil, err

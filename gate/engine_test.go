@@ -186,8 +186,8 @@ func TestOpenQueryOverride(t *testing.T) {
 				}
 				eff, err := q.Effective(t.Context())
 				must(t, err)
-				if tc.override != "" && eff.Hash == mustBase(t, eng).Hash {
-					t.Errorf("override did not change the effective policy hash")
+				if base := mustBase(t, eng).Hash; (tc.override != "") == (eff.Hash == base) {
+					t.Errorf("effective hash %s against the base's %s: want it changed exactly when there is an override", eff.Hash, base)
 				}
 				return
 			}

@@ -131,7 +131,11 @@ func (e *Engine) OpenQuery(ctx context.Context, id string, override []byte) (*Qu
 // the new ceilings, the error is an *OverrideError and every decision of the
 // query is a deny.
 func (q *Query) Effective(ctx context.Context) (*Effective, error) {
-	snap := q.engine.cur.Load()
+	return q.effective(ctx, q.engine.cur.Load())
+}
+
+// effective is Effective under snapshot snap.
+func (q *Query) effective(ctx context.Context, snap *snapshot) (*Effective, error) {
 	if eff := q.cached.Load(); eff != nil && eff.Revision == snap.revision {
 		return eff, nil
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 )
 
 // A recursive content search (Grep) of a directory reads every file below
@@ -95,16 +97,8 @@ func denyWithin(eff *Effective, dir string, skipGit bool, searched *glob.Pattern
 // path below dir: false only when its literal leading directories lead
 // elsewhere, as "/home/a/.ssh/**" does for "/srv/app".
 func globCanMatchBelow(g, dir string) bool {
-	lit := g
-	if i := strings.IndexAny(g, `*?[{\`); i >= 0 {
-		lit = g[:i]
-	}
-	if !strings.HasPrefix(lit, "/") {
-		return true // "**/.env" and the like match anywhere
-	}
-	lit = lit[:strings.LastIndexByte(lit, '/')+1] // its literal directories
-	d := strings.TrimSuffix(dir, "/") + "/"
-	return strings.HasPrefix(lit, d) || strings.HasPrefix(d, lit)
+	b := hostpath.GlobBase(g)
+	return !filepath.IsAbs(b) || hostpath.Within(b, dir) || hostpath.Within(dir, b)
 }
 
 // simpleGrepGlob is a Grep glob the walk can apply itself: a pattern of

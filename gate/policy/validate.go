@@ -54,13 +54,6 @@ func (p *Policy) validate(file string, pos positions) error {
 	return v.err()
 }
 
-// ValidateSandbox checks a merged sandbox section, as after Override.
-func ValidateSandbox(s Sandbox) error {
-	v := validator{}
-	v.sandbox(s, "sandbox.")
-	return v.err()
-}
-
 type validator struct {
 	file  string
 	pos   positions

@@ -123,7 +123,7 @@ func (c *conn) run(r *wire.Run) {
 		return
 	}
 	d, _ := q.q.Decide(c.ctx, gate.Call{Event: gate.EventRun, ToolName: gate.SandboxTool, ToolInput: raw, ToolUseID: r.ToolUseID,
-		MCPServer: &gate.MCPServer{Name: "sandboxed_code", Source: "sdk"}})
+		MCPServer: &gate.MCPServer{Name: "sandboxed_code", Source: wire.SourceSDK}})
 	rec.PolicyRevision, rec.PolicyHash = d.Revision, d.PolicyHash
 	if d.Decision != gate.Allow {
 		deny(d.Rule, d.Reason)
@@ -182,7 +182,7 @@ func (c *conn) run(r *wire.Run) {
 }
 
 func (c *conn) runnerUnavailable(id string, rec *audit.Record, err error) {
-	rec.Outcome, rec.Error = audit.Outcome("error"), err.Error()
+	rec.Outcome, rec.Error = audit.OutcomeError, err.Error()
 	c.s.metrics.runs.WithLabelValues("runner_unavailable").Inc()
 	_ = c.s.cfg.Auditor.Write(*rec)
 	c.sendError(&wire.Error{ID: id, Code: wire.CodeRunnerUnavailable, Message: "the sandbox runner is unavailable: " + err.Error()})
@@ -194,14 +194,14 @@ func (c *conn) runFailed(id string, rec *audit.Record, err error) {
 	case errors.Is(err, runner.ErrUnavailable), errors.Is(err, runner.ErrRuntimeUnavailable), errors.Is(err, runner.ErrNetworkUnsupported):
 		c.runnerUnavailable(id, rec, err)
 	case errors.Is(err, runner.ErrInvalidSpec), errors.Is(err, runner.ErrLanguageUnavailable):
-		rec.Outcome, rec.Error = audit.Outcome("error"), err.Error()
+		rec.Outcome, rec.Error = audit.OutcomeError, err.Error()
 		_ = c.s.cfg.Auditor.Write(*rec)
 		c.sendError(&wire.Error{ID: id, Code: wire.CodeInvalidField, Message: "run: " + err.Error()})
 	case errors.Is(err, context.Canceled):
-		rec.Outcome, rec.Error = audit.Outcome(runner.Cancelled), err.Error()
+		rec.Outcome, rec.Error = audit.OutcomeCancelled, err.Error()
 		_ = c.s.cfg.Auditor.Write(*rec)
 	default:
-		rec.Outcome, rec.Error = audit.Outcome("error"), err.Error()
+		rec.Outcome, rec.Error = audit.OutcomeError, err.Error()
 		_ = c.s.cfg.Auditor.Write(*rec)
 		c.sendError(&wire.Error{ID: id, Code: wire.CodeInternal, Message: "run: " + err.Error()})
 	}
