@@ -215,6 +215,8 @@ func (e *env) floorCases(ctx context.Context) ([]map[string]any, error) {
 		"write .env":        {ToolName: "Write", ToolInput: map[string]any{"file_path": filepath.Join(ws, "app/.env"), "content": "x"}},
 		"write git hooks":   {ToolName: "Write", ToolInput: map[string]any{"file_path": filepath.Join(ws, ".git/hooks/pre-commit"), "content": "x"}},
 		"glob":              {ToolName: "Glob", ToolInput: map[string]any{"pattern": "**/*.go"}},
+		"grep over a .env":  {ToolName: "Grep", ToolInput: map[string]any{"pattern": "x", "path": ws}},
+		"grep beside it":    {ToolName: "Grep", ToolInput: map[string]any{"pattern": "x", "path": filepath.Join(ws, "lib")}},
 		"bash":              {ToolName: "Bash", ToolInput: map[string]any{"command": "ls"}},
 		"unknown tool":      {ToolName: "Frobnicate", ToolInput: map[string]any{}},
 		"malformed name":    {ToolName: "Read ", ToolInput: map[string]any{"file_path": "x"}},
@@ -222,6 +224,16 @@ func (e *env) floorCases(ctx context.Context) ([]map[string]any, error) {
 		"sandbox run":       {ToolName: "mcp__sandboxed_code__run", ToolInput: map[string]any{"language": "python", "code": "print(1)"}, MCPServer: &MCPServer{Name: "sandboxed_code", Source: "sdk"}},
 		"sandbox run stdio": {ToolName: "mcp__sandboxed_code__run", ToolInput: map[string]any{"language": "python", "code": "print(1)"}, MCPServer: &MCPServer{Name: "sandboxed_code", Source: "stdio"}},
 		"sandbox bad lang":  {ToolName: "mcp__sandboxed_code__run", ToolInput: map[string]any{"language": "ruby", "code": "1"}, MCPServer: &MCPServer{Name: "sandboxed_code", Source: "sdk"}},
+	}
+	// A .env for the Grep cases to find below the workspace, and a
+	// directory without one.
+	for _, d := range []string{filepath.Join(ws, "app"), filepath.Join(ws, "lib")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.WriteFile(filepath.Join(ws, "app", ".env"), []byte("KEY=x\n"), 0o600); err != nil {
+		return nil, err
 	}
 	var out []map[string]any
 	for name, c := range calls {

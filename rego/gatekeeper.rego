@@ -173,13 +173,8 @@ allow contains {
 _shown(p) := sprintf("%s (resolves to %s)", [p.raw, p.resolved]) if p.raw != p.resolved
 else := p.raw
 
-# within is true when path is root or beneath it.
-within(path, root) if path == root
-
-within(path, root) if startswith(path, concat("", [trim_suffix(root, "/"), "/"]))
-
-# _in_workspace is within(path, input.workspace_root), with the root's
-# prefix computed once per decision instead of once per path.
+# _in_workspace is true when path is the workspace root or beneath it; the
+# root's prefix is computed once per decision.
 _in_workspace(path) if path == input.workspace_root
 
 _in_workspace(path) if startswith(path, _workspace_prefix)

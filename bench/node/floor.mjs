@@ -120,6 +120,11 @@ export function decide(input) {
           deny.push(['host_fs.deny_glob', `${t} of ${shown(p)} is forbidden by the policy's fs.deny pattern ${q(g)}`]);
         }
       }
+      const [w] = p.deny_within;
+      if (w !== undefined) {
+        deny.push(['host_fs.deny_glob_within', `${t} of ${shown(p)} would also read ${w.path}, which the policy's fs.deny pattern ${q(w.glob)} forbids; search a narrower path that does not contain it, or pass a glob of file names (such as *.py) that leaves it out`]);
+      }
+      if (p.within_error !== '') deny.push(['host_fs.search_unchecked', `${t}: ${p.within_error}`]);
     }
     if (allowlisted && paths.length > 0) {
       allow.push(['host_fs.inside_workspace', `${t} of ${paths.map((p) => p.raw).join(', ')} is inside the workspace`]);
