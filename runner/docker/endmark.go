@@ -35,16 +35,15 @@ func newRunTag() string {
 
 // endMarks watches the two output streams of one run for their end marks.
 type endMarks struct {
-	lead string // endMarkPrefix + tag + " "
+	lead []byte // endMarkPrefix + tag + " "
 	mu   sync.Mutex
-	seen int   // streams whose mark arrived
-	code []int // the code of each mark
+	code []int // the code of each stream's mark, in arrival order
 	// ended is closed once both streams ended with a mark.
 	ended chan struct{}
 }
 
 func newEndMarks(tag string) *endMarks {
-	return &endMarks{lead: endMarkPrefix + tag + " ", ended: make(chan struct{})}
+	return &endMarks{lead: []byte(endMarkPrefix + tag + " "), ended: make(chan struct{})}
 }
 
 // exitCode returns the exit code both marks agree on; ok is false when
@@ -61,9 +60,8 @@ func (m *endMarks) exitCode() (code int, ok bool) {
 func (m *endMarks) mark(code int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.seen++
 	m.code = append(m.code, code)
-	if m.seen == 2 {
+	if len(m.code) == 2 {
 		close(m.ended)
 	}
 }
@@ -95,7 +93,7 @@ func (s *markedStream) Write(p []byte) (int, error) {
 	}
 	lead, whole := s.m.lead, len(s.m.lead)+4
 	for {
-		i := bytes.Index(data, []byte(lead))
+		i := bytes.Index(data, lead)
 		if i < 0 {
 			break
 		}
@@ -153,9 +151,9 @@ func parseCode(b []byte) (int, bool) {
 
 // partialLead is the length of the longest tail of data that is a proper
 // prefix of lead: bytes that may be the start of a mark split across writes.
-func partialLead(data []byte, lead string) int {
+func partialLead(data, lead []byte) int {
 	for n := min(len(data), len(lead)-1); n > 0; n-- {
-		if string(data[len(data)-n:]) == lead[:n] {
+		if bytes.Equal(data[len(data)-n:], lead[:n]) {
 			return n
 		}
 	}

@@ -3,6 +3,8 @@ package docker
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -26,12 +28,34 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 	r := newTestRunner(t)
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.DepsDir = t.TempDir()
-	_, id := createFor(t, r, spec)
+	p, id := createFor(t, r, spec)
 	insp, err := r.cli.ContainerInspect(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := insp.HostConfig
+	// Every setting TestContainerSettings pins in the request, as the
+	// engine holds it.
+	want := p.host
+	for _, c := range []struct {
+		name string
+		ok   bool
+	}{
+		{"ipc", h.IpcMode == want.IpcMode},
+		{"shm size", h.ShmSize == want.ShmSize},
+		{"ulimits", fmt.Sprint(h.Ulimits) == fmt.Sprint(want.Ulimits)},
+		{"tmpfs", maps.Equal(h.Tmpfs, want.Tmpfs)},
+		{"cpus", h.NanoCPUs == want.NanoCPUs},
+		{"pids", h.PidsLimit != nil && want.PidsLimit != nil && *h.PidsLimit == *want.PidsLimit},
+		{"runtime", h.Runtime == want.Runtime},
+		{"pid and uts namespaces", h.PidMode == want.PidMode && h.UTSMode == want.UTSMode},
+		{"user", insp.Config.User == p.config.User},
+		{"entrypoint", slices.Equal(insp.Config.Entrypoint, p.config.Entrypoint)},
+	} {
+		if !c.ok {
+			t.Errorf("the engine does not hold the requested %s", c.name)
+		}
+	}
 	if !h.ReadonlyRootfs || h.Privileged || !slices.Equal(h.CapDrop, []string{"ALL"}) || h.NetworkMode != "none" ||
 		!slices.Equal(h.SecurityOpt, []string{"no-new-privileges:true"}) || h.Memory != h.MemorySwap || h.PidsLimit == nil ||
 		len(h.Binds) != 0 || len(h.Mounts) != 1 || !h.Mounts[0].ReadOnly || h.Init != nil && *h.Init {
@@ -250,8 +274,8 @@ try { fs.writeFileSync("/etc/x", "x") } catch (e) { console.error(e.code) }`)
 // exit report withheld (the session's wait never answers), so only the
 // launcher's end marks can end the run before its timeout: each run must
 // end as exited, with the program's exit code and every byte it wrote
-// (the last without a newline), a forged mark with another tag kept as
-// output, and the orphan it left killed with the container, unheard.
+// (the last without a newline), and a forged mark with another tag kept as
+// output. (What outlives a run is TestNothingOutlivesTheRun's.)
 func TestEndMarksEndTheRun(t *testing.T) {
 	t.Parallel()
 	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {

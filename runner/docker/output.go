@@ -17,7 +17,6 @@ type capped struct {
 	onOutput  func(runner.Stream, []byte)
 	mu        sync.Mutex
 	buf       bytes.Buffer
-	total     int64
 	truncated bool
 }
 
@@ -28,7 +27,6 @@ func newCapped(stream runner.Stream, max int64, onOutput func(runner.Stream, []b
 // Write never fails, so that stdcopy keeps draining the stream.
 func (c *capped) Write(p []byte) (int, error) {
 	c.mu.Lock()
-	c.total += int64(len(p))
 	room := c.max - int64(c.buf.Len())
 	keep := p
 	if int64(len(keep)) > room {

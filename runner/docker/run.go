@@ -350,15 +350,20 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	}
 	stopWatching()
 
-	inspectCtx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
-	defer cancel()
-	insp, err := r.cli.ContainerInspect(inspectCtx, id)
-	if err != nil {
-		return res, engineErr("inspect container", err)
-	}
 	res.ExitCode = int(status.StatusCode)
-	if insp.ContainerJSONBase != nil && insp.State != nil {
-		res.OOMKilled = insp.State.OOMKilled
+	if !marked {
+		// The program did not exit by itself: ask the engine whether the
+		// memory limit killed it. (After the marks the program exited on
+		// its own, and the container's state is not final yet anyway.)
+		inspectCtx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		insp, err := r.cli.ContainerInspect(inspectCtx, id)
+		if err != nil {
+			return res, engineErr("inspect container", err)
+		}
+		if insp.ContainerJSONBase != nil && insp.State != nil {
+			res.OOMKilled = insp.State.OOMKilled
+		}
 	}
 	res.Stdout, res.Truncated = stdout.result()
 	var errTrunc bool

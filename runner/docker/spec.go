@@ -31,7 +31,7 @@ const (
 // sandboxEnv is the complete environment of the program; nothing of the
 // sidecar's environment reaches the container.
 var sandboxEnv = []string{
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	"PATH=" + strings.Join(imagePath, ":"),
 	"HOME=" + workspaceDir,
 	"LANG=C.UTF-8",
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -401,10 +402,10 @@ func fromDeb822(path, suite string) string {
 			}
 			fields[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
 		}
-		if strings.EqualFold(fields["enabled"], "no") || !contains(strings.Fields(fields["types"]), "deb") {
+		if strings.EqualFold(fields["enabled"], "no") || !slices.Contains(strings.Fields(fields["types"]), "deb") {
 			continue
 		}
-		if !contains(strings.Fields(fields["suites"]), suite) {
+		if !slices.Contains(strings.Fields(fields["suites"]), suite) {
 			continue
 		}
 		for _, uri := range strings.Fields(fields["uris"]) {
@@ -418,13 +419,4 @@ func fromDeb822(path, suite string) string {
 
 func isHTTP(uri string) bool {
 	return strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
