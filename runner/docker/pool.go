@@ -292,28 +292,18 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, timeout time.Duration) *warm {
 	return nil
 }
 
-// release removes a container a run took, once the run ended: in the
-// background, off the run's path (the container has stopped, or is killed
-// by the removal); it is the pool's again until removed, and close waits
-// for the removal.
+// release removes a container a run took, once the run ended, with the
+// runner's other removals: in the background, off the run's path (the
+// container has stopped, or is killed by the removal). Runner.Close waits
+// for it before closing the pool.
 func (p *pool) release(w *warm) {
 	w.sess.close()
+	p.r.removeLater(w.id)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.taken, w.id)
-	if p.closed {
-		p.mu.Unlock()
-		p.r.remove(w.id)
-		p.mu.Lock()
-		return
-	}
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		p.r.remove(w.id)
-	}()
 	if s := p.sets[w.key]; s != nil {
-		p.fill(s)
+		p.fill(s) // nothing once the pool is closed
 	}
 }
 

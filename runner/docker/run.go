@@ -128,8 +128,7 @@ func (r *Runner) runWarm(ctx context.Context, w *warm, p *plan, spec runner.Spec
 	r.log.Info("pooled sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "container", short(w.id),
 		"pool", w.key, "labels", spec.Labels)
 	if err := r.checkLanguage(ctx, w.id, w.imageID, spec.Language, p); err != nil {
-		w.sess.close()
-		return res, err
+		return res, err // release closes the session
 	}
 	return r.execute(ctx, w.id, w.sess, p, spec, res)
 }
