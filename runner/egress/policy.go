@@ -9,7 +9,58 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
+
+// ValidateNetwork checks every pattern of n and returns all problems at
+// once, each naming its location ("net.allow[2]: ..."), joined with
+// errors.Join; each wraps nethost.ErrBadPattern or, for an allow pattern
+// that spans a public suffix, nethost.ErrTooBroad. It returns nil when n is
+// usable.
+func ValidateNetwork(n runner.Network) error {
+	_, err := compileNetwork(n)
+	return err
+}
+
+// netPolicy is a runner.Network with its patterns parsed.
+type netPolicy struct {
+	enabled     bool
+	allow, deny []nethost.Pattern
+}
+
+// compileNetwork parses n's patterns; see ValidateNetwork.
+func compileNetwork(n runner.Network) (netPolicy, error) {
+	var errs []error
+	parse := func(field string, in []string, parse func(string) (nethost.Pattern, error)) []nethost.Pattern {
+		out := make([]nethost.Pattern, 0, len(in))
+		for i, s := range in {
+			p, err := parse(s)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("net.%s[%d]: %w", field, i, err))
+				continue
+			}
+			out = append(out, p)
+		}
+		return out
+	}
+	np := netPolicy{enabled: n.Enabled, allow: parse("allow", n.Allow, nethost.ParseAllow), deny: parse("deny", n.Deny, nethost.ParsePattern)}
+	if err := errors.Join(errs...); err != nil {
+		return netPolicy{}, err
+	}
+	return np, nil
+}
+
+// firstMatch returns the first pattern in ps for which match holds.
+func firstMatch(ps []nethost.Pattern, match func(nethost.Pattern) bool) (nethost.Pattern, bool) {
+	for _, p := range ps {
+		if match(p) {
+			return p, true
+		}
+	}
+	return nethost.Pattern{}, false
+}
 
 // verdict is the decision for one request, with what the client is told.
 type verdict struct {
@@ -51,14 +102,14 @@ func (p *Proxy) checkName(np netPolicy, t target) verdict {
 		return deny(http.StatusForbidden, RuleMetadata, "host %s is a cloud metadata endpoint, which sandboxes may never reach", t)
 	}
 	for _, g := range p.vendors {
-		if g.match(t.host) {
-			return deny(http.StatusForbidden, RuleModelVendor, "host %s is a model vendor API (%s), which sandboxes may never reach", t, g.text)
+		if g.Match(t.host) {
+			return deny(http.StatusForbidden, RuleModelVendor, "host %s is a model vendor API (%s), which sandboxes may never reach", t, g)
 		}
 	}
-	if d, ok := firstMatch(np.deny, t.host, t.port); ok {
+	if d, ok := firstMatch(np.deny, func(p nethost.Pattern) bool { return p.Match(t.host, t.port) }); ok {
 		return deny(http.StatusForbidden, RuleDenylisted, "host %s matches sandbox.net.deny pattern %q", t, d)
 	}
-	a, ok := firstMatch(np.allow, t.host, t.port)
+	a, ok := firstMatch(np.allow, func(p nethost.Pattern) bool { return p.Allows(t.host, t.port) })
 	if !ok {
 		return deny(http.StatusForbidden, RuleNotAllowlisted, "host %s is not in sandbox.net.allow", t)
 	}
@@ -77,7 +128,7 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 			return deny(http.StatusForbidden, RuleMetadata, "host %s resolves to %s, a cloud metadata endpoint, which sandboxes may never reach", t, a)
 		}
 		for _, d := range np.deny {
-			if d.matchAddr(a, t.port) {
+			if d.MatchAddr(a, t.port) {
 				return deny(http.StatusForbidden, RuleDenylisted, "host %s resolves to %s, which matches sandbox.net.deny pattern %q", t, a, d)
 			}
 		}
@@ -100,7 +151,7 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 // literalAllowed reports whether an IP-literal allow pattern names a on port.
 func literalAllowed(np netPolicy, a netip.Addr, port uint16) bool {
 	for _, p := range np.allow {
-		if p.matchAddr(a, port) {
+		if p.MatchAddr(a, port) {
 			return true
 		}
 	}
