@@ -33,6 +33,9 @@ type Pattern struct {
 
 // ParsePattern parses one host pattern. Errors wrap ErrBadPattern.
 func ParsePattern(s string) (Pattern, error) {
+	if strings.Contains(s, "/") {
+		return Pattern{}, fmt.Errorf("%w %+q: a host pattern names a host (example.com), not a URL, path or address range", ErrBadPattern, clip(s))
+	}
 	if ip, err := netip.ParseAddr(s); err == nil && ip.Is6() && ip.Zone() == "" {
 		// A bare IPv6 address cannot carry a port, so it is one whole host.
 		ip = ip.Unmap()
