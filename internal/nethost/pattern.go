@@ -1,6 +1,7 @@
 package nethost
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"path"
@@ -196,6 +197,26 @@ func ParseAllow(s string) (Pattern, error) {
 		return Pattern{}, err
 	}
 	return p, nil
+}
+
+// ParseList parses every entry of the pattern list named name
+// ("net.allow") with parse (ParsePattern or ParseAllow). It reports every
+// bad entry at once, each as "name[i]: ...", joined with errors.Join.
+func ParseList(name string, in []string, parse func(string) (Pattern, error)) ([]Pattern, error) {
+	out := make([]Pattern, 0, len(in))
+	var errs []error
+	for i, s := range in {
+		p, err := parse(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s[%d]: %w", name, i, err))
+			continue
+		}
+		out = append(out, p)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Match reports whether pattern matches host (not normalized; no port) on

@@ -32,24 +32,12 @@ type netPolicy struct {
 
 // compileNetwork parses n's patterns; see ValidateNetwork.
 func compileNetwork(n runner.Network) (netPolicy, error) {
-	var errs []error
-	parse := func(field string, in []string, parse func(string) (nethost.Pattern, error)) []nethost.Pattern {
-		out := make([]nethost.Pattern, 0, len(in))
-		for i, s := range in {
-			p, err := parse(s)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("net.%s[%d]: %w", field, i, err))
-				continue
-			}
-			out = append(out, p)
-		}
-		return out
-	}
-	np := netPolicy{enabled: n.Enabled, allow: parse("allow", n.Allow, nethost.ParseAllow), deny: parse("deny", n.Deny, nethost.ParsePattern)}
-	if err := errors.Join(errs...); err != nil {
+	allow, aerr := nethost.ParseList("net.allow", n.Allow, nethost.ParseAllow)
+	deny, derr := nethost.ParseList("net.deny", n.Deny, nethost.ParsePattern)
+	if err := errors.Join(aerr, derr); err != nil {
 		return netPolicy{}, err
 	}
-	return np, nil
+	return netPolicy{enabled: n.Enabled, allow: allow, deny: deny}, nil
 }
 
 // firstMatch returns the first pattern in ps for which match holds.
