@@ -271,6 +271,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		ast.Item(ast.StringTerm("tool_use_id"), ast.StringTerm(call.ToolUseID)),
 		ast.Item(ast.StringTerm("policy"), eff.term),
 		ast.Item(ast.StringTerm("workspace_root"), ast.StringTerm(eff.root)),
+		ast.Item(ast.StringTerm("run_languages"), eff.runLanguages),
 	}
 	globs := make([]*ast.Term, len(eff.denyGlobs))
 	for i, g := range eff.denyGlobs {

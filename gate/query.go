@@ -16,6 +16,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Effective is a query's effective policy under one revision: the base
@@ -39,7 +40,10 @@ type Effective struct {
 	// netAllow and netDeny are sandbox.net.allow and .deny parsed, in
 	// order, for the WebFetch facts.
 	netAllow, netDeny []nethost.Pattern
-	home              string
+	// runLanguages is runner.LanguageNames as a Rego array, the input's
+	// run_languages.
+	runLanguages *ast.Term
+	home         string
 }
 
 func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
@@ -85,6 +89,7 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		denyMatchers: matchers,
 		netAllow:     allow,
 		netDeny:      deny,
+		runLanguages: ast.ArrayTerm(stringTerms(runner.LanguageNames())...),
 		home:         s.home,
 	}, nil
 }

@@ -18,6 +18,7 @@
 #   mcp_server     {"name", "source"} for mcp__ tools, or absent
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
+#   run_languages  the languages a sandboxed run may use (runner.Languages)
 #   deny_globs     sandbox.fs.deny with ~ expanded
 #   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches",
 #                  "deny_within", "within_error", "error"}] where covered lists abs, resolved and every
@@ -278,12 +279,17 @@ deny contains {
 
 # --- sandboxed runs ----------------------------------------------------------------
 
-# A run must name a language the sandbox has.
+# A run must name a language the sandbox has: input.run_languages, which the
+# sidecar fills from the runner's one list. Without it (a hand-made input)
+# every language is refused.
 deny contains {
 	"rule": "run.bad_language",
-	"reason": sprintf("language %q is not one of python, sh, node", [input.tool_input.language]),
+	"reason": sprintf("language %q is not one of %s", [lang, _run_languages]),
 } if {
 	input.tool_name == "mcp__sandboxed_code__run" # sandbox_tool, spelled out so OPA indexes it
 	lang := object.get(input.tool_input, "language", "")
-	not lang in {"python", "sh", "node"}
+	not lang in {l | some l in input.run_languages}
 }
+
+_run_languages := concat(", ", input.run_languages) if is_array(input.run_languages)
+else := "the sandbox's languages (none given)"

@@ -11,6 +11,7 @@ _in(tool, extra) := object.union(
 	{
 		"event": "PreToolUse", "tool_name": tool, "tool_kind": _kind(tool), "tool_input": {}, "tool_use_id": "t1",
 		"policy": _policy, "workspace_root": "/srv/app", "deny_globs": _deny_globs, "paths": [],
+		"run_languages": ["python", "sh", "node"],
 	},
 	extra,
 )
@@ -150,6 +151,17 @@ test_mcp_server_mismatch_is_denied if {
 
 test_run_with_unknown_language_is_denied if {
 	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "ruby"}, "mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.rule == "run.bad_language"
+	d.reason == "language \"ruby\" is not one of python, sh, node"
+}
+
+test_run_without_language_is_denied if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"code": "1"}, "mcp_server": {"name": "sandboxed_code", "source": "sdk"}})
+	d.rule == "run.bad_language"
+}
+
+test_run_without_run_languages_is_denied if {
+	d := gatekeeper.decision with input as object.remove(_in("mcp__sandboxed_code__run", {"tool_input": {"language": "python", "code": "1"}, "mcp_server": {"name": "sandboxed_code", "source": "sdk"}}), ["run_languages"])
 	d.rule == "run.bad_language"
 }
 

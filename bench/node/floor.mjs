@@ -147,7 +147,8 @@ export function decide(input) {
   }
   if (t === SANDBOX_TOOL) {
     const lang = input.tool_input.language ?? '';
-    if (!['python', 'sh', 'node'].includes(lang)) deny.push(['run.bad_language', `language ${q(lang)} is not one of python, sh, node`]);
+    const langs = input.run_languages ?? [];
+    if (!langs.includes(lang)) deny.push(['run.bad_language', `language ${q(lang)} is not one of ${langs.join(', ')}`]);
   }
 
   if (deny.length > 0) return pick('deny', deny);
