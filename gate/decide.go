@@ -5,8 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"net/url"
+	"strconv"
 	"strings"
 	"unicode"
 
@@ -14,6 +13,7 @@ import (
 	oparego "github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // Events a Call may come from.
@@ -236,11 +236,16 @@ func stringTerms(ss []string) []*ast.Term {
 	return out
 }
 
+// urlFact is what the sidecar reads from a WebFetch url: where Claude
+// Code's WebFetch will connect, and which net patterns match it.
 type urlFact struct {
-	Raw   string `json:"raw"`
-	Host  string `json:"host"`
-	Port  string `json:"port"`
-	Error string `json:"error"`
+	Raw   string
+	Host  string // nethost.Normalize's form
+	Port  string // the port fetched, after the https upgrade
+	Error string
+	// AllowMatches and DenyMatches are the sandbox.net.allow patterns that
+	// allow, and the sandbox.net.deny patterns that match, Host on Port.
+	AllowMatches, DenyMatches []string
 }
 
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
@@ -266,6 +271,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		ast.Item(ast.StringTerm("tool_use_id"), ast.StringTerm(call.ToolUseID)),
 		ast.Item(ast.StringTerm("policy"), eff.term),
 		ast.Item(ast.StringTerm("workspace_root"), ast.StringTerm(eff.root)),
+		ast.Item(ast.StringTerm("run_languages"), eff.runLanguages),
 	}
 	globs := make([]*ast.Term, len(eff.denyGlobs))
 	for i, g := range eff.denyGlobs {
@@ -300,11 +306,13 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		items = append(items, ast.Item(ast.StringTerm("paths"), ast.ArrayTerm()))
 	}
 	if call.ToolName == "WebFetch" {
-		u := webFetchURL(toolInput)
+		u := webFetchURL(eff, toolInput)
 		items = append(items, ast.Item(ast.StringTerm("url"), ast.ObjectTerm(
 			ast.Item(ast.StringTerm("raw"), ast.StringTerm(u.Raw)),
 			ast.Item(ast.StringTerm("host"), ast.StringTerm(u.Host)),
 			ast.Item(ast.StringTerm("port"), ast.StringTerm(u.Port)),
+			ast.Item(ast.StringTerm("allow_matches"), ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
+			ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
 			ast.Item(ast.StringTerm("error"), ast.StringTerm(u.Error)),
 		)))
 	}
@@ -382,30 +390,39 @@ func containsDotDot(s string) bool {
 	return false
 }
 
-func webFetchURL(in map[string]any) urlFact {
+// webFetchURL reads a WebFetch url as Claude Code's WebFetch does: a
+// WHATWG URL (nethost.ParseURL, pinned to Node's new URL), refused with
+// user info, and an http URL fetched over https (url.protocol = "https:",
+// so "http://h/" goes to h:443 and "http://h:8080/" to h:8080). The net
+// patterns are matched here, by the same functions as the egress proxy's:
+// deny patterns with Match, allow patterns with Allows.
+func webFetchURL(eff *Effective, in map[string]any) urlFact {
 	s, ok := in["url"].(string)
 	if !ok {
 		return urlFact{Error: "tool_input.url is missing or not a string"}
 	}
 	f := urlFact{Raw: s}
-	u, err := url.Parse(s)
+	u, err := nethost.ParseURL(s)
 	switch {
 	case err != nil:
-		f.Error = fmt.Sprintf("url %q does not parse", s)
-	case u.Scheme != "http" && u.Scheme != "https":
-		f.Error = fmt.Sprintf("url %q is not http or https", s)
-	case u.Hostname() == "":
-		f.Error = fmt.Sprintf("url %q names no host", s)
-	case u.User != nil:
-		f.Error = fmt.Sprintf("url %q carries credentials", s)
-	default:
-		f.Host = strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
-		f.Port = u.Port()
-		if f.Port == "" {
-			f.Port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+		f.Error = err.Error()
+		return f
+	case u.Credentials:
+		f.Error = fmt.Sprintf("url %q carries credentials (user info before an @)", s)
+		return f
+	}
+	u = u.Upgraded()
+	port := u.EffectivePort()
+	f.Host, f.Port = u.Host, strconv.Itoa(int(port))
+	f.AllowMatches, f.DenyMatches = []string{}, []string{}
+	for _, p := range eff.netAllow {
+		if p.Allows(u.Host, port) {
+			f.AllowMatches = append(f.AllowMatches, p.String())
 		}
-		if ip := net.ParseIP(f.Host); ip != nil {
-			f.Host = ip.String()
+	}
+	for _, p := range eff.netDeny {
+		if p.Match(u.Host, port) {
+			f.DenyMatches = append(f.DenyMatches, p.String())
 		}
 	}
 	return f

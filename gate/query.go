@@ -15,6 +15,8 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Effective is a query's effective policy under one revision: the base
@@ -35,6 +37,12 @@ type Effective struct {
 	// denyMatchers are denyGlobs compiled the way Rego's glob.match
 	// compiles them with the delimiter "/".
 	denyMatchers []*glob.Pattern
+	// netAllow and netDeny are sandbox.net.allow and .deny parsed, in
+	// order, for the WebFetch facts.
+	netAllow, netDeny []nethost.Pattern
+	// runLanguages is runner.LanguageNames as a Rego array, the input's
+	// run_languages.
+	runLanguages *ast.Term
 	home         string
 }
 
@@ -60,6 +68,16 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		}
 		matchers[i] = m
 	}
+	// Validated by the policy package already; an error here is a policy
+	// built around its validation.
+	allow, err := nethost.ParseList("sandbox.net.allow", sb.Net.Allow, nethost.ParseAllow)
+	if err != nil {
+		return nil, err
+	}
+	deny, err := nethost.ParseList("sandbox.net.deny", sb.Net.Deny, nethost.ParsePattern)
+	if err != nil {
+		return nil, err
+	}
 	return &Effective{
 		Revision:     s.revision,
 		Policy:       p,
@@ -69,13 +87,46 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		root:         s.root,
 		denyGlobs:    globs,
 		denyMatchers: matchers,
+		netAllow:     allow,
+		netDeny:      deny,
+		runLanguages: ast.ArrayTerm(stringTerms(runner.LanguageNames())...),
 		home:         s.home,
 	}, nil
 }
 
+// withinCeilings returns the entries of allow that lie within a
+// ceilings.net_hosts pattern (nethost.Pattern.Covers): the fact
+// rego/constraints.rego judges an override's net.allow by. An entry that
+// does not parse is within nothing.
+func withinCeilings(allow, ceilings []string) []string {
+	cs := make([]nethost.Pattern, 0, len(ceilings))
+	for _, s := range ceilings {
+		if c, err := nethost.ParseAllow(s); err == nil {
+			cs = append(cs, c)
+		}
+	}
+	out := []string{}
+	for _, s := range allow {
+		p, err := nethost.ParseAllow(s)
+		if err != nil {
+			continue
+		}
+		for _, c := range cs {
+			if c.Covers(p) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	return out
+}
+
 // violations runs rego/constraints.rego over a merged sandbox.
 func (s *snapshot) violations(ctx context.Context, merged policy.Sandbox) ([]string, error) {
-	in := map[string]any{"base": s.policy.Sandbox, "merged": merged, "ceilings": s.policy.Ceilings}
+	in := map[string]any{
+		"base": s.policy.Sandbox, "merged": merged, "ceilings": s.policy.Ceilings,
+		"net_allow_within_ceilings": withinCeilings(merged.Net.Allow, s.policy.Ceilings.NetHosts),
+	}
 	data, err := json.Marshal(in)
 	if err != nil {
 		return nil, err

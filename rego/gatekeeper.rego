@@ -18,6 +18,7 @@
 #   mcp_server     {"name", "source"} for mcp__ tools, or absent
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
+#   run_languages  the languages a sandboxed run may use (runner.Languages)
 #   deny_globs     sandbox.fs.deny with ~ expanded
 #   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches",
 #                  "deny_within", "within_error", "error"}] where covered lists abs, resolved and every
@@ -25,7 +26,10 @@
 #                  with "/"), and, for a directory Grep searches, deny_within the files below it that
 #                  the search would read and a deny glob matches ([{"path", "glob"}], at most 3) and
 #                  within_error why they could not all be checked
-#   url            for WebFetch: {"raw", "host", "port", "error"}
+#   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "error"}
+#                  where host is normalized as the egress proxy does, port is the port fetched (an
+#                  http URL is fetched over https), and allow_matches / deny_matches are the
+#                  sandbox.net.allow / .deny patterns that match host and port
 package gatekeeper
 
 # Tools that touch the host filesystem; their paths are judged below. The
@@ -199,23 +203,27 @@ deny contains {
 	input.url.error != ""
 }
 
+# The sidecar reads the url as Claude Code's WebFetch does (a WHATWG URL,
+# an http URL fetched over https) and normalizes its host with the egress
+# proxy's one normalizer (UTS 46, every IPv4 spelling), then matches the net
+# patterns itself with the proxy's own functions: url.deny_matches and
+# url.allow_matches list the patterns that match (see docs/SANDBOX.md).
 deny contains {
 	"rule": "net.host_denied",
 	"reason": sprintf("WebFetch of host %s is forbidden by sandbox.net.deny pattern %q", [input.url.host, pat]),
 } if {
 	input.tool_name == "WebFetch"
 	input.url.error == ""
-	some pat in input.policy.sandbox.net.deny
-	host_matches(pat, input.url.host, input.url.port)
+	some pat in input.url.deny_matches
 }
 
 deny contains {
 	"rule": "net.host_not_allowed",
-	"reason": sprintf("WebFetch of host %s is not in sandbox.net.allow", [input.url.host]),
+	"reason": sprintf("WebFetch of host %s (port %s) is not in sandbox.net.allow", [input.url.host, input.url.port]),
 } if {
 	input.tool_name == "WebFetch"
 	input.url.error == ""
-	not _net_allowed(input.url.host, input.url.port)
+	not _net_allowed
 }
 
 allow contains {
@@ -236,36 +244,9 @@ allow contains {
 	input.policy.sandbox.net.enabled
 }
 
-_net_allowed(host, port) if {
-	some pat in input.policy.sandbox.net.allow
-	host_matches(pat, host, port)
-}
-
-# host_matches: "example.com" matches only itself; "*.example.com" matches
-# names below example.com but not example.com itself; ":port" narrows to
-# that port.
-host_matches(pat, host, port) if {
-	[ph, pp] := split_host_port(pat)
-	_port_ok(pp, port)
-	_name_matches(ph, host)
-}
-
-_port_ok("", _)
-
-_port_ok(pp, port) if pp == sprintf("%v", [port])
-
-_name_matches(ph, host) if ph == host
-
-_name_matches(ph, host) if {
-	startswith(ph, "*.")
-	endswith(host, substring(ph, 1, -1))
-}
-
-split_host_port(s) := [h, p] if {
-	m := regex.find_all_string_submatch_n(`^(\[[^\]]*\]|[^:]*)(?::([0-9]+))?$`, s, 1)
-	count(m) == 1
-	h := trim(m[0][1], "[]")
-	p := m[0][2]
+# Without the sidecar's allow_matches (a hand-made input) nothing is allowed.
+_net_allowed if {
+	some _ in input.url.allow_matches
 }
 
 # --- MCP provenance ------------------------------------------------------------------
@@ -298,12 +279,17 @@ deny contains {
 
 # --- sandboxed runs ----------------------------------------------------------------
 
-# A run must name a language the sandbox has.
+# A run must name a language the sandbox has: input.run_languages, which the
+# sidecar fills from the runner's one list. Without it (a hand-made input)
+# every language is refused.
 deny contains {
 	"rule": "run.bad_language",
-	"reason": sprintf("language %q is not one of python, sh, node", [input.tool_input.language]),
+	"reason": sprintf("language %q is not one of %s", [lang, _run_languages]),
 } if {
 	input.tool_name == "mcp__sandboxed_code__run" # sandbox_tool, spelled out so OPA indexes it
 	lang := object.get(input.tool_input, "language", "")
-	not lang in {"python", "sh", "node"}
+	not lang in {l | some l in input.run_languages}
 }
+
+_run_languages := concat(", ", input.run_languages) if is_array(input.run_languages)
+else := "the sandbox's languages (none given)"

@@ -13,11 +13,28 @@ type Language string
 
 // Languages a Spec may ask for. A backend whose image lacks the interpreter
 // returns an error wrapping ErrLanguageUnavailable that names the image.
+// This is gatekeeper's one declaration of its run languages: the wire
+// codec, the policy's input (and so rego's run.bad_language), the CLI and
+// the docs take them from Languages, and tests pin the TypeScript copies
+// (ts-client) and each backend's interpreters to it.
 const (
 	Python Language = "python"
 	Shell  Language = "sh"
 	Node   Language = "node"
 )
+
+// Languages returns every Language, in the order messages list them.
+func Languages() []Language { return []Language{Python, Shell, Node} }
+
+// LanguageNames returns Languages as strings.
+func LanguageNames() []string {
+	ls := Languages()
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = string(l)
+	}
+	return out
+}
 
 // Stream names an output stream of a run.
 type Stream string

@@ -72,15 +72,6 @@ function shown(p) {
   return p.raw !== p.resolved ? `${p.raw} (resolves to ${p.resolved})` : p.raw;
 }
 
-function hostMatches(pat, host, port) {
-  const m = /^(\[[^\]]*\]|[^:]*)(?::([0-9]+))?$/.exec(pat);
-  if (!m) return false;
-  const ph = m[1].replace(/^\[|\]$/g, '');
-  const pp = m[2] ?? '';
-  if (pp !== '' && pp !== String(port)) return false;
-  return ph === host || (ph.startsWith('*.') && host.endsWith(ph.slice(1)));
-}
-
 function pick(kind, findings) {
   findings.sort((a, b) => (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0));
   return { decision: kind, reason: findings[0][1], rule: findings[0][0] };
@@ -138,12 +129,9 @@ export function decide(input) {
     const u = input.url;
     if (u.error !== '') deny.push(['net.bad_url', `WebFetch: ${u.error}`]);
     else {
-      for (const pat of net.deny) {
-        if (hostMatches(pat, u.host, u.port)) deny.push(['net.host_denied', `WebFetch of host ${u.host} is forbidden by sandbox.net.deny pattern ${q(pat)}`]);
-      }
-      if (!net.allow.some((pat) => hostMatches(pat, u.host, u.port))) {
-        deny.push(['net.host_not_allowed', `WebFetch of host ${u.host} is not in sandbox.net.allow`]);
-      }
+      // The sidecar matches the net patterns (url.deny_matches, url.allow_matches).
+      for (const pat of u.deny_matches ?? []) deny.push(['net.host_denied', `WebFetch of host ${u.host} is forbidden by sandbox.net.deny pattern ${q(pat)}`]);
+      if (!(u.allow_matches?.length > 0)) deny.push(['net.host_not_allowed', `WebFetch of host ${u.host} (port ${u.port}) is not in sandbox.net.allow`]);
     }
     if (allowlisted && net.enabled) allow.push(['net.host_allowed', `WebFetch of host ${u.host} is in sandbox.net.allow`]);
   }
@@ -159,7 +147,8 @@ export function decide(input) {
   }
   if (t === SANDBOX_TOOL) {
     const lang = input.tool_input.language ?? '';
-    if (!['python', 'sh', 'node'].includes(lang)) deny.push(['run.bad_language', `language ${q(lang)} is not one of python, sh, node`]);
+    const langs = input.run_languages ?? [];
+    if (!langs.includes(lang)) deny.push(['run.bad_language', `language ${q(lang)} is not one of ${langs.join(', ')}`]);
   }
 
   if (deny.length > 0) return pick('deny', deny);

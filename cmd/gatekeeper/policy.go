@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
@@ -31,17 +33,6 @@ func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, s
 	return nil
 }
 
-// decideRequest is what `gatekeeper decide` reads from stdin.
-type decideRequest struct {
-	SandboxPolicy json.RawMessage `json:"sandbox_policy,omitempty"`
-	Event         string          `json:"event"`
-	ToolName      string          `json:"tool_name"`
-	ToolInput     json.RawMessage `json:"tool_input"`
-	ToolUseID     string          `json:"tool_use_id"`
-	MCPServer     *gate.MCPServer `json:"mcp_server,omitempty"`
-	Cwd           string          `json:"cwd,omitempty"`
-}
-
 type decideResult struct {
 	Decision       string   `json:"decision"`
 	Reason         string   `json:"reason"`
@@ -58,23 +49,30 @@ func cmdDecide(ctx context.Context, args []string, env envLookup, stdin io.Reade
 Reads one call as JSON, e.g.
   {"tool_name": "Read", "tool_input": {"file_path": "/srv/app/x"}, "event": "PreToolUse",
    "mcp_server": {"name": "sandboxed_code", "source": "sdk"}, "sandbox_policy": {"proc": {"timeout": "30s"}}}
-and prints the decision as JSON. Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
+and prints the decision as JSON. The call is a decide frame of the wire
+protocol (docs/protocol.md) without type, id and query_id, read by the
+sidecar's own strict decoder; event (default PreToolUse, or canUseTool, or
+run for the sidecar's re-decision of a run) and tool_use_id are optional,
+and sandbox_policy is an open_query override.
+Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files")
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
-	var req decideRequest
-	dec := json.NewDecoder(stdin)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	// The sidecar's own frame limit bounds a call.
+	data, err := io.ReadAll(io.LimitReader(stdin, server.DefaultMaxFrameBytes+1))
+	if err != nil {
 		return fmt.Errorf("decide: read the call from stdin: %w", err)
 	}
-	if req.ToolName == "" {
-		return errors.New("decide: tool_name is required")
+	if len(data) > server.DefaultMaxFrameBytes {
+		fmt.Fprintf(stderr, "gatekeeper decide: the call is larger than %d bytes\n", server.DefaultMaxFrameBytes)
+		return exitError(2)
 	}
-	if req.Event == "" {
-		req.Event = gate.EventPreToolUse
+	req, werr := wire.DecodeDryRun(data, wire.EventPreToolUse, wire.EventCanUseTool, gate.EventRun)
+	if werr != nil {
+		fmt.Fprintf(stderr, "gatekeeper decide: %s: %s\n", werr.Code, werr.Message)
+		return exitError(2)
 	}
 	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, Logger: quietLogger()})
 	if err != nil {
@@ -91,7 +89,7 @@ and prints the decision as JSON. Exit status: 0 allow, 1 deny, 3 ask, 2 bad inpu
 		}
 		return err
 	}
-	d, err := q.Decide(ctx, gate.Call{Event: req.Event, ToolName: req.ToolName, ToolInput: req.ToolInput, ToolUseID: req.ToolUseID, MCPServer: req.MCPServer, Cwd: req.Cwd})
+	d, err := q.Decide(ctx, server.Call(&req.Decide))
 	res := decideResult{Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash}
 	if err != nil {
 		res.Error = err.Error()

@@ -177,12 +177,12 @@ type runOutput struct {
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("run", `run [--policy FILE] --lang python|sh|node [--sandbox-policy JSON] [--human] (-c CODE | FILE | -)
+	fs := newFlags("run", `run [--policy FILE] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--human] (-c CODE | FILE | -)
 
 Runs one piece of code in the sandbox of the policy, with no agent, and prints
 the result as JSON (or readably with --human). Exit status: the program's.`, stderr)
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file whose sandbox section applies")
-	lang := fs.String("lang", "python", "python, sh or node")
+	lang := fs.String("lang", string(runner.Python), "one of "+strings.Join(runner.LanguageNames(), ", "))
 	code := fs.String("c", "", "the code to run")
 	override := fs.String("sandbox-policy", "", "a per-run override of the sandbox section, as JSON (checked against the ceilings)")
 	human := fs.Bool("human", false, "print the output and a one-line summary instead of JSON")

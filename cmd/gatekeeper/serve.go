@@ -29,7 +29,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	auditSync := fs.Bool("audit-sync", false, "fsync the audit log after every line")
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
-	maxFrame := fs.Int64("max-frame-bytes", 1<<20, "largest frame accepted; a larger one closes the connection with 1009")
+	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
 	maxRuns := fs.Int("max-runs", 4, "sandboxed runs at once; more wait in order")
 	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")

@@ -97,7 +97,7 @@ func TestDecodeErrorsNameTheirLocation(t *testing.T) {
 		{"the docker socket as deps", minimal + "sandbox:\n  fs:\n    deps: /var/run/docker.sock\n", []string{`sandbox.fs.deps: the Docker socket`}},
 		{"the host root as deps", minimal + "sandbox:\n  fs:\n    deps: /\n", []string{`sandbox.fs.deps: "/" may never be mounted`}},
 		{"a home directory as deps", minimal + "sandbox:\n  fs:\n    deps: /home/alice\n", []string{`may never be mounted`}},
-		{"a bad host pattern", minimal + "sandbox:\n  net:\n    allow: [\"http://x.com\"]\n", []string{`sandbox.net.allow[0]: "http://x.com" is not a host pattern`}},
+		{"a bad host pattern", minimal + "sandbox:\n  net:\n    allow: [\"http://x.com\"]\n", []string{`p.yaml:5:12: sandbox.net.allow[0]: bad host pattern "http://x.com": a host pattern names a host (example.com), not a URL`}},
 		{"the root as workspace", "version: 1\nworkspace_root: /\n", []string{`workspace_root: / would expose the whole host`}},
 		{"no workspace", "version: 1\n", []string{`workspace_root: is required`}},
 		{"version 2", "version: 2\nworkspace_root: /srv\n", []string{`p.yaml:1:10: version: version 2 is not supported`}},

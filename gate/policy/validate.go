@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // Validate checks a policy built in code (Load and Decode already validate)
@@ -46,11 +48,7 @@ func (p *Policy) validate(file string, pos positions) error {
 			}
 		}
 	}
-	for i, h := range c.NetHosts {
-		if !ValidHostPattern(h) {
-			v.add(fmt.Sprintf("ceilings.net_hosts[%d]", i), "%q is not a host pattern (host, *.domain, IP, optionally :port)", h)
-		}
-	}
+	v.hostPatterns("ceilings.net_hosts", c.NetHosts, nethost.ParseAllow)
 	return v.err()
 }
 
@@ -140,16 +138,8 @@ func (v *validator) sandbox(s Sandbox, pre string) {
 			v.add(fmt.Sprintf("%sfs.deny[%d]", pre, i), "empty glob")
 		}
 	}
-	for _, list := range []struct {
-		name     string
-		patterns []string
-	}{{"net.allow", s.Net.Allow}, {"net.deny", s.Net.Deny}} {
-		for i, h := range list.patterns {
-			if !ValidHostPattern(h) {
-				v.add(fmt.Sprintf("%s%s[%d]", pre, list.name, i), "%q is not a host pattern (host, *.domain, IP, optionally :port)", h)
-			}
-		}
-	}
+	v.hostPatterns(pre+"net.allow", s.Net.Allow, nethost.ParseAllow)
+	v.hostPatterns(pre+"net.deny", s.Net.Deny, nethost.ParsePattern)
 	v.positive(pre+"proc.cpus", s.Proc.CPUs)
 	if s.Proc.Memory < 6<<20 {
 		v.add(pre+"proc.memory", "%s is below the 6m a container needs", s.Proc.Memory)
@@ -170,12 +160,23 @@ func (v *validator) sandbox(s Sandbox, pre string) {
 
 func validRuntime(r string) bool { return r == "runc" || r == "runsc" }
 
-var hostPatternRE = regexp.MustCompile(`^(\*\.)?([a-z0-9]([a-z0-9-]*[a-z0-9])?)(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*(:[0-9]{1,5})?$|^\[[0-9a-f:.]+\](:[0-9]{1,5})?$`)
-
-// ValidHostPattern reports whether s is a host pattern: a lower-case host
-// name, "*." followed by a domain, an IPv4 literal or a bracketed IPv6
-// literal, each optionally followed by ":port".
-func ValidHostPattern(s string) bool { return hostPatternRE.MatchString(s) }
+// hostPatterns checks every entry of the host pattern list at path with
+// parse (nethost.ParseAllow for allow lists and ceilings, which also
+// refuses public-suffix-wide wildcards; nethost.ParsePattern for deny
+// lists), and requires each to be written in its canonical form, so that
+// equal patterns are equal strings in Rego and the audit log.
+func (v *validator) hostPatterns(path string, list []string, parse func(string) (nethost.Pattern, error)) {
+	for i, s := range list {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		p, err := parse(s)
+		switch {
+		case err != nil:
+			v.add(at, "%v", err)
+		case p.String() != s:
+			v.add(at, "%q is not written in canonical form; write %q", s, p)
+		}
+	}
+}
 
 // Override decodes raw, a partial sandbox section in JSON (or YAML), over a
 // copy of the base sandbox and validates the result. Keys are matched

@@ -39,7 +39,11 @@ type conn struct {
 	runs     chan struct{}
 	handlers sync.WaitGroup
 
-	// Owned by the reader goroutine.
+	// Set once, by the reader goroutine, on the first hello: before it no
+	// other frame is served, so no job or run exists yet, and later hellos
+	// are refused. Handlers read client without a lock: every job and run
+	// starts after the write (sending on jobs, or starting the goroutine,
+	// orders it before their reads).
 	helloed bool
 	client  string
 
@@ -168,6 +172,12 @@ func (c *conn) dispatch(data []byte) {
 		return
 	}
 	if h, ok := req.(*wire.Hello); ok {
+		if c.helloed {
+			// The client name is the connection's identity in the audit log;
+			// a second hello must not change it while requests are served.
+			c.sendError(&wire.Error{ID: h.ID, Code: wire.CodeHelloRepeated, Message: "hello: this connection already said hello; its client name is fixed for its lifetime (open a new connection to change it)"})
+			return
+		}
 		c.helloed, c.client = true, h.Client
 		c.send(wire.Welcome{ID: h.ID, V: 1, Server: "gatekeeper/" + c.s.cfg.Version, PolicyRevision: c.s.cfg.Engine.Revision()})
 		return

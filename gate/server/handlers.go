@@ -59,6 +59,16 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
 
+// Call is the gate.Call a decide frame asks about. `gatekeeper decide`
+// uses it too, so that a dry run judges the call the sidecar would.
+func Call(r *wire.Decide) gate.Call {
+	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID, Cwd: r.Cwd}
+	if r.MCPServer != nil {
+		call.MCPServer = &gate.MCPServer{Name: r.MCPServer.Name, Source: r.MCPServer.Source}
+	}
+	return call
+}
+
 func (c *conn) decide(r *wire.Decide) {
 	start := time.Now()
 	q := c.query(r.QueryID)
@@ -66,11 +76,7 @@ func (c *conn) decide(r *wire.Decide) {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
-	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID, Cwd: r.Cwd}
-	if r.MCPServer != nil {
-		call.MCPServer = &gate.MCPServer{Name: r.MCPServer.Name, Source: r.MCPServer.Source}
-	}
-	d, err := q.q.Decide(c.ctx, call)
+	d, err := q.q.Decide(c.ctx, Call(r))
 	if err != nil {
 		c.s.log.Warn("decision failed closed", "query_id", r.QueryID, "tool", r.ToolName, "err", err)
 	}

@@ -34,6 +34,10 @@ type Auditor interface {
 	Write(rec audit.Record) error
 }
 
+// DefaultMaxFrameBytes is the read limit when Config.MaxFrameBytes is zero:
+// 1 MiB.
+const DefaultMaxFrameBytes = 1 << 20
+
 // Config wires a Server. Engine, Auditor and Token are required.
 type Config struct {
 	Engine  *gate.Engine
@@ -49,7 +53,7 @@ type Config struct {
 	// Version is reported in welcome ("gatekeeper/<Version>").
 	Version string
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
-	// with 1009. Zero means 1 MiB.
+	// with 1009. Zero means DefaultMaxFrameBytes.
 	MaxFrameBytes int64
 	// MaxInFlight bounds concurrent requests per connection (default 64);
 	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
@@ -91,7 +95,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("server: empty token")
 	}
 	if cfg.MaxFrameBytes <= 0 {
-		cfg.MaxFrameBytes = 1 << 20
+		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 64

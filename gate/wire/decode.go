@@ -2,10 +2,13 @@ package wire
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Decode reads one client frame. It returns the request, or nil and the
@@ -39,15 +42,9 @@ import (
 // Strings are passed on exactly as decoded: NUL, zero-width and other
 // invisible characters are kept for the policy to judge.
 func Decode(data []byte) (Request, *Error) {
-	if !utf8.Valid(data) {
-		return nil, &Error{Code: CodeMalformedFrame, Message: "frame: not valid UTF-8"}
-	}
-	s := scanner{data: data, foldTop: true, foldChild: "mcp_server"}
-	err := s.scan()
-	r := reader{members: s.members, typ: "frame"}
-	r.id = r.echoID()
-	if err != nil {
-		return nil, r.fail(CodeMalformedFrame, err.Error())
+	r, s, werr := scanFrame(data, "frame")
+	if werr != nil {
+		return nil, werr
 	}
 	if s.dup != nil {
 		// Name the frame type in the message when it can be read
@@ -75,20 +72,84 @@ func Decode(data []byte) (Request, *Error) {
 	var req Request
 	switch t {
 	case TypeHello:
-		req = decodeHello(&r)
+		req = decodeHello(r)
 	case TypeOpenQuery:
-		req = decodeOpenQuery(&r)
+		req = decodeOpenQuery(r)
 	case TypeDecide:
-		req = decodeDecide(&r)
+		req = decodeDecide(r)
 	case TypeRun:
-		req = decodeRun(&r)
+		req = decodeRun(r)
 	case TypeCloseQuery:
-		req = decodeCloseQuery(&r)
+		req = decodeCloseQuery(r)
 	}
 	if r.err != nil {
 		return nil, r.err
 	}
 	return req, nil
+}
+
+// scanFrame checks that data is one JSON object in valid UTF-8 and scans
+// it, refusing repeated keys as Decode does; typ names the frame in
+// messages. It returns the reader over the top-level members and the scan
+// (whose dup, when set, is a repeated key the caller reports).
+func scanFrame(data []byte, typ string) (*reader, *scanner, *Error) {
+	if !utf8.Valid(data) {
+		return nil, nil, &Error{Code: CodeMalformedFrame, Message: typ + ": not valid UTF-8"}
+	}
+	s := &scanner{data: data, foldTop: true, foldChild: "mcp_server"}
+	err := s.scan()
+	r := &reader{members: s.members, typ: typ}
+	r.id = r.echoID()
+	if err != nil {
+		return nil, nil, r.fail(CodeMalformedFrame, err.Error())
+	}
+	return r, s, nil
+}
+
+// DryRun is one call to decide outside any connection: what `gatekeeper
+// decide` reads. It is a decide frame without "type", "id" and
+// "query_id", with "event" optional, "tool_use_id" optional even for
+// PreToolUse, and an optional "sandbox_policy" (an open_query's override).
+type DryRun struct {
+	// Decide is the call; its ID and QueryID are "".
+	Decide Decide
+	// SandboxPolicy is the override exactly as sent, or nil when absent.
+	SandboxPolicy json.RawMessage
+}
+
+// dryRunKeys are the keys a DryRun defines.
+var dryRunKeys = []string{"event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "sandbox_policy"}
+
+// DecodeDryRun reads a DryRun with exactly Decode's rules for a decide
+// frame (one JSON object, no repeated or case-variant keys, keys matched
+// exactly, no null, nesting at most MaxDepth, the same field checks in the
+// same order), so that a dry run judges the very call a sidecar would.
+// events are the accepted values of "event"; the first is the default when
+// it is absent. Messages name the frame "decide".
+func DecodeDryRun(data []byte, events ...string) (*DryRun, *Error) {
+	r, s, werr := scanFrame(data, TypeDecide)
+	if werr != nil {
+		return nil, werr
+	}
+	if s.dup != nil {
+		return nil, r.fail(CodeDuplicateKey, dupMessage(s.dup))
+	}
+	r.known(dryRunKeys)
+	d := &DryRun{}
+	if len(events) > 0 {
+		d.Decide.Event = events[0]
+	}
+	if r.get("event") != nil {
+		d.Decide.Event = r.enum("event", events...)
+	}
+	r.call(&d.Decide, false)
+	if m := r.field("sandbox_policy", false, kindObject); m != nil {
+		d.SandboxPolicy = bytes.Clone(m.raw)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return d, nil
 }
 
 func isRequestType(t string) bool {
@@ -143,13 +204,22 @@ func decodeDecide(r *reader) Request {
 	d := &Decide{ID: r.requestID()}
 	d.QueryID = r.nonEmpty("query_id")
 	d.Event = r.enum("event", EventPreToolUse, EventCanUseTool)
+	r.call(d, true)
+	return d
+}
+
+// call reads the fields of a call that a decide frame and a DryRun share,
+// in the order of docs/protocol.md, after the event. A connection's decide
+// requires tool_use_id (non-empty for PreToolUse); a dry run may leave it
+// out.
+func (r *reader) call(d *Decide, onWire bool) {
 	d.ToolName = r.nonEmpty("tool_name")
 	if m := r.field("tool_input", true, kindObject); m != nil {
 		d.ToolInput = bytes.Clone(m.raw)
 	}
-	if m := r.field("tool_use_id", true, kindString); m != nil {
+	if m := r.field("tool_use_id", onWire, kindString); m != nil {
 		d.ToolUseID = r.str(m)
-		if d.ToolUseID == "" && d.Event == EventPreToolUse {
+		if d.ToolUseID == "" && d.Event == EventPreToolUse && onWire {
 			r.fail(CodeInvalidField, `field "tool_use_id" must not be empty for event "PreToolUse"`)
 		}
 	}
@@ -162,7 +232,6 @@ func decodeDecide(r *reader) Request {
 			r.fail(CodeInvalidField, `field "cwd" must be an absolute path`)
 		}
 	}
-	return d
 }
 
 // mcpServer decodes the mcp_server object, which Decode's scan already
@@ -191,7 +260,7 @@ func decodeRun(r *reader) Request {
 	run := &Run{ID: r.requestID()}
 	run.QueryID = r.nonEmpty("query_id")
 	run.ToolUseID = r.nonEmpty("tool_use_id")
-	run.Language = r.enum("language", LanguagePython, LanguageShell, LanguageNode)
+	run.Language = r.enum("language", runner.LanguageNames()...)
 	if m := r.field("code", true, kindString); m != nil {
 		run.Code = r.str(m)
 	}

@@ -142,7 +142,7 @@ func TestRequestsMarshalAsClientsSendThem(t *testing.T) {
 		{name: "a hello", req: &Hello{ID: "1", V: 1, Client: "c"}, want: `{"type":"hello","id":"1","v":1,"client":"c"}`},
 		{name: "an open_query without override", req: &OpenQuery{ID: "2"}, want: `{"type":"open_query","id":"2"}`},
 		{name: "a decide", req: &Decide{ID: "3", QueryID: "q", Event: EventCanUseTool, ToolName: "mcp__fs__read", ToolInput: json.RawMessage(`{"a": "b c"}`), MCPServer: &MCPServer{Name: "fs", Source: SourceSDK}}, want: `{"type":"decide","id":"3","query_id":"q","event":"canUseTool","tool_name":"mcp__fs__read","tool_input":{"a":"b c"},"tool_use_id":"","mcp_server":{"name":"fs","source":"sdk"}}`},
-		{name: "a run", req: &Run{ID: "4", QueryID: "q", ToolUseID: "t", Language: LanguageShell, Code: "ls", Files: map[string]string{"b": "2", "a": "1"}, TimeoutMS: int64p(10)}, want: `{"type":"run","id":"4","query_id":"q","tool_use_id":"t","language":"sh","code":"ls","files":{"a":"1","b":"2"},"timeout_ms":10}`},
+		{name: "a run", req: &Run{ID: "4", QueryID: "q", ToolUseID: "t", Language: "sh", Code: "ls", Files: map[string]string{"b": "2", "a": "1"}, TimeoutMS: int64p(10)}, want: `{"type":"run","id":"4","query_id":"q","tool_use_id":"t","language":"sh","code":"ls","files":{"a":"1","b":"2"},"timeout_ms":10}`},
 		{name: "a close_query", req: &CloseQuery{ID: "5", QueryID: "q"}, want: `{"type":"close_query","id":"5","query_id":"q"}`},
 	}
 	for _, tc := range tests {

@@ -25,6 +25,12 @@ func FuzzDecode(f *testing.F) {
 		if (req == nil) == (e == nil) {
 			t.Fatalf("Decode(%q) = %#v, %#v: want exactly one of a request and an error frame", data, req, e)
 		}
+		if dr, de := DecodeDryRun(data, EventPreToolUse, EventCanUseTool); (dr == nil) == (de == nil) {
+			t.Fatalf("DecodeDryRun(%q) = %#v, %#v: want exactly one of a call and an error frame", data, dr, de)
+		}
+		if d, ok := req.(*Decide); ok {
+			sameCallAsDryRun(t, d)
+		}
 		// encoding/json judges validity only up to its own depth limit of
 		// 10000, which a frame shorter than that cannot reach.
 		judge := utf8.Valid(data) && len(data) < 10000
@@ -179,5 +185,44 @@ type refObject struct {
 func markValue(stack []*refObject) {
 	if n := len(stack); n > 0 && stack[n-1].isObj {
 		stack[n-1].wantKey = true
+	}
+}
+
+// sameCallAsDryRun checks that the decide frame d, without its type, id
+// and query_id, is read by DecodeDryRun as the same call: `gatekeeper
+// decide` and `serve` judge one call alike.
+func sameCallAsDryRun(t *testing.T, d *Decide) {
+	t.Helper()
+	out, err := json.Marshal(d)
+	if err != nil {
+		t.Fatalf("json.Marshal(%#v): %v", d, err)
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(out, &m); err != nil {
+		t.Fatal(err)
+	}
+	delete(m, "type")
+	delete(m, "id")
+	delete(m, "query_id")
+	call, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dr, e := DecodeDryRun(call, EventPreToolUse, EventCanUseTool)
+	if e != nil {
+		t.Fatalf("DecodeDryRun(%s) refuses the call of a decide frame Decode accepted: %v", call, e)
+	}
+	got, want := dr.Decide, *d
+	want.ID, want.QueryID = "", ""
+	// Marshalling compacts tool_input; compare it compacted.
+	for _, raw := range []*json.RawMessage{&got.ToolInput, &want.ToolInput} {
+		var b bytes.Buffer
+		if err := json.Compact(&b, *raw); err != nil {
+			t.Fatal(err)
+		}
+		*raw = b.Bytes()
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("DecodeDryRun(%s) = %#v; Decode read %#v", call, got, want)
 	}
 }

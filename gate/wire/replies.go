@@ -77,6 +77,7 @@ const (
 	CodeMissingField           = "missing_field"
 	CodeInvalidField           = "invalid_field"
 	CodeHelloRequired          = "hello_required"
+	CodeHelloRepeated          = "hello_repeated"
 	CodeUnsupportedVersion     = "unsupported_version"
 	CodeUnknownQuery           = "unknown_query"
 	CodePolicyOverrideRejected = "policy_override_rejected"

@@ -58,7 +58,7 @@ type Run struct {
 	ID        string `json:"id"`
 	QueryID   string `json:"query_id"`
 	ToolUseID string `json:"tool_use_id"`
-	// Language is LanguagePython, LanguageShell or LanguageNode.
+	// Language is one of runner.Languages ("python", "sh", "node").
 	Language string `json:"language"`
 	// Code is the program text; it may be "".
 	Code string `json:"code"`

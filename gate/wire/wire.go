@@ -62,13 +62,6 @@ const (
 	SourceUnknown = "unknown"
 )
 
-// Values of Run.Language.
-const (
-	LanguagePython = "python"
-	LanguageShell  = "sh"
-	LanguageNode   = "node"
-)
-
 // Values of Decision.Decision.
 const (
 	Allow = "allow"

@@ -3,6 +3,8 @@ package egress
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // Read-only tables of what a sandbox may never reach. They are package
@@ -28,7 +30,7 @@ var (
 		netip.MustParseAddr("fd00:ec2::254"),
 		netip.MustParseAddr("fd00:ec2::23"),
 	}
-	// modelVendorHosts are model vendor API hosts, in hostGlob syntax.
+	// modelVendorHosts are model vendor API hosts, in nethost.Glob syntax.
 	modelVendorHosts = []string{
 		"api.anthropic.com",
 		"api.openai.com",
@@ -153,10 +155,10 @@ func isMetadataHost(host string) bool {
 
 // mustParseGlobs parses the built-in tables; a bad entry is a programming
 // error caught by the package's tests.
-func mustParseGlobs(in []string) []hostGlob {
-	out := make([]hostGlob, len(in))
+func mustParseGlobs(in []string) []nethost.Glob {
+	out := make([]nethost.Glob, len(in))
 	for i, s := range in {
-		g, err := parseHostGlob(s)
+		g, err := nethost.ParseGlob(s)
 		if err != nil {
 			panic(err)
 		}

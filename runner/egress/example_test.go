@@ -2,7 +2,6 @@ package egress_test
 
 import (
 	"context"
-	"fmt"
 	"log"
 	"net"
 	"net/netip"
@@ -10,36 +9,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 )
-
-func ExampleNormalizeHost() {
-	for _, h := range []string{"Example.COM.", "bücher.example", "0x7f.1", "2130706433", "[::ffff:169.254.169.254]", "1.2.3.256"} {
-		n, err := egress.NormalizeHost(h)
-		if err != nil {
-			fmt.Printf("%s: refused\n", h)
-			continue
-		}
-		fmt.Printf("%s: %s\n", h, n)
-	}
-	// Output:
-	// Example.COM.: example.com
-	// bücher.example: xn--bcher-kva.example
-	// 0x7f.1: 127.0.0.1
-	// 2130706433: 127.0.0.1
-	// [::ffff:169.254.169.254]: 169.254.169.254
-	// 1.2.3.256: refused
-}
-
-func ExampleMatch() {
-	for _, host := range []string{"a.example.com", "a.b.example.com", "example.com", "notexample.com"} {
-		ok, _ := egress.Match("*.example.com", host, 443)
-		fmt.Printf("%s: %v\n", host, ok)
-	}
-	// Output:
-	// a.example.com: true
-	// a.b.example.com: true
-	// example.com: false
-	// notexample.com: false
-}
 
 // logAuditor prints events; a real one writes the audit log.
 type logAuditor struct{}

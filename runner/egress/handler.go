@@ -12,6 +12,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // hopHeaders are the hop-by-hop headers (RFC 9110 section 7.6.1, plus the
@@ -85,13 +87,13 @@ func (p *Proxy) admitInner(ctx context.Context, tc *trackedConn, ev *Event, a as
 		return deny(http.StatusTooManyRequests, RuleConnLimit, "the sandbox already has %d connections open to the proxy, the limit", p.cfg.MaxConnsPerSandbox), target{}
 	}
 	if a.malformed != "" {
-		ev.Host = clip(hostport)
+		ev.Host = fmt.Sprintf("%.128s", hostport)
 		return deny(http.StatusBadRequest, RuleBadRequest, "%s", a.malformed), target{}
 	}
-	host, port, err := SplitHostPort(hostport, a.defaultPort)
+	host, port, err := nethost.SplitHostPort(hostport, a.defaultPort)
 	if err != nil {
-		ev.Host = clip(hostport)
-		return deny(http.StatusForbidden, RuleBadHost, "host %+q is not a valid host name or IP address with a port: %v", clip(hostport), err), target{}
+		ev.Host = fmt.Sprintf("%.128s", hostport)
+		return deny(http.StatusForbidden, RuleBadHost, "host %+.128q is not a valid host name or IP address with a port: %v", hostport, err), target{}
 	}
 	t := target{host: host, port: port}
 	ev.Host, ev.Port = host, port
@@ -160,7 +162,7 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request, tc *tracked
 	case r.URL.Host == "" || !r.URL.IsAbs():
 		a.malformed = "the proxy forwards only absolute http:// URIs; use CONNECT for https"
 	case r.URL.Scheme != "http":
-		a.malformed = fmt.Sprintf("scheme %+q cannot be forwarded; use CONNECT for https", clip(r.URL.Scheme))
+		a.malformed = fmt.Sprintf("scheme %+.128q cannot be forwarded; use CONNECT for https", r.URL.Scheme)
 	}
 	v, t := p.admit(ctx, tc, ev, a)
 	if v.decision != Allow {

@@ -9,7 +9,46 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
+
+// ValidateNetwork checks every pattern of n and returns all problems at
+// once, each naming its location ("net.allow[2]: ..."), joined with
+// errors.Join; each wraps nethost.ErrBadPattern or, for an allow pattern
+// that spans a public suffix, nethost.ErrTooBroad. It returns nil when n is
+// usable.
+func ValidateNetwork(n runner.Network) error {
+	_, err := compileNetwork(n)
+	return err
+}
+
+// netPolicy is a runner.Network with its patterns parsed.
+type netPolicy struct {
+	enabled     bool
+	allow, deny []nethost.Pattern
+}
+
+// compileNetwork parses n's patterns; see ValidateNetwork.
+func compileNetwork(n runner.Network) (netPolicy, error) {
+	allow, aerr := nethost.ParseList("net.allow", n.Allow, nethost.ParseAllow)
+	deny, derr := nethost.ParseList("net.deny", n.Deny, nethost.ParsePattern)
+	if err := errors.Join(aerr, derr); err != nil {
+		return netPolicy{}, err
+	}
+	return netPolicy{enabled: n.Enabled, allow: allow, deny: deny}, nil
+}
+
+// firstMatch returns the first pattern in ps for which match holds.
+func firstMatch(ps []nethost.Pattern, match func(nethost.Pattern) bool) (nethost.Pattern, bool) {
+	for _, p := range ps {
+		if match(p) {
+			return p, true
+		}
+	}
+	return nethost.Pattern{}, false
+}
 
 // verdict is the decision for one request, with what the client is told.
 type verdict struct {
@@ -51,14 +90,14 @@ func (p *Proxy) checkName(np netPolicy, t target) verdict {
 		return deny(http.StatusForbidden, RuleMetadata, "host %s is a cloud metadata endpoint, which sandboxes may never reach", t)
 	}
 	for _, g := range p.vendors {
-		if g.match(t.host) {
-			return deny(http.StatusForbidden, RuleModelVendor, "host %s is a model vendor API (%s), which sandboxes may never reach", t, g.text)
+		if g.Match(t.host) {
+			return deny(http.StatusForbidden, RuleModelVendor, "host %s is a model vendor API (%s), which sandboxes may never reach", t, g)
 		}
 	}
-	if d, ok := firstMatch(np.deny, t.host, t.port); ok {
+	if d, ok := firstMatch(np.deny, func(p nethost.Pattern) bool { return p.Match(t.host, t.port) }); ok {
 		return deny(http.StatusForbidden, RuleDenylisted, "host %s matches sandbox.net.deny pattern %q", t, d)
 	}
-	a, ok := firstMatch(np.allow, t.host, t.port)
+	a, ok := firstMatch(np.allow, func(p nethost.Pattern) bool { return p.Allows(t.host, t.port) })
 	if !ok {
 		return deny(http.StatusForbidden, RuleNotAllowlisted, "host %s is not in sandbox.net.allow", t)
 	}
@@ -77,7 +116,7 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 			return deny(http.StatusForbidden, RuleMetadata, "host %s resolves to %s, a cloud metadata endpoint, which sandboxes may never reach", t, a)
 		}
 		for _, d := range np.deny {
-			if d.matchAddr(a, t.port) {
+			if d.MatchAddr(a, t.port) {
 				return deny(http.StatusForbidden, RuleDenylisted, "host %s resolves to %s, which matches sandbox.net.deny pattern %q", t, a, d)
 			}
 		}
@@ -100,7 +139,7 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 // literalAllowed reports whether an IP-literal allow pattern names a on port.
 func literalAllowed(np netPolicy, a netip.Addr, port uint16) bool {
 	for _, p := range np.allow {
-		if p.matchAddr(a, port) {
+		if p.MatchAddr(a, port) {
 			return true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -16,7 +17,7 @@ func TestDecide(t *testing.T) {
 	everything := []string{
 		"api.anthropic.com", "api.openai.com", "*.openai.azure.com", "*.amazonaws.com",
 		"metadata.google.internal", "metadata", "169.254.169.254", "fd00:ec2::254",
-		"100.100.100.200", "*.test", "public.test", "*.example.com", "extra-vendor.example",
+		"100.100.100.200", "metadata-ip.test", "nat64-meta.test", "public.test", "*.example.com", "extra-vendor.example",
 	}
 	tests := []struct {
 		name      string
@@ -35,7 +36,7 @@ func TestDecide(t *testing.T) {
 			"public.test:443", RuleNotAllowlisted, ""},
 		{"a port-restricted pattern denies another port", runner.Network{Enabled: true, Allow: []string{"public.test:443"}},
 			"public.test:80", RuleNotAllowlisted, ""},
-		{"deny beats allow", runner.Network{Enabled: true, Allow: []string{"*.test"}, Deny: []string{"public.test"}},
+		{"deny beats allow", runner.Network{Enabled: true, Allow: []string{"public.test"}, Deny: []string{"public.test"}},
 			"public.test:443", RuleDenylisted, ""},
 		{"a deny pattern applies to resolved addresses", runner.Network{Enabled: true, Allow: []string{"public.test"}, Deny: []string{"93.184.215.14"}},
 			"public.test:443", RuleDenylisted, ""},
@@ -69,16 +70,18 @@ func TestDecide(t *testing.T) {
 			"rebind.test:80", RuleAllowlisted, "10.0.0.1"},
 		{"one private address among public ones refuses the name", runner.Network{Enabled: true, Allow: []string{"public-mixed.test"}},
 			"public-mixed.test:443", RulePrivateAddress, ""},
-		{"a private IP literal needs its own allow entry", runner.Network{Enabled: true, Allow: []string{"*.test"}},
+		{"a private IP literal needs its own allow entry", runner.Network{Enabled: true, Allow: []string{"public.test", "rebind.test"}},
 			"10.0.0.1:80", RuleNotAllowlisted, ""},
 		{"an allowlisted private IP literal is allowed", runner.Network{Enabled: true, Allow: []string{"10.0.0.1"}},
 			"10.0.0.1:80", RuleAllowlisted, "10.0.0.1"},
 		{"a name resolving to the unspecified address is refused", runner.Network{Enabled: true, Allow: []string{"unspecified.test", "0.0.0.0"}},
 			"unspecified.test:80", RulePrivateAddress, ""},
-		{"an unresolvable name is refused", runner.Network{Enabled: true, Allow: []string{"*.test"}},
+		{"an unresolvable name is refused", runner.Network{Enabled: true, Allow: []string{"nowhere.test"}},
 			"nowhere.test:80", RuleUnresolvable, ""},
 		{"a wildcard allows a subdomain", runner.Network{Enabled: true, Allow: []string{"*.example.com", "127.0.0.1"}},
 			"a.b.example.com:443", RuleAllowlisted, "127.0.0.1"},
+		{"a wildcard does not reach across a public suffix below it", runner.Network{Enabled: true, Allow: []string{"*.amazonaws.com", "127.0.0.1"}},
+			"attacker.s3.amazonaws.com:443", RuleNotAllowlisted, ""},
 		{"a wildcard does not allow the bare domain", runner.Network{Enabled: true, Allow: []string{"*.example.com", "127.0.0.1"}},
 			"example.com:443", RuleNotAllowlisted, ""},
 	}
@@ -93,7 +96,7 @@ func TestDecide(t *testing.T) {
 			if err != nil {
 				t.Fatalf("compileNetwork: %v", err)
 			}
-			host, port, err := SplitHostPort(tt.hostport, 0)
+			host, port, err := nethost.SplitHostPort(tt.hostport, 0)
 			if err != nil {
 				t.Fatalf("SplitHostPort(%q): %v", tt.hostport, err)
 			}

@@ -6,11 +6,12 @@
 // runner.Network:
 //
 //  1. the source address must belong to a registered run (Register);
-//  2. the host is normalized (NormalizeHost): a host that cannot be is
+//  2. the host is normalized (internal/nethost.Normalize): a host that cannot be is
 //     refused;
 //  3. cloud metadata endpoints (MetadataHosts) and model vendor APIs
 //     (ModelVendorHosts) are refused whatever the policy says;
-//  4. net.deny refuses, then net.allow must match (Pattern);
+//  4. net.deny refuses, then net.allow must match (nethost.Pattern's
+//     Match and Allows, the same functions the gate judges WebFetch with);
 //  5. the name is resolved here, once; if any address is private,
 //     loopback, link-local and the like, and that literal address is not
 //     itself in net.allow, the request is refused; the proxy then dials
@@ -39,6 +40,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -105,7 +107,7 @@ type Proxy struct {
 	cfg      Config
 	resolver Resolver
 	dialer   Dialer
-	vendors  []hostGlob
+	vendors  []nethost.Glob
 	log      *slog.Logger
 
 	mu        sync.Mutex
@@ -146,9 +148,9 @@ func New(cfg Config) (*Proxy, error) {
 			d.set()
 		}
 	}
-	vendors := append([]hostGlob(nil), modelVendorGlobs...)
+	vendors := append([]nethost.Glob(nil), modelVendorGlobs...)
 	for i, s := range cfg.ExtraVendorHosts {
-		g, err := parseHostGlob(s)
+		g, err := nethost.ParseGlob(s)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("extra vendor hosts[%d]: %w", i, err))
 			continue
@@ -181,7 +183,7 @@ func New(cfg Config) (*Proxy, error) {
 
 // Register tells the proxy that connections from addr belong to the run id
 // with network policy n (which should be Enabled; a disabled policy denies
-// everything). It returns an error wrapping ErrBadPattern when n has an
+// everything). It returns an error wrapping nethost.ErrBadPattern when n has an
 // invalid pattern (see ValidateNetwork), and one wrapping
 // ErrAlreadyRegistered when addr is still registered to a run.
 func (p *Proxy) Register(addr netip.Addr, id RunIdentity, n runner.Network) error {

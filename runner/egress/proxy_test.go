@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -100,7 +101,7 @@ func TestProxyLetsDenyBeatAllow(t *testing.T) {
 	port := startHTTP(t)
 	h := startProxy(t, Config{})
 	h.register(t,
-		[]string{"*.example.com", "*.test", hp("127.0.0.1", port)},
+		[]string{"*.example.com", "allowed.test", "other.test", hp("127.0.0.1", port)},
 		[]string{"bad.example.com", "0x7f.1", "other.test"})
 	tests := []struct {
 		name string
@@ -131,7 +132,7 @@ func TestProxyRefusesMetadataAndVendorHostsEvenWhenAllowlisted(t *testing.T) {
 	h := startProxy(t, Config{})
 	h.register(t, []string{
 		"169.254.169.254", "100.100.100.200", "fd00:ec2::254", "metadata.google.internal", "metadata",
-		"api.anthropic.com", "api.openai.com", "*.openai.azure.com", "*.amazonaws.com", "*.googleapis.com",
+		"api.anthropic.com", "api.openai.com", "*.openai.azure.com", "*.amazonaws.com", "generativelanguage.googleapis.com",
 		"openrouter.ai", "api.x.ai",
 	}, nil)
 	tests := []struct {
@@ -600,7 +601,7 @@ func TestProxyAuditsAllowedAndDeniedRequests(t *testing.T) {
 func TestProxyRefusesMalformedRequests(t *testing.T) {
 	t.Parallel()
 	h := startProxy(t, Config{})
-	h.register(t, []string{"*.test"}, nil)
+	h.register(t, []string{"allowed.test"}, nil)
 	tests := []struct {
 		name, method, target string
 		status               int
@@ -738,7 +739,8 @@ func TestRegister(t *testing.T) {
 		wantErr error
 	}{
 		{"a new address is registered", "", "10.1.0.2", good, nil},
-		{"a bad pattern is refused", "", "10.1.0.2", runner.Network{Enabled: true, Allow: []string{"*"}}, ErrBadPattern},
+		{"a bad pattern is refused", "", "10.1.0.2", runner.Network{Enabled: true, Allow: []string{"*"}}, nethost.ErrBadPattern},
+		{"an allow pattern over a public suffix is refused", "", "10.1.0.2", runner.Network{Enabled: true, Allow: []string{"*.co.uk"}}, nethost.ErrTooBroad},
 		{"a registered address is refused", "10.1.0.2", "10.1.0.2", good, ErrAlreadyRegistered},
 		{"a mapped spelling of a registered address is refused", "10.1.0.2", "::ffff:10.1.0.2", good, ErrAlreadyRegistered},
 	}

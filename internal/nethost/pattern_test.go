@@ -1,13 +1,8 @@
-package egress
+package nethost
 
 import (
 	"errors"
-	"net/netip"
-	"slices"
-	"strings"
 	"testing"
-
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 func TestPatternMatch(t *testing.T) {
@@ -144,27 +139,7 @@ func TestMatchNormalizesTheHost(t *testing.T) {
 	}
 }
 
-func TestValidateNetworkReportsEveryBadPatternWithItsLocation(t *testing.T) {
-	t.Parallel()
-	err := ValidateNetwork(runner.Network{
-		Enabled: true,
-		Allow:   []string{"example.com", "*", "ok.example:443"},
-		Deny:    []string{"a.*.b"},
-	})
-	if !errors.Is(err, ErrBadPattern) {
-		t.Fatalf("ValidateNetwork: %v; want an error wrapping ErrBadPattern", err)
-	}
-	for _, want := range []string{"net.allow[1]", "net.deny[0]"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("ValidateNetwork error %q does not name %s", err, want)
-		}
-	}
-	if err := ValidateNetwork(runner.Network{Enabled: true, Allow: []string{"*.example.com", "[::1]:80"}}); err != nil {
-		t.Errorf("ValidateNetwork of a good network: %v", err)
-	}
-}
-
-func TestHostGlob(t *testing.T) {
+func TestGlob(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, glob, host string
@@ -184,91 +159,134 @@ func TestHostGlob(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			g, err := parseHostGlob(tt.glob)
+			g, err := ParseGlob(tt.glob)
 			if err != nil {
-				t.Fatalf("parseHostGlob(%q): %v", tt.glob, err)
+				t.Fatalf("ParseGlob(%q): %v", tt.glob, err)
 			}
-			if got := g.match(tt.host); got != tt.want {
-				t.Fatalf("parseHostGlob(%q).match(%q) = %v; want %v", tt.glob, tt.host, got, tt.want)
+			if got := g.Match(tt.host); got != tt.want {
+				t.Fatalf("ParseGlob(%q).Match(%q) = %v; want %v", tt.glob, tt.host, got, tt.want)
 			}
 		})
 	}
 }
 
-func TestBuiltInListsAreCompleteCopies(t *testing.T) {
-	t.Parallel()
-	vendors := ModelVendorHosts()
-	for _, want := range []string{
-		"api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com", "api.mistral.ai",
-		"api.cohere.ai", "api.cohere.com", "api.groq.com", "api.deepseek.com", "api.together.xyz",
-		"openrouter.ai", "api.x.ai", "*.openai.azure.com", "bedrock-runtime.*.amazonaws.com",
-	} {
-		if !slices.Contains(vendors, want) {
-			t.Errorf("ModelVendorHosts() lacks %q", want)
-		}
-	}
-	meta := MetadataHosts()
-	for _, want := range []string{
-		"169.254.169.254", "169.254.170.2", "100.100.100.200", "fd00:ec2::254", "metadata.google.internal", "metadata",
-	} {
-		if !slices.Contains(meta, want) {
-			t.Errorf("MetadataHosts() lacks %q", want)
-		}
-	}
-	vendors[0], meta[0] = "changed", "changed"
-	if ModelVendorHosts()[0] == "changed" || MetadataHosts()[0] == "changed" {
-		t.Error("the lists share memory with their callers")
-	}
-	for _, s := range meta {
-		if _, err := NormalizeHost(s); err != nil {
-			t.Errorf("metadata host %q does not normalize: %v", s, err)
-		}
-	}
-}
-
-func TestClassify(t *testing.T) {
+// TestAllowsStopsAtPublicSuffixes pins the allow-list matching that both
+// the gate (WebFetch) and the egress proxy use.
+func TestAllowsStopsAtPublicSuffixes(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name string
-		addr string
-		want addrClass
+		name, pattern, host string
+		want                bool
 	}{
-		{"a public IPv4 address", "93.184.215.14", classPublic},
-		{"a public IPv6 address", "2606:2800:21f:cb07:6820:80da:af6b:8b2c", classPublic},
-		{"loopback", "127.0.0.1", classPrivate},
-		{"loopback elsewhere in 127/8", "127.8.9.10", classPrivate},
-		{"IPv6 loopback", "::1", classPrivate},
-		{"RFC 1918 10/8", "10.0.0.1", classPrivate},
-		{"RFC 1918 172.16/12", "172.31.255.255", classPrivate},
-		{"just outside 172.16/12", "172.32.0.1", classPublic},
-		{"RFC 1918 192.168/16", "192.168.1.1", classPrivate},
-		{"CGNAT", "100.64.0.1", classPrivate},
-		{"link-local", "169.254.1.1", classPrivate},
-		{"IPv6 link-local", "fe80::1", classPrivate},
-		{"IPv6 unique local", "fd12:3456::1", classPrivate},
-		{"IPv4-mapped loopback", "::ffff:127.0.0.1", classPrivate},
-		{"IPv4-compatible loopback", "::127.0.0.1", classPrivate},
-		{"6to4", "2002:7f00:1::1", classPrivate},
-		{"NAT64 of a public address", "64:ff9b::5db8:d70e", classPublic},
-		{"NAT64 of a private address", "64:ff9b::a00:1", classPrivate},
-		{"NAT64 of the metadata address", "64:ff9b::a9fe:a9fe", classMetadata},
-		{"the unspecified address", "0.0.0.0", classForbidden},
-		{"the IPv6 unspecified address", "::", classForbidden},
-		{"multicast", "224.0.0.1", classForbidden},
-		{"IPv6 multicast", "ff02::1", classForbidden},
-		{"broadcast", "255.255.255.255", classForbidden},
-		{"the AWS metadata address", "169.254.169.254", classMetadata},
-		{"the mapped AWS metadata address", "::ffff:169.254.169.254", classMetadata},
-		{"the ECS metadata address", "169.254.170.2", classMetadata},
-		{"the Alibaba metadata address", "100.100.100.200", classMetadata},
-		{"the AWS IPv6 metadata address", "fd00:ec2::254", classMetadata},
+		{"a wildcard allows a host of its own domain", "*.amazonaws.com", "ec2.amazonaws.com", true},
+		{"a wildcard does not allow a host under a private suffix below it", "*.amazonaws.com", "attacker.s3.amazonaws.com", false},
+		{"a wildcard does not allow the private suffix itself", "*.amazonaws.com", "s3.amazonaws.com", false},
+		{"a wildcard under a private suffix allows its own hosts", "*.me.github.io", "docs.me.github.io", true},
+		{"a wildcard under an ICANN suffix allows its hosts", "*.example.co.uk", "a.b.example.co.uk", true},
+		{"an exact pattern allows itself even when it is a suffix", "github.io", "github.io", true},
+		{"Allows never allows what Match does not", "*.example.com", "example.com", false},
+		{"an IP literal allows itself", "10.0.0.1", "10.0.0.1", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := classify(netip.MustParseAddr(tt.addr)); got != tt.want {
-				t.Fatalf("classify(%s) = %d; want %d", tt.addr, got, tt.want)
+			p, err := ParsePattern(tt.pattern)
+			if err != nil {
+				t.Fatalf("ParsePattern(%q): %v", tt.pattern, err)
+			}
+			if got := p.Allows(tt.host, 443); got != tt.want {
+				t.Fatalf("ParsePattern(%q).Allows(%q, 443) = %v; want %v", tt.pattern, tt.host, got, tt.want)
+			}
+			if got := p.Match(tt.host, 443); tt.want && !got {
+				t.Fatalf("ParsePattern(%q).Match(%q, 443) = false but Allows is true", tt.pattern, tt.host)
 			}
 		})
+	}
+}
+
+func TestCheckAllowRefusesPublicSuffixWidePatterns(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, pattern string
+		tooBroad      bool
+	}{
+		{"a generic top-level domain", "*.com", true},
+		{"a country code second-level suffix", "*.co.uk", true},
+		{"a suffix made by a wildcard rule", "*.foo.ck", true},
+		{"an internationalized top-level domain", "*.рф", true},
+		{"an unlisted top-level domain", "*.internal", true},
+		{"a private-section suffix: GitHub Pages", "*.github.io", true},
+		{"a private-section suffix: S3 buckets", "*.s3.amazonaws.com", true},
+		{"a private-section suffix: Cloud Storage buckets", "*.googleapis.com", true},
+		{"a private-section suffix made by a wildcard rule", "*.eu-west-1.compute.amazonaws.com", true},
+		{"a wildcard suffix with a port", "*.com:443", true},
+		{"a registrable domain", "*.example.com", false},
+		{"a registrable domain under a country code suffix", "*.example.co.uk", false},
+		{"a site under a private suffix", "*.me.github.io", false},
+		{"an exception to a wildcard rule", "*.www.ck", false},
+		{"a domain that holds private suffixes below it", "*.amazonaws.com", false},
+		{"an exact host that is a suffix", "github.io", false},
+		{"an exact top-level domain", "com", false},
+		{"an IP address", "10.0.0.1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := ParsePattern(tt.pattern)
+			if err != nil {
+				t.Fatalf("ParsePattern(%q): %v", tt.pattern, err)
+			}
+			err = p.CheckAllow()
+			if got := errors.Is(err, ErrTooBroad); got != tt.tooBroad {
+				t.Fatalf("ParsePattern(%q).CheckAllow() = %v; want too broad: %v", tt.pattern, err, tt.tooBroad)
+			}
+			if _, err2 := ParseAllow(tt.pattern); errors.Is(err2, ErrTooBroad) != tt.tooBroad {
+				t.Fatalf("ParseAllow(%q) = %v; want too broad: %v", tt.pattern, err2, tt.tooBroad)
+			}
+		})
+	}
+}
+
+func TestCovers(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, ceiling, pattern string
+		want                   bool
+	}{
+		{"a host covers itself", "pypi.org", "pypi.org", true},
+		{"a host does not cover another", "pypi.org", "evil.example", false},
+		{"a host does not cover its subdomain", "pypi.org", "a.pypi.org", false},
+		{"a host does not cover a wildcard over it", "pypi.org", "*.pypi.org", false},
+		{"a wildcard covers a subdomain", "*.example.com", "a.example.com", true},
+		{"a wildcard covers a deeper wildcard", "*.example.com", "*.a.example.com", true},
+		{"a wildcard covers itself", "*.example.com", "*.example.com", true},
+		{"a wildcard does not cover its bare domain", "*.example.com", "example.com", false},
+		{"a wildcard does not cover a look-alike suffix", "*.example.com", "notexample.com", false},
+		{"a wildcard does not cover a broader wildcard", "*.a.example.com", "*.example.com", false},
+		{"a portless host covers it with a port", "pypi.org", "pypi.org:443", true},
+		{"a portless wildcard covers a subdomain with a port", "*.example.com", "a.example.com:8443", true},
+		{"a host with a port does not cover it without", "pypi.org:443", "pypi.org", false},
+		{"a host with a port does not cover another port", "pypi.org:443", "pypi.org:80", false},
+		{"a host with a port covers the same port", "pypi.org:443", "pypi.org:443", true},
+		{"an address covers itself", "10.0.0.1", "10.0.0.1:80", true},
+		{"a wildcard never covers an address", "*.example.com", "10.0.0.1", false},
+		{"an address does not cover a name", "10.0.0.1", "a.example.com", false},
+		{"IPv6 in any spelling", "[::1]", "[0:0:0:0:0:0:0:1]:8080", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err1 := ParsePattern(tt.ceiling)
+			p, err2 := ParsePattern(tt.pattern)
+			if err1 != nil || err2 != nil {
+				t.Fatalf("ParsePattern: %v, %v", err1, err2)
+			}
+			if got := c.Covers(p); got != tt.want {
+				t.Fatalf("%q.Covers(%q) = %v; want %v", tt.ceiling, tt.pattern, got, tt.want)
+			}
+		})
+	}
+	if (Pattern{}).Covers(Pattern{}) {
+		t.Error("the zero pattern covers itself")
 	}
 }

@@ -1,4 +1,20 @@
-package egress
+// Package nethost is gatekeeper's one implementation of host names and host
+// patterns, shared by the gate (WebFetch, policy validation, override
+// ceilings) and the egress proxy (runner/egress), so that what the policy
+// says about a host means the same thing wherever it is enforced:
+//
+//   - Normalize turns any spelling of a host (case, IDN, full-width and
+//     ignorable characters, every IPv4 spelling) into the one canonical
+//     form every check compares;
+//   - ParseURL reads the host and port of an http or https URL exactly as a
+//     WHATWG URL parser (Node's new URL, which Claude Code uses) does;
+//   - Pattern is one sandbox.net.allow, sandbox.net.deny or
+//     ceilings.net_hosts entry, with Match, Allows and Covers;
+//   - Pattern.CheckAllow refuses allow patterns that span a public suffix;
+//   - Glob is the syntax of the built-in always-denied host lists.
+//
+// Everything here is pure: no I/O, no state, safe for concurrent use.
+package nethost
 
 import (
 	"fmt"
@@ -18,7 +34,7 @@ const (
 	maxHostInput = 1024
 )
 
-// NormalizeHost returns the canonical form of host (no port), the form every
+// Normalize returns the canonical form of host (no port), the form every
 // policy check in this package compares:
 //
 //   - A DNS name is lower-cased, mapped and converted to punycode with the
@@ -35,16 +51,22 @@ const (
 //     form without brackets; an IPv4-mapped address ("[::ffff:127.0.0.1]")
 //     is returned as the IPv4 address. Zones are refused.
 //
-// NormalizeHost is idempotent: normalizing its output returns the output.
+// Normalize is idempotent: normalizing its output returns the output.
 // An input it cannot normalize returns an error wrapping ErrBadHost.
-func NormalizeHost(host string) (string, error) {
-	out, err := normalizeHost(host)
+func Normalize(host string) (string, error) {
+	return stable(host, normalizeHost)
+}
+
+// stable runs one normalizing pass and checks that a second pass over its
+// output changes nothing. A few IDNA inputs only reach their canonical form
+// after two passes; refusing them keeps normalization idempotent, which the
+// policy relies on (a pattern and a host are normalized by the same
+// function).
+func stable(host string, pass func(string) (string, error)) (string, error) {
+	out, err := pass(host)
 	if err != nil {
 		return "", err
 	}
-	// A few IDNA inputs only reach their canonical form after two passes;
-	// refusing them keeps the function idempotent, which the policy relies
-	// on (a pattern and a host are normalized by the same function).
 	if again, err := normalizeHost(out); err != nil || again != out {
 		return "", fmt.Errorf("%w: %+q does not normalize to a stable form", ErrBadHost, clip(host))
 	}
@@ -52,7 +74,7 @@ func NormalizeHost(host string) (string, error) {
 }
 
 // SplitHostPort splits hostport ("host", "host:port", "[v6]" or
-// "[v6]:port") and normalizes the host with NormalizeHost. A missing or
+// "[v6]:port") and normalizes the host with Normalize. A missing or
 // empty port yields defaultPort; a defaultPort of 0 makes the port
 // required. A bare IPv6 address with a port is refused as ambiguous. Errors
 // wrap ErrBadHost.
@@ -70,7 +92,7 @@ func SplitHostPort(hostport string, defaultPort uint16) (host string, port uint1
 	if port == 0 {
 		return "", 0, fmt.Errorf("%w: %+q has no port", ErrBadHost, clip(hostport))
 	}
-	if host, err = NormalizeHost(h); err != nil {
+	if host, err = Normalize(h); err != nil {
 		return "", 0, err
 	}
 	return host, port, nil
@@ -112,7 +134,7 @@ func parsePort(s string) (uint16, error) {
 	return uint16(n), nil
 }
 
-// normalizeHost is one pass of NormalizeHost.
+// normalizeHost is one pass of Normalize.
 func normalizeHost(host string) (string, error) {
 	switch {
 	case host == "":
@@ -120,12 +142,30 @@ func normalizeHost(host string) (string, error) {
 	case len(host) > maxHostInput:
 		return "", fmt.Errorf("%w: host is longer than %d bytes", ErrBadHost, maxHostInput)
 	case host[0] == '[':
-		if host[len(host)-1] != ']' {
-			return "", fmt.Errorf("%w: %+q has no closing bracket", ErrBadHost, clip(host))
-		}
-		return normalizeIPv6(host[1 : len(host)-1])
+		return normalizeBracketed(host)
 	case strings.IndexByte(host, ':') >= 0:
 		return normalizeIPv6(host)
+	}
+	return normalizeName(host)
+}
+
+// normalizeBracketed normalizes "[v6]".
+func normalizeBracketed(host string) (string, error) {
+	if host[len(host)-1] != ']' {
+		return "", fmt.Errorf("%w: %+q has no closing bracket", ErrBadHost, clip(host))
+	}
+	return normalizeIPv6(host[1 : len(host)-1])
+}
+
+// normalizeName is one pass over a host that is not an IPv6 literal: a DNS
+// name, an IDN or an IPv4 address in any spelling. A ':' or bracket in it
+// is refused by the IDNA mapping (STD3 rules), never read as IPv6.
+func normalizeName(host string) (string, error) {
+	switch {
+	case host == "":
+		return "", fmt.Errorf("%w: empty host", ErrBadHost)
+	case len(host) > maxHostInput:
+		return "", fmt.Errorf("%w: host is longer than %d bytes", ErrBadHost, maxHostInput)
 	}
 	name, err := idna.Lookup.ToASCII(asciiLower(host))
 	if err != nil {

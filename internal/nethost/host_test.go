@@ -1,4 +1,4 @@
-package egress
+package nethost
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 )
 
-func TestNormalizeHost(t *testing.T) {
+func TestNormalize(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
@@ -79,18 +79,18 @@ func TestNormalizeHost(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := NormalizeHost(tt.in)
+			got, err := Normalize(tt.in)
 			if tt.want == "" {
 				if !errors.Is(err, ErrBadHost) {
-					t.Fatalf("NormalizeHost(%q) = %q, %v; want an error wrapping ErrBadHost", tt.in, got, err)
+					t.Fatalf("Normalize(%q) = %q, %v; want an error wrapping ErrBadHost", tt.in, got, err)
 				}
 				return
 			}
 			if err != nil || got != tt.want {
-				t.Fatalf("NormalizeHost(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+				t.Fatalf("Normalize(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
 			}
-			if again, err := NormalizeHost(got); err != nil || again != got {
-				t.Fatalf("NormalizeHost(%q) = %q, %v; want it unchanged", got, again, err)
+			if again, err := Normalize(got); err != nil || again != got {
+				t.Fatalf("Normalize(%q) = %q, %v; want it unchanged", got, again, err)
 			}
 		})
 	}
