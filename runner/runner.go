@@ -110,7 +110,7 @@ type Spec struct {
 	// that would leave /workspace is refused.
 	Files map[string]string
 	// Timeout is the wall-clock limit; the container is killed when it
-	// passes and Result.TimedOut is set.
+	// passes and Result.Reason is TimedOut.
 	Timeout time.Duration
 	// Sandbox is the resolved policy the container enforces.
 	Sandbox Sandbox
@@ -138,7 +138,16 @@ const (
 	Cancelled ExitReason = "cancelled"  // the caller's context ended first
 )
 
-// Result is what a run produced.
+// ExitReasons returns every ExitReason, in the order above.
+func ExitReasons() []ExitReason { return []ExitReason{Exited, TimedOut, OOMKilled, Cancelled} }
+
+// Result is what a run produced. It is gatekeeper's one declaration of a
+// run's outcome: the wire protocol's run_result (gate/wire.NewRunReport,
+// which `gatekeeper serve` and `gatekeeper run` both use), the audit log's
+// run line and the TypeScript client's copy are derived from it, and tests
+// pin the copies. Why the run ended is Reason alone: the protocol's
+// timed_out and oom_killed booleans are computed from it in one place
+// (wire.NewRunReport), so they cannot disagree with it.
 type Result struct {
 	RunID string
 	// Reason says why the run ended; ExitCode is meaningful for all reasons
@@ -149,8 +158,6 @@ type Result struct {
 	Stdout, Stderr string
 	// Truncated is true when either stream exceeded the cap.
 	Truncated bool
-	TimedOut  bool
-	OOMKilled bool
 	Duration  time.Duration
 	// PeakMemoryBytes is the highest memory use observed (0 if unknown).
 	PeakMemoryBytes int64

@@ -16,6 +16,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
@@ -160,22 +161,6 @@ func (s *sandboxRunner) close() {
 	_ = s.docker.Close()
 }
 
-// runOutput is what `gatekeeper run` prints.
-type runOutput struct {
-	RunID           string `json:"run_id"`
-	ExitCode        int    `json:"exit_code"`
-	Reason          string `json:"reason"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	Truncated       bool   `json:"truncated"`
-	TimedOut        bool   `json:"timed_out"`
-	OOMKilled       bool   `json:"oom_killed"`
-	DurationMS      int64  `json:"duration_ms"`
-	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
-	Image           string `json:"image"`
-	Runtime         string `json:"runtime"`
-}
-
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
 	fs := newFlags("run", `run [--policy FILE] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--human] (-c CODE | FILE | -)
 
@@ -258,24 +243,17 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		return fmt.Errorf("run: %w", err)
 	}
 	if *human {
-		flags := []string{}
-		for _, f := range []struct {
-			on   bool
-			name string
-		}{{res.TimedOut, "timed out"}, {res.OOMKilled, "killed: out of memory"}, {res.Truncated, "output truncated"}} {
-			if f.on {
-				flags = append(flags, f.name)
-			}
+		note := ""
+		if res.Truncated {
+			note = " output truncated"
 		}
-		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s %s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, strings.Join(flags, ", "))
+		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s%s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, note)
 	} else {
+		// The same report a run_result frame carries, from the same mapping.
 		out := json.NewEncoder(stdout)
 		out.SetIndent("", "  ")
-		if err := out.Encode(runOutput{
-			RunID: res.RunID, ExitCode: res.ExitCode, Reason: string(res.Reason), Stdout: res.Stdout, Stderr: res.Stderr,
-			Truncated: res.Truncated, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(),
-			PeakMemoryBytes: res.PeakMemoryBytes, Image: res.Image, Runtime: string(res.Runtime),
-		}); err != nil {
+		out.SetEscapeHTML(false)
+		if err := out.Encode(wire.NewRunReport(res)); err != nil {
 			return err
 		}
 	}

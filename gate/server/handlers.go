@@ -180,11 +180,7 @@ func (c *conn) run(r *wire.Run) {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})
 		return
 	}
-	c.send(wire.RunResult{
-		ID: r.ID, RunID: runID, ExitCode: res.ExitCode, Reason: string(res.Reason), Stdout: res.Stdout, Stderr: res.Stderr,
-		Truncated: res.Truncated, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
-		DurationMS: res.Duration.Milliseconds(), PeakMemoryBytes: res.PeakMemoryBytes, Image: res.Image, Runtime: string(res.Runtime),
-	})
+	c.send(wire.RunResult{ID: r.ID, RunReport: wire.NewRunReport(res)})
 }
 
 func (c *conn) runnerUnavailable(id string, rec *audit.Record, err error) {

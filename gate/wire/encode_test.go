@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
@@ -21,8 +24,8 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 		{name: "decision with an empty tool use id", reply: Decision{ID: "3", Decision: Ask, Reason: "Bash <rm -rf> & friends need a human", Rule: "bash.ask", DecisionID: "d_0d3f", PolicyRevision: "sha256:4f1c"}},
 		{name: "output", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stdout", Data: "hello\n"}},
 		{name: "output with invalid UTF-8", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stderr", Data: "caf\xc3 \xff\xfe ok\x00"}},
-		{name: "run result", reply: RunResult{ID: "4", RunID: "r_9a1f", ExitCode: 0, Reason: "exited", Stdout: "hello\n", Stderr: "", DurationMS: 412, PeakMemoryBytes: 7340032, Image: "gatekeeper-sandbox:3f9a", Runtime: "runc"}},
-		{name: "run result that timed out with invalid UTF-8", reply: RunResult{ID: "4", RunID: "r_9a1g", ExitCode: 137, Reason: "timed_out", Stdout: "\xe2\x82", Truncated: true, TimedOut: true, DurationMS: 5000, PeakMemoryBytes: 1 << 20, Image: "gatekeeper-sandbox:3f9a", Runtime: "runsc"}},
+		{name: "run result", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{RunID: "r_9a1f", ExitCode: 0, Reason: runner.Exited, Stdout: "hello\n", Stderr: "", Duration: 412 * time.Millisecond, PeakMemoryBytes: 7340032, Image: "gatekeeper-sandbox:3f9a", Runtime: runner.Runc})}},
+		{name: "run result that timed out with invalid UTF-8", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{RunID: "r_9a1g", ExitCode: 137, Reason: runner.TimedOut, Stdout: "\xe2\x82", Truncated: true, Duration: 5 * time.Second, PeakMemoryBytes: 1 << 20, Image: "gatekeeper-sandbox:3f9a", Runtime: runner.Runsc})}},
 		{name: "query closed", reply: QueryClosed{ID: "5", QueryID: "q_6b0c"}},
 		{name: "error", reply: &Error{ID: "7", Code: CodeUnknownField, Message: `decide: unknown field "toolname"`}},
 		{name: "error with violations", reply: Error{ID: "2", Code: CodePolicyOverrideRejected, Message: "sandbox policy override rejected: 2 violations", Violations: []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.net.allow host evil.example is not within ceilings.net_hosts"}}},
@@ -63,13 +66,13 @@ func TestEncodeReplacesInvalidUTF8(t *testing.T) {
 		},
 		{
 			name:  "each invalid byte of run_result stderr gets U+FFFD and NUL is kept",
-			reply: RunResult{ID: "4", RunID: "r", Stderr: "a\xff\xfeb\x00"},
+			reply: RunResult{ID: "4", RunReport: RunReport{RunID: "r", Stderr: "a\xff\xfeb\x00"}},
 			field: func(m map[string]any) any { return m["stderr"] },
 			want:  "a\ufffd\ufffdb\x00",
 		},
 		{
 			name:  "valid multi-byte text is kept",
-			reply: RunResult{ID: "4", RunID: "r", Stdout: "héllo ✓ 🐍"},
+			reply: RunResult{ID: "4", RunReport: RunReport{RunID: "r", Stdout: "héllo ✓ 🐍"}},
 			field: func(m map[string]any) any { return m["stdout"] },
 			want:  "héllo ✓ 🐍",
 		},

@@ -1,5 +1,7 @@
 package wire
 
+import "github.com/gatekeeper-ai/gatekeeper/runner"
+
 // Welcome answers Hello.
 type Welcome struct {
 	ID string `json:"id"`
@@ -43,23 +45,46 @@ type Output struct {
 	Data string `json:"data"`
 }
 
-// RunResult ends a run that ran.
+// RunResult ends a run that ran: the request's id and the run's report.
 type RunResult struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	RunReport
+}
+
+// RunReport is what a run produced, as the protocol reports it: the body
+// of a run_result frame, and what `gatekeeper run` prints. Build it with
+// NewRunReport, the one mapping from runner.Result.
+type RunReport struct {
 	RunID    string `json:"run_id"`
 	ExitCode int    `json:"exit_code"`
-	// Reason is "exited", "timed_out", "oom_killed" or "cancelled".
+	// Reason is a runner.ExitReason: "exited", "timed_out", "oom_killed"
+	// or "cancelled".
 	Reason string `json:"reason"`
 	// Stdout and Stderr are text; Encode replaces invalid UTF-8 with U+FFFD.
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	Truncated       bool   `json:"truncated"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	// TimedOut and OOMKilled are derived from Reason (Reason is
+	// "timed_out", Reason is "oom_killed"), kept because version 1 of the
+	// protocol promises them; they never disagree with it.
 	TimedOut        bool   `json:"timed_out"`
 	OOMKilled       bool   `json:"oom_killed"`
 	DurationMS      int64  `json:"duration_ms"`
 	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
 	Image           string `json:"image"`
 	Runtime         string `json:"runtime"`
+}
+
+// NewRunReport is the report of res: the one place a runner.Result becomes
+// the protocol's shape, and the booleans are derived from the reason.
+func NewRunReport(res runner.Result) RunReport {
+	return RunReport{
+		RunID: res.RunID, ExitCode: res.ExitCode, Reason: string(res.Reason),
+		Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated,
+		TimedOut: res.Reason == runner.TimedOut, OOMKilled: res.Reason == runner.OOMKilled,
+		DurationMS: res.Duration.Milliseconds(), PeakMemoryBytes: res.PeakMemoryBytes,
+		Image: res.Image, Runtime: string(res.Runtime),
+	}
 }
 
 // QueryClosed answers CloseQuery.

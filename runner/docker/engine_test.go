@@ -309,8 +309,8 @@ sys.exit(7)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Reason != runner.Exited || res.TimedOut || res.ExitCode != 7 {
-				t.Errorf("reason %q, timed out %v, exit code %d; want exited with 7 (stderr %q)", res.Reason, res.TimedOut, res.ExitCode, res.Stderr)
+			if res.Reason != runner.Exited || res.ExitCode != 7 {
+				t.Errorf("reason %q, exit code %d; want exited with 7 (stderr %q)", res.Reason, res.ExitCode, res.Stderr)
 			}
 			want := "out-1\n\x1egatekeeper-end 0000000000000000 000\x1e" + strings.Repeat("x", 10000) + "last, no newline"
 			if res.Stdout != want {

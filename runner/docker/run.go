@@ -350,6 +350,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	stopWatching()
 
 	res.ExitCode = int(status.StatusCode)
+	oomKilled := false
 	if !marked {
 		// The program did not exit by itself: ask the engine whether the
 		// memory limit killed it. (After the marks the program exited on
@@ -361,7 +362,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			return res, engineErr("inspect container", err)
 		}
 		if insp.ContainerJSONBase != nil && insp.State != nil {
-			res.OOMKilled = insp.State.OOMKilled
+			oomKilled = insp.State.OOMKilled
 		}
 	}
 	res.Stdout, res.Truncated = stdout.result()
@@ -373,8 +374,8 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 
 	switch {
 	case killedFor == runner.TimedOut:
-		res.Reason, res.TimedOut = runner.TimedOut, true
-	case res.OOMKilled:
+		res.Reason = runner.TimedOut
+	case oomKilled:
 		res.Reason = runner.OOMKilled
 	case killedFor == runner.Cancelled:
 		res.Reason = runner.Cancelled

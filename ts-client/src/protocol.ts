@@ -108,19 +108,53 @@ export interface OutputReply {
 export interface RunResultReply {
   type: 'run_result';
   id: string;
-  run_id: string;
+  run_id?: string;
   exit_code: number;
+  /** Why the run ended: `exited`, `timed_out`, `oom_killed` or `cancelled`. */
   reason: string;
   stdout: string;
   stderr: string;
   truncated: boolean;
+  /** Derived from `reason` by the sidecar (`reason === 'timed_out'`). */
   timed_out: boolean;
+  /** Derived from `reason` by the sidecar (`reason === 'oom_killed'`). */
   oom_killed: boolean;
   duration_ms?: number;
   peak_memory_bytes?: number;
   image?: string;
   runtime?: string;
 }
+
+/**
+ * The fields of a run_result frame besides `type` and `id`, with their JSON
+ * types: those parseReply requires, and those it checks when present. A
+ * test pins them to the frames the sidecar's Go codec writes
+ * (gate/wire/testdata/golden), and the compiler to RunResultReply.
+ */
+export const RUN_RESULT_REQUIRED = {
+  exit_code: 'number',
+  reason: 'string',
+  stdout: 'string',
+  stderr: 'string',
+  truncated: 'boolean',
+  timed_out: 'boolean',
+  oom_killed: 'boolean',
+} as const satisfies Record<string, FieldType>;
+
+/** See RUN_RESULT_REQUIRED. */
+export const RUN_RESULT_OPTIONAL = {
+  run_id: 'string',
+  duration_ms: 'number',
+  peak_memory_bytes: 'number',
+  image: 'string',
+  runtime: 'string',
+} as const satisfies Record<string, FieldType>;
+
+type RunResultField = Exclude<keyof RunResultReply, 'type' | 'id'>;
+type DeclaredRunResultField = keyof typeof RUN_RESULT_REQUIRED | keyof typeof RUN_RESULT_OPTIONAL;
+/** A field of RunResultReply missing from the tables above, or the other way round, breaks the build here. */
+const runResultFieldsDeclared: [RunResultField] extends [DeclaredRunResultField] ? ([DeclaredRunResultField] extends [RunResultField] ? true : never) : never = true;
+void runResultFieldsDeclared;
 
 export interface QueryClosedReply {
   type: 'query_closed';
@@ -155,7 +189,8 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]';
+/** The JSON type of a frame field, as parseReply checks it. */
+export type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]';
 
 function check(frame: Record<string, unknown>, required: Record<string, FieldType>, optional: Record<string, FieldType> = {}): void {
   const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(frame, k);
@@ -219,25 +254,7 @@ export function parseReply(text: string): Reply {
       if (v.stream !== 'stdout' && v.stream !== 'stderr') throw new MalformedReplyError('output frame has an unknown stream');
       break;
     case 'run_result':
-      check(
-        v,
-        {
-          exit_code: 'number',
-          reason: 'string',
-          stdout: 'string',
-          stderr: 'string',
-          truncated: 'boolean',
-          timed_out: 'boolean',
-          oom_killed: 'boolean',
-        },
-        {
-          run_id: 'string',
-          duration_ms: 'number',
-          peak_memory_bytes: 'number',
-          image: 'string',
-          runtime: 'string',
-        },
-      );
+      check(v, RUN_RESULT_REQUIRED, RUN_RESULT_OPTIONAL);
       break;
     case 'query_closed':
       check(v, {}, { query_id: 'string' });
