@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // Client is one WebSocket connection to the sidecar speaking
@@ -33,13 +35,9 @@ type Frame struct {
 	Rule       string          `json:"rule"`
 	Stream     string          `json:"stream"`
 	Data       string          `json:"data"`
-	ExitCode   int             `json:"exit_code"`
-	RunReason  string          `json:"-"`
-	Stdout     string          `json:"stdout"`
-	Stderr     string          `json:"stderr"`
-	Truncated  bool            `json:"truncated"`
-	DurationMS int64           `json:"duration_ms"`
-	Runtime    string          `json:"runtime"`
+	// Run is the report of a run_result frame, decoded into the
+	// protocol's own type.
+	Run *wire.RunReport `json:"-"`
 }
 
 // Dial connects to the sidecar's Unix socket with the bearer token and
@@ -105,11 +103,11 @@ func (c *Client) read() (Frame, error) {
 		return Frame{}, fmt.Errorf("decode reply %.200s: %w", data, err)
 	}
 	if f.Type == "run_result" {
-		var r struct {
-			Reason string `json:"reason"`
+		var r wire.RunResult
+		if err := json.Unmarshal(data, &r); err != nil {
+			return Frame{}, fmt.Errorf("decode run_result %.200s: %w", data, err)
 		}
-		_ = json.Unmarshal(data, &r)
-		f.RunReason = r.Reason
+		f.Run = &r.RunReport
 	}
 	return f, nil
 }
@@ -149,7 +147,7 @@ func (c *Client) Decide(queryID, tool string, input any, toolUseID string, mcp m
 
 // RunOutcome is what one sandboxed run through the sidecar returned.
 type RunOutcome struct {
-	Result      Frame // the run_result
+	Result      wire.RunReport // the run_result's report
 	OutputBytes int64 // data of the output frames
 	Frames      int   // output frames
 }
@@ -180,6 +178,6 @@ func (c *Client) DecideAndRun(queryID, toolUseID, language, code string) (RunOut
 	if f.Type != "run_result" {
 		return out, fmt.Errorf("run answered with %s %s: %s", f.Type, f.Code, f.Message)
 	}
-	out.Result = f
+	out.Result = *f.Run
 	return out, nil
 }

@@ -617,7 +617,7 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 				return d, err
 			}
 			if r := out.Result; r.ExitCode != 0 || r.Stdout != "hello, world\n" {
-				return d, fmt.Errorf("run exited %d (%s) with stdout %q stderr %q", r.ExitCode, r.RunReason, r.Stdout, r.Stderr)
+				return d, fmt.Errorf("run exited %d (%s) with stdout %q stderr %q", r.ExitCode, r.Reason, r.Stdout, r.Stderr)
 			}
 			inner[name] = append(inner[name], time.Duration(out.Result.DurationMS)*time.Millisecond)
 			return d, nil
@@ -775,7 +775,7 @@ func (e *env) flood(ctx context.Context) error {
 		m.FloodTruncated = out.Result.Truncated
 		if out.Result.ExitCode != 0 {
 			sampler.Stop()
-			return fmt.Errorf("flood run exited %d (%s): %s", out.Result.ExitCode, out.Result.RunReason, out.Result.Stderr)
+			return fmt.Errorf("flood run exited %d (%s): %s", out.Result.ExitCode, out.Result.Reason, out.Result.Stderr)
 		}
 	}
 	m.FloodSeconds = time.Since(t0).Seconds() / 2
