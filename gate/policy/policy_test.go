@@ -102,6 +102,10 @@ func TestDecodeErrorsNameTheirLocation(t *testing.T) {
 		{"no workspace", "version: 1\n", []string{`workspace_root: is required`}},
 		{"version 2", "version: 2\nworkspace_root: /srv\n", []string{`p.yaml:1:10: version: version 2 is not supported`}},
 		{"memory below the container minimum", minimal + "sandbox:\n  proc:\n    memory: 1m\n", []string{`sandbox.proc.memory: 1m is below`}},
+		{"a negative file count", minimal + "sandbox:\n  output:\n    max_files: -1\n", []string{`p.yaml:5:16: sandbox.output.max_files: -1 is out of range: 0 (no files) to 1000`}},
+		{"a file count over the hard bound", minimal + "sandbox:\n  output:\n    max_files: 1001\n", []string{`sandbox.output.max_files: 1001 is out of range`}},
+		{"file bytes over the hard bound", minimal + "sandbox:\n  output:\n    max_files_bytes: 65m\n", []string{`p.yaml:5:22: sandbox.output.max_files_bytes: 65m is over the most a run may return, 64m`}},
+		{"a negative file ceiling", minimal + "ceilings:\n  output_files: -3\n", []string{`ceilings.output_files: must not be negative`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -73,6 +73,10 @@ export interface SandboxPolicy {
   output?: {
     /** Most bytes kept per stream: bytes, or a string such as `"1m"`. */
     max_bytes?: number | string;
+    /** Most workspace files a run returns (and most files a run may send in). */
+    max_files?: number;
+    /** Most bytes of file content a run returns, all files together (and may send in): bytes, or a string such as `"4m"`. */
+    max_files_bytes?: number | string;
   };
 }
 
