@@ -24,17 +24,17 @@ type Client struct {
 
 // Frame is the part of a reply frame the harness reads.
 type Frame struct {
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	Code       string          `json:"code"`
-	Message    string          `json:"message"`
-	QueryID    string          `json:"query_id"`
-	Effective  json.RawMessage `json:"effective_policy"`
-	Decision   string          `json:"decision"`
-	Reason     string          `json:"reason"`
-	Rule       string          `json:"rule"`
-	Stream     string          `json:"stream"`
-	Data       string          `json:"data"`
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Code      string          `json:"code"`
+	Message   string          `json:"message"`
+	QueryID   string          `json:"query_id"`
+	Effective json.RawMessage `json:"effective_policy"`
+	Decision  string          `json:"decision"`
+	Reason    string          `json:"reason"`
+	Rule      string          `json:"rule"`
+	Stream    string          `json:"stream"`
+	Data      string          `json:"data"`
 	// Run is the report of a run_result frame, decoded into the
 	// protocol's own type.
 	Run *wire.RunReport `json:"-"`
@@ -148,8 +148,8 @@ func (c *Client) Decide(queryID, tool string, input any, toolUseID string, mcp m
 // RunOutcome is what one sandboxed run through the sidecar returned.
 type RunOutcome struct {
 	Result      wire.RunReport // the run_result's report
-	OutputBytes int64 // data of the output frames
-	Frames      int   // output frames
+	OutputBytes int64          // data of the output frames
+	Frames      int            // output frames
 }
 
 // DecideAndRun does what the TypeScript client does for one

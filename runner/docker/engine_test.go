@@ -202,10 +202,9 @@ func startUnwatched(t *testing.T, r *Runner, spec runner.Spec) (id string, attac
 		t.Fatal(err)
 	}
 	begin = time.Now()
-	if _, err := attach.Conn.Write(p.input); err != nil {
+	if _, err := writeInput(attach, p, spec); err != nil {
 		t.Fatal(err)
 	}
-	attach.CloseWrite()
 	return id, attach, begin
 }
 

@@ -154,6 +154,10 @@ func Conformance(t *testing.T, newRunner func(t *testing.T) Runner) {
 		t.Parallel()
 		testFresh(t, r)
 	})
+	t.Run("workspaces", func(t *testing.T) {
+		t.Parallel()
+		testWorkspaces(t, r)
+	})
 	t.Run("a cancelled run is killed and leaves nothing behind", func(t *testing.T) {
 		t.Parallel()
 		// A runner of its own, so that no other case's sandbox is counted.
