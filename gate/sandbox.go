@@ -31,5 +31,7 @@ func (eff *Effective) RunnerSandbox(defaultImage string) runner.Sandbox {
 			Deny:    append([]string(nil), s.Net.Deny...),
 		},
 		MaxOutputBytes: int64(s.Output.MaxBytes),
+		MaxFiles:       s.Output.MaxFiles,
+		MaxFilesBytes:  int64(s.Output.MaxFilesBytes),
 	}
 }

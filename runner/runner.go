@@ -198,6 +198,9 @@ type File struct {
 	// SHA256 is the hex SHA-256 of its content.
 	SHA256 string
 	Change FileChange
+	// MediaType is its type as its first bytes and name show it, such as
+	// "image/png" or "text/plain; charset=utf-8".
+	MediaType string
 	// Content is the file's bytes; nil when Sandbox.MaxFilesBytes left no
 	// room for it (an empty file has a non-nil, empty Content).
 	Content []byte

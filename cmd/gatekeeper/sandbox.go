@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 type runnerOptions struct {
@@ -154,6 +156,24 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	return s, nil
 }
 
+// openWorkspaces opens the store of the queries' workspaces of instance
+// under stateDir and removes what a killed predecessor of the same
+// instance left there.
+func openWorkspaces(stateDir, instance string, log *slog.Logger) (*workspace.Store, error) {
+	store, err := workspace.OpenStore(filepath.Join(stateDir, "workspaces", instance))
+	if err != nil {
+		return nil, err
+	}
+	n, err := store.Cleanup()
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		log.Info("removed leftover query workspaces", "instance", instance, "count", n, "dir", store.Dir())
+	}
+	return store, nil
+}
+
 // close waits for the warm-up, then stops the pool (removing its warm
 // containers) and releases the engine client.
 func (s *sandboxRunner) close() {
@@ -248,6 +268,9 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 			note = " output truncated"
 		}
 		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s%s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, note)
+		for _, f := range res.Files {
+			fmt.Fprintf(stderr, "-- file %s (%s, %d bytes, %s)\n", f.Path, f.Change, f.Size, f.MediaType)
+		}
 	} else {
 		// The same report a run_result frame carries, from the same mapping.
 		out := json.NewEncoder(stdout)

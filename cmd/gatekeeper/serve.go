@@ -35,6 +35,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
+	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -86,6 +87,9 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 		defer rs.close()
 		cfg.Runner, cfg.DefaultImage = rs.queue, rs.defaultImage
 		sandboxes = rs.docker
+		if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
+			return err
+		}
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

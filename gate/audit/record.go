@@ -80,7 +80,11 @@ type Record struct {
 	Truncated       bool    `json:"truncated,omitempty"`
 	Image           string  `json:"image,omitempty"`
 	Runtime         string  `json:"runtime,omitempty"`
-	Error           string  `json:"error,omitempty"`
+	// Files is how many files of /workspace the run returned; Workspace
+	// what became of the query's workspace ("saved", "not_saved").
+	Files     int    `json:"files,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	Error     string `json:"error,omitempty"`
 
 	// Egress fields (Kind "egress").
 	Host      string `json:"host,omitempty"`

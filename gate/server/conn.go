@@ -112,6 +112,7 @@ func (c *conn) serve() {
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
+	c.removeWorkspaces()
 	close(c.out)
 	<-writerDone
 	_ = c.ws.Close()
@@ -234,6 +235,31 @@ func decisionWorker(jobs <-chan func()) {
 
 // stackBallast is sized for the stack one decision grows to.
 const stackBallast = 24 << 10
+
+// removeWorkspaces removes the workspaces of the connection's queries
+// once it ended: a query belongs to its connection.
+func (c *conn) removeWorkspaces() {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.queries))
+	for id := range c.queries {
+		ids = append(ids, id)
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.removeWorkspace(id)
+	}
+}
+
+// removeWorkspace removes the workspace of query id, if the sidecar keeps
+// workspaces and the query had one.
+func (c *conn) removeWorkspace(id string) {
+	if c.s.cfg.Workspaces == nil {
+		return
+	}
+	if err := c.s.cfg.Workspaces.Remove(id); err != nil {
+		c.s.log.Warn("remove a query's workspace", "query_id", id, "err", err)
+	}
+}
 
 func (c *conn) query(id string) *query {
 	c.mu.Lock()

@@ -56,6 +56,7 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
+	c.removeWorkspace(r.QueryID)
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
 
@@ -123,6 +124,9 @@ func (c *conn) run(r *wire.Run) {
 	if r.TimeoutMS != nil {
 		input["timeout_ms"] = *r.TimeoutMS
 	}
+	if r.Outputs != nil {
+		input["outputs"] = r.Outputs
+	}
 	raw, err := json.Marshal(input)
 	if err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: err.Error()})
@@ -149,14 +153,41 @@ func (c *conn) run(r *wire.Run) {
 		}
 		timeout = asked
 	}
+	out := eff.Policy.Sandbox.Output
+	files := make(map[string]string, len(r.Files))
+	var filesBytes int64
+	for p, f := range r.Files {
+		files[p] = f.Data
+		filesBytes += int64(len(f.Data))
+	}
+	if len(files) > out.MaxFiles || filesBytes > int64(out.MaxFilesBytes) {
+		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: fmt.Sprintf("run: files holds %d files of %d bytes; the query's sandbox.output allows %d files of %s (max_files, max_files_bytes)", len(files), filesBytes, out.MaxFiles, out.MaxFilesBytes)})
+		return
+	}
 	if c.s.cfg.Runner == nil {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
 	}
 	spec := runner.Spec{
-		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: r.Files,
-		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage),
+		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: files,
+		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage), Outputs: r.Outputs,
 		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
+	}
+	if ws := c.s.cfg.Workspaces; ws != nil {
+		w, err := ws.Workspace(r.QueryID)
+		if err != nil {
+			c.runFailed(r.ID, &rec, fmt.Errorf("the query's workspace: %w", err))
+			return
+		}
+		// Runs of one query take turns: each starts from what the one
+		// before it left.
+		unlock, err := w.Lock(c.ctx)
+		if err != nil {
+			c.runFailed(r.ID, &rec, err)
+			return
+		}
+		defer unlock()
+		spec.Workspace = w
 	}
 	flood := c.s.floodWatch()
 	defer flood.done()
@@ -175,6 +206,7 @@ func (c *conn) run(r *wire.Run) {
 	rec.DurationMS, rec.PeakMemoryBytes = res.Duration.Milliseconds(), res.PeakMemoryBytes
 	rec.StdoutBytes, rec.StderrBytes, rec.Truncated = int64(len(res.Stdout)), int64(len(res.Stderr)), res.Truncated
 	rec.Image, rec.Runtime = res.Image, string(res.Runtime)
+	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
 	c.s.metrics.runs.WithLabelValues(string(res.Reason)).Inc()
 	if err := c.s.cfg.Auditor.Write(rec); err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})

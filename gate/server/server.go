@@ -22,6 +22,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // Runner runs one sandboxed program.
@@ -46,6 +47,10 @@ type Config struct {
 	Runner Runner
 	// DefaultImage replaces an empty sandbox.fs.image.
 	DefaultImage string
+	// Workspaces keeps each query's /workspace between its runs, removed
+	// when the query closes or its connection ends; nil starts every run
+	// from an empty /workspace.
+	Workspaces *workspace.Store
 	// Token is the bearer token every upgrade and /metrics request needs.
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.

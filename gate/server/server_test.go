@@ -22,6 +22,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 const testPolicy = `version: 1
@@ -43,6 +44,7 @@ type harness struct {
 
 type options struct {
 	runner      server.Runner
+	workspaces  *workspace.Store
 	auditor     server.Auditor
 	origins     []string
 	maxFrame    int64
@@ -76,7 +78,7 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
-		PingInterval: o.ping, ReadTimeout: o.read,
+		PingInterval: o.ping, ReadTimeout: o.read, Workspaces: o.workspaces,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

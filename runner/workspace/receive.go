@@ -209,8 +209,14 @@ func (rec *Received) pick(out *os.File, cands []candidate, want Want) error {
 		cands = cands[:want.MaxFiles]
 	}
 	budget := want.MaxBytes
+	head := make([]byte, sniffLen)
 	for _, c := range cands {
 		f := runner.File{Path: c.path, Size: c.size, SHA256: hex.EncodeToString(c.sum[:]), Change: c.change}
+		n := min(c.size, sniffLen)
+		if _, err := out.ReadAt(head[:n], c.offset); err != nil {
+			return fmt.Errorf("read %s back from the workspace snapshot: %w", c.path, err)
+		}
+		f.MediaType = MediaType(c.path, head[:n])
 		if c.size <= budget {
 			f.Content = make([]byte, c.size)
 			if _, err := out.ReadAt(f.Content, c.offset); err != nil {

@@ -418,3 +418,37 @@ func TestCleanOutputs(t *testing.T) {
 		t.Error("nil outputs became non-nil: a run naming none would return no changed files")
 	}
 }
+
+func TestMediaType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, file, head, want string
+	}{
+		{"a PNG by its signature, whatever its name", "chart.dat", "\x89PNG\r\n\x1a\n\x00\x00", "image/png"},
+		{"a JPEG", "photo.jpg", "\xff\xd8\xff\xe0\x00\x10JFIF", "image/jpeg"},
+		{"a GIF", "a.gif", "GIF89a\x01\x00", "image/gif"},
+		{"a WebP", "a.webp", "RIFF\x10\x00\x00\x00WEBPVP8 ", "image/webp"},
+		{"a PDF", "r.pdf", "%PDF-1.7\n", "application/pdf"},
+		{"an SVG is text with its extension", "plot.svg", "<svg xmlns='http://www.w3.org/2000/svg'/>", "image/svg+xml"},
+		{"a .png that is text is text", "fake.png", "not an image", "text/plain; charset=utf-8"},
+		{"CSV", "DATA.CSV", "a,b\n1,2\n", "text/csv; charset=utf-8"},
+		{"JSON", "r.json", `{"a": 1}`, "application/json"},
+		{"Markdown", "README.md", "# Title\n", "text/markdown; charset=utf-8"},
+		{"UTF-8 text", "notes", "héllo ✓\tok\r\n", "text/plain; charset=utf-8"},
+		{"a head cut inside a rune is still text", "cut.txt", "caf\xc3", "text/plain; charset=utf-8"},
+		{"a NUL makes it binary", "x.txt", "a\x00b", "application/octet-stream"},
+		{"an escape character makes it binary", "x.txt", "\x1b[31mred", "application/octet-stream"},
+		{"invalid UTF-8 is binary", "x.txt", "\xff\xfe", "application/octet-stream"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := MediaType(tc.file, []byte(tc.head)); got != tc.want {
+				t.Errorf("MediaType(%q, %q) = %q, want %q", tc.file, tc.head, got, tc.want)
+			}
+		})
+	}
+	if IsText([]byte("caf\xc3")) {
+		t.Error("IsText of content ending inside a rune = true, want false: only a head may be cut")
+	}
+}
