@@ -51,7 +51,7 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
   return {
     async options(extra: GatekeeperClientQueryOptions = {}): Promise<Options> {
       if (closed) throw new Error('gatekeeper: the client is closed');
-      const { sandboxPolicy, ...caller } = extra;
+      const { sandboxPolicy, onSandboxRun, ...caller } = extra;
       checkCallerOptions(caller);
       const sq = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
       open.add(sq);
@@ -69,7 +69,7 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
       if (first.unavailable !== undefined) {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable; every tool call is denied until it is back', { reason: first.unavailable });
       }
-      return buildOptions(sq, caller, first, cfg.logger, cfg.decisionTimeoutMs, end).options;
+      return buildOptions(sq, caller, first, cfg.logger, cfg.decisionTimeoutMs, end, onSandboxRun).options;
     },
     async close(): Promise<void> {
       closed = true;

@@ -16,7 +16,7 @@ import type {
 } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError, type GatekeeperLogger } from './config.js';
 import type { McpServerRef, McpSource } from './protocol.js';
-import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson } from './sandboxed-code.js';
+import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 
 /**
@@ -89,6 +89,14 @@ export interface GatekeeperOwnOptions {
    * a GatekeeperError listing every violation.
    */
   sandboxPolicy?: SandboxPolicy;
+  /**
+   * Called with every finished run of the model's code (through
+   * `mcp__sandboxed_code__run`): what the model read, and every file the
+   * run returned with its content (a chart it drew, a report it wrote).
+   * It is awaited before the model gets the run's result, so keep it
+   * short; what it throws is logged and does not reach the model.
+   */
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
 }
 
 /** The PreToolUse matcher's hook timeout beyond the decision timeout, in seconds. */
@@ -248,10 +256,11 @@ export function buildOptions(
   logger: GatekeeperLogger,
   decisionTimeoutMs: number,
   onSessionEnd?: () => void,
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>,
 ): Built {
   const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
   const runs = new RunCorrelator();
-  const server = sandboxedCodeServer(sq, runs, logger);
+  const server = sandboxedCodeServer(sq, runs, logger, onSandboxRun);
 
   // Where Claude Code resolves relative paths: the hook input says so; the
   // canUseTool callback does not, and the SDK runs Claude Code in options.cwd.

@@ -48,6 +48,9 @@ export interface DecideFrame {
   cwd?: string;
 }
 
+/** The content of a file a run sends in: its text, or any bytes in standard base64. */
+export type RunFileContent = string | { base64: string };
+
 export interface RunFrame {
   type: 'run';
   id: string;
@@ -55,8 +58,10 @@ export interface RunFrame {
   tool_use_id: string;
   language: 'python' | 'sh' | 'node';
   code: string;
-  files?: Record<string, string>;
+  files?: Record<string, RunFileContent>;
   timeout_ms?: number;
+  /** Paths under /workspace whose files the run returns, changed or not; absent: the files it created or changed. */
+  outputs?: string[];
 }
 
 export interface CloseQueryFrame {
@@ -123,7 +128,50 @@ export interface RunResultReply {
   peak_memory_bytes?: number;
   image?: string;
   runtime?: string;
+  /** Files of /workspace the run returned, sorted by path. */
+  files?: RunFileReply[];
+  /** Files past the policy's sandbox.output.max_files. */
+  files_omitted?: number;
+  /** `saved`, `not_saved` (see workspace_note) or `` (the sidecar keeps no workspace). */
+  workspace?: string;
+  workspace_note?: string;
 }
+
+/** One file a run returned; exactly one of text, base64 and omitted is set. */
+export interface RunFileReply {
+  path: string;
+  size: number;
+  sha256: string;
+  /** `created`, `modified` or `unchanged` (named in outputs). */
+  change: string;
+  media_type: string;
+  text?: string;
+  base64?: string;
+  /** Why the content is left out. */
+  omitted?: string;
+}
+
+/** The fields of a returned file, as RUN_RESULT_REQUIRED for a run_result. */
+export const RUN_FILE_REQUIRED = {
+  path: 'string',
+  size: 'number',
+  sha256: 'string',
+  change: 'string',
+  media_type: 'string',
+} as const satisfies Record<string, FieldType>;
+
+/** See RUN_FILE_REQUIRED. */
+export const RUN_FILE_OPTIONAL = {
+  text: 'string',
+  base64: 'string',
+  omitted: 'string',
+} as const satisfies Record<string, FieldType>;
+
+type RunFileField = keyof RunFileReply;
+type DeclaredRunFileField = keyof typeof RUN_FILE_REQUIRED | keyof typeof RUN_FILE_OPTIONAL;
+/** A field of RunFileReply missing from the tables above, or the other way round, breaks the build here. */
+const runFileFieldsDeclared: [RunFileField] extends [DeclaredRunFileField] ? ([DeclaredRunFileField] extends [RunFileField] ? true : never) : never = true;
+void runFileFieldsDeclared;
 
 /**
  * The fields of a run_result frame besides `type` and `id`, with their JSON
@@ -148,6 +196,10 @@ export const RUN_RESULT_OPTIONAL = {
   peak_memory_bytes: 'number',
   image: 'string',
   runtime: 'string',
+  files: 'object[]',
+  files_omitted: 'number',
+  workspace: 'string',
+  workspace_note: 'string',
 } as const satisfies Record<string, FieldType>;
 
 type RunResultField = Exclude<keyof RunResultReply, 'type' | 'id'>;
@@ -190,28 +242,32 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The JSON type of a frame field, as parseReply checks it. */
-export type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]';
+export type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]' | 'object[]';
+
+/** hasType reports whether a field's value v is of JSON type t. */
+export function hasType(v: unknown, t: FieldType): boolean {
+  switch (t) {
+    case 'string[]':
+      return Array.isArray(v) && v.every((x) => typeof x === 'string');
+    case 'object[]':
+      return Array.isArray(v) && v.every(isObject);
+    case 'object':
+      return isObject(v);
+    case 'number':
+      return typeof v === 'number' && Number.isFinite(v);
+    default:
+      return typeof v === t;
+  }
+}
 
 function check(frame: Record<string, unknown>, required: Record<string, FieldType>, optional: Record<string, FieldType> = {}): void {
   const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(frame, k);
-  const ok = (v: unknown, t: FieldType): boolean => {
-    switch (t) {
-      case 'string[]':
-        return Array.isArray(v) && v.every((x) => typeof x === 'string');
-      case 'object':
-        return isObject(v);
-      case 'number':
-        return typeof v === 'number' && Number.isFinite(v);
-      default:
-        return typeof v === t;
-    }
-  };
   for (const [k, t] of Object.entries(required)) {
     if (!has(k)) throw new MalformedReplyError(`${String(frame.type)} frame lacks ${k}`);
-    if (!ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+    if (!hasType(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
   }
   for (const [k, t] of Object.entries(optional)) {
-    if (has(k) && !ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+    if (has(k) && !hasType(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
   }
 }
 
@@ -255,6 +311,12 @@ export function parseReply(text: string): Reply {
       break;
     case 'run_result':
       check(v, RUN_RESULT_REQUIRED, RUN_RESULT_OPTIONAL);
+      for (const f of (v.files ?? []) as Record<string, unknown>[]) {
+        check({ ...f, type: 'run_result file' }, RUN_FILE_REQUIRED, RUN_FILE_OPTIONAL);
+        if ([f.text, f.base64, f.omitted].filter((x) => x !== undefined).length !== 1) {
+          throw new MalformedReplyError('run_result file has not exactly one of text, base64 and omitted');
+        }
+      }
       break;
     case 'query_closed':
       check(v, {}, { query_id: 'string' });

@@ -67,8 +67,9 @@ void everyMethodHandled;
 /**
  * query runs the Agent SDK's query() with gatekeeper deciding every tool
  * call. It takes what the SDK's query() takes, plus `options.sandboxPolicy`
- * (this query's sandbox policy override) and `options.gatekeeper` (how to
- * reach the sidecar), and returns a Query that streams the SDK's messages
+ * (this query's sandbox policy override), `options.onSandboxRun` (every
+ * finished sandboxed run, with the files it returned) and
+ * `options.gatekeeper` (how to reach the sidecar), and returns a Query that streams the SDK's messages
  * and forwards its control methods.
  *
  * Nothing starts when query() returns: the first `next()` (or control
@@ -86,7 +87,7 @@ void everyMethodHandled;
  * disableAllHooks, or an MCP server of the caller named `sandboxed_code`.
  */
 export function query(params: GatekeeperQueryParams): Query {
-  const { sandboxPolicy, gatekeeper, ...sdkOptions } = params.options ?? {};
+  const { sandboxPolicy, gatekeeper, onSandboxRun, ...sdkOptions } = params.options ?? {};
   checkCallerOptions(sdkOptions);
   const cfg = resolveConfig(gatekeeper);
   const conn = new Connection(cfg);
@@ -123,7 +124,7 @@ export function query(params: GatekeeperQueryParams): Query {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable at start; every tool call is denied until it is back', { reason: first.unavailable });
       }
       if (finished || signal?.aborted) throw new Error('gatekeeper: the query was closed before it started');
-      built = buildOptions(s, sdkOptions, first, cfg.logger, cfg.decisionTimeoutMs);
+      built = buildOptions(s, sdkOptions, first, cfg.logger, cfg.decisionTimeoutMs, undefined, onSandboxRun);
       inner = sdkQuery({ prompt: params.prompt, options: built.options });
       return inner;
     })());

@@ -16,7 +16,11 @@ import type {
   GatekeeperQueryOptions,
   GatekeeperQueryParams,
   GatekeeperSocket,
+  SandboxFile,
   SandboxPolicy,
+  SandboxReportFile,
+  SandboxRun,
+  SandboxRunReport,
   SocketHandlers,
 } from '@gatekeeper/client';
 import type {
@@ -67,7 +71,11 @@ type PublicTypes = [
   GatekeeperQueryOptions,
   GatekeeperQueryParams,
   GatekeeperSocket,
+  SandboxFile,
   SandboxPolicy,
+  SandboxReportFile,
+  SandboxRun,
+  SandboxRunReport,
   SocketHandlers,
   FakeModel,
   FakeModelOptions,

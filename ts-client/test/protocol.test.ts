@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseReply, RUN_RESULT_OPTIONAL, RUN_RESULT_REQUIRED } from '../src/protocol.js';
+import { hasType, parseReply, RUN_FILE_OPTIONAL, RUN_FILE_REQUIRED, RUN_RESULT_OPTIONAL, RUN_RESULT_REQUIRED } from '../src/protocol.js';
 
 /** The Go codec's golden frames, from build/test/ up to the repository. */
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../../gate/wire/testdata/golden');
@@ -36,9 +36,20 @@ test('a run_result carries exactly the fields this client declares, and its bool
     const sent = Object.keys(frame).filter((k) => k !== 'type' && k !== 'id').sort();
     assert.deepEqual(sent, declared, `${name}: the Go run_result's fields differ from RunResultReply's`);
     for (const [k, t] of Object.entries({ ...RUN_RESULT_REQUIRED, ...RUN_RESULT_OPTIONAL })) {
-      assert.equal(typeof frame[k], t, `${name}: ${k} is ${typeof frame[k]}, RunResultReply says ${t}`);
+      assert.ok(hasType(frame[k], t), `${name}: ${k} is ${JSON.stringify(frame[k])}, RunResultReply says ${t}`);
     }
     assert.equal(frame.timed_out, frame.reason === 'timed_out', `${name}: timed_out disagrees with reason`);
     assert.equal(frame.oom_killed, frame.reason === 'oom_killed', `${name}: oom_killed disagrees with reason`);
+  }
+});
+
+test('the files of a run_result carry exactly the fields this client declares', () => {
+  const files = goldenReplies().flatMap((g) => (g.frame.type === 'run_result' ? (g.frame.files as Record<string, unknown>[]) : []));
+  assert.ok(files.length >= 3, 'the golden frames include returned files');
+  const seen = new Set(files.flatMap((f) => Object.keys(f)));
+  const declared = [...Object.keys(RUN_FILE_REQUIRED), ...Object.keys(RUN_FILE_OPTIONAL)];
+  assert.deepEqual([...seen].sort(), declared.sort(), 'the Go files\' fields differ from RunFileReply\'s');
+  for (const f of files) {
+    for (const [k, t] of Object.entries(RUN_FILE_REQUIRED)) assert.ok(hasType(f[k], t), `file ${String(f.path)}: ${k}`);
   }
 });
