@@ -49,6 +49,8 @@ Usage:
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build the default sandbox image locally
   gatekeeper audit verify F  verify an audit log's hash chain
+  gatekeeper runs list       list the runs recorded in an artifacts directory (serve --artifacts-dir)
+  gatekeeper runs show ID    print one run's artifact
   gatekeeper version         print the version
 
 Every flag can also be set from the environment: --token-file is
@@ -65,7 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if (cmd == "policy" || cmd == "audit" || cmd == "image") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "runs") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	env := envLookup(os.LookupEnv)
@@ -82,6 +84,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":
 		return cmdAuditVerify(rest, env, stdout, stderr)
+	case "runs list":
+		return cmdRunsList(rest, env, stdout, stderr)
+	case "runs show":
+		return cmdRunsShow(rest, env, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
@@ -36,6 +37,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
 	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
+	artifactsDir := fs.String("artifacts-dir", "", artifactsDirUsage)
+	storeCode := fs.String("store-code", string(artifacts.OnError), "when an artifact keeps the run's code (its digest is always kept): never, on_error (the run did not exit 0 by itself) or always")
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -45,6 +48,10 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 		return err
 	}
 	log := newLogger(stderr, *logLevel)
+	code, err := artifacts.ParseStoreCode(*storeCode)
+	if err != nil {
+		return err
+	}
 	if v, set := os.LookupEnv("GOGC"); set {
 		if n, err := strconv.Atoi(v); err == nil {
 			*gcPercent = n // the environment wins
@@ -70,7 +77,14 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	}
 	cfg := server.Config{
 		Engine: eng, Auditor: alog, Token: token, AllowedOrigins: origins, Version: version,
-		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC,
+		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC, StoreCode: code,
+	}
+	if *artifactsDir != "" {
+		d, err := artifacts.Open(*artifactsDir)
+		if err != nil {
+			return err
+		}
+		cfg.Artifacts = d
 	}
 	var sandboxes *docker.Runner
 	if !*noRunner {

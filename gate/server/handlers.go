@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -207,12 +208,23 @@ func (c *conn) run(r *wire.Run) {
 	rec.StdoutBytes, rec.StderrBytes, rec.Truncated = int64(len(res.Stdout)), int64(len(res.Stderr)), res.Truncated
 	rec.Image, rec.Runtime = res.Image, string(res.Runtime)
 	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
+	report := wire.NewRunReport(res)
+	if a := c.s.cfg.Artifacts; a != nil {
+		name, sum, err := a.Write(artifacts.New(artifacts.Run{
+			RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Client: c.client, PolicyHash: d.PolicyHash,
+			Language: r.Language, Code: r.Code, Files: files, Outputs: r.Outputs, Report: report,
+		}, time.Now(), c.s.cfg.StoreCode))
+		if err != nil {
+			c.s.log.Warn("run artifact not written", "run_id", runID, "err", err)
+		}
+		rec.Artifact, rec.ArtifactSHA256 = name, sum
+	}
 	c.s.metrics.runs.WithLabelValues(string(res.Reason)).Inc()
 	if err := c.s.cfg.Auditor.Write(rec); err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})
 		return
 	}
-	c.send(wire.RunResult{ID: r.ID, RunReport: wire.NewRunReport(res)})
+	c.send(wire.RunResult{ID: r.ID, RunReport: report})
 }
 
 func (c *conn) runnerUnavailable(id string, rec *audit.Record, err error) {

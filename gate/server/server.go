@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
@@ -28,6 +29,12 @@ import (
 // Runner runs one sandboxed program.
 type Runner interface {
 	Run(ctx context.Context, spec runner.Spec) (runner.Result, error)
+}
+
+// Artifacts writes the record of one run and returns its name and the
+// SHA-256 of its content.
+type Artifacts interface {
+	Write(a artifacts.Artifact) (name, sum string, err error)
 }
 
 // Auditor writes one audit line; an error means the line is not written.
@@ -51,6 +58,11 @@ type Config struct {
 	// when the query closes or its connection ends; nil starts every run
 	// from an empty /workspace.
 	Workspaces *workspace.Store
+	// Artifacts, when set, keeps a record of every run that ran (see
+	// gate/artifacts), named in its audit line; StoreCode says when it
+	// keeps the run's code.
+	Artifacts Artifacts
+	StoreCode artifacts.StoreCode
 	// Token is the bearer token every upgrade and /metrics request needs.
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.

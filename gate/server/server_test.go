@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -45,6 +46,7 @@ type harness struct {
 type options struct {
 	runner      server.Runner
 	workspaces  *workspace.Store
+	artifacts   server.Artifacts
 	auditor     server.Auditor
 	origins     []string
 	maxFrame    int64
@@ -79,6 +81,7 @@ func start(t testing.TB, o options) *harness {
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
 		PingInterval: o.ping, ReadTimeout: o.read, Workspaces: o.workspaces,
+		Artifacts: o.artifacts, StoreCode: artifacts.Always,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

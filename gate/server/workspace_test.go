@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
@@ -228,5 +229,38 @@ deny contains {"rule": "team.no_dotfiles_back", "reason": "dot files stay in the
 	}
 	if len(fr.specs) != 0 {
 		t.Errorf("%d runs reached the runner, want none", len(fr.specs))
+	}
+}
+
+func TestARunsArtifactIsLinkedFromItsAuditLine(t *testing.T) {
+	t.Parallel()
+	dir, err := artifacts.Open(filepath.Join(t.TempDir(), "artifacts"))
+	must(t, err)
+	h := start(t, options{runner: &savingRunner{}, artifacts: dir})
+	c := h.connect(t)
+	q := c.open("")
+	res := runOnce(c, q, "toolu_a", `,"files":{"in.txt":"data"}`)
+	if res["type"] != "run_result" {
+		t.Fatalf("run: %v", res)
+	}
+	var line audit.Record
+	for _, rec := range readAudit(t, h.auditPath) {
+		if rec.Kind == audit.KindRun {
+			line = rec
+		}
+	}
+	if line.Artifact == "" {
+		t.Fatalf("the run's audit line names no artifact: %+v", line)
+	}
+	data, err := os.ReadFile(filepath.Join(dir.Path(), line.Artifact))
+	must(t, err)
+	if artifacts.Digest(data) != line.ArtifactSHA256 {
+		t.Errorf("the audit line's artifact_sha256 %s is not the SHA-256 of %s", line.ArtifactSHA256, line.Artifact)
+	}
+	e, err := dir.Find(line.RunID)
+	must(t, err)
+	if e.Code != "x" || e.QueryID != q || e.ToolUseID != "toolu_a" || len(e.Files) != 1 || e.Files[0].SHA256 != artifacts.Digest([]byte("data")) ||
+		e.Result.RunID != line.RunID || len(e.Result.Files) != 1 || e.Result.Files[0].Base64 != nil {
+		t.Errorf("artifact %+v: want the code (store_code always), the input's digest, and the result without file content", e.Artifact)
 	}
 }
