@@ -37,6 +37,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
 	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
+	keepWorkspaces := fs.Bool("workspaces", true, "keep each query's /workspace between its runs; false starts every run from an empty /workspace")
 	artifactsDir := fs.String("artifacts-dir", "", artifactsDirUsage)
 	storeCode := fs.String("store-code", string(artifacts.OnError), "when an artifact keeps the run's code (its digest is always kept): never, on_error (the run did not exit 0 by itself) or always")
 	egressOpts := egressFlags(fs)
@@ -101,8 +102,10 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 		defer rs.close()
 		cfg.Runner, cfg.DefaultImage = rs.queue, rs.defaultImage
 		sandboxes = rs.docker
-		if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
-			return err
+		if *keepWorkspaces {
+			if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
+				return err
+			}
 		}
 	}
 	srv, err := server.New(cfg)
