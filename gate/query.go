@@ -7,14 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
-	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
 )
 
 // Effective is a query's effective policy under one revision: the base
@@ -29,13 +30,47 @@ type Effective struct {
 	// JSON is the canonical JSON of Policy (sizes in bytes, durations in ms).
 	JSON json.RawMessage
 
-	term      *ast.Term // Policy as a Rego value, converted once
-	root      string
-	denyGlobs []string
-	// denyMatchers are denyGlobs compiled the way Rego's glob.match
-	// compiles them with the delimiter "/".
-	denyMatchers []*glob.Pattern
-	home         string
+	term *ast.Term // Policy as a Rego value, converted once
+	root string
+	// deny is sandbox.fs.deny with ~ expanded, compiled by the one path
+	// glob matcher (internal/pathglob) the runner's /deps check uses too.
+	deny *pathglob.Set
+	// writeProtect is the built-in write-protect list less the groups
+	// sandbox.fs.write_protect_allow lifts, then sandbox.fs.write_protect
+	// (~ expanded); writeEntries says where each glob comes from.
+	writeProtect *pathglob.Set
+	writeEntries []writeEntry
+	// globsTerms are input.deny_globs and input.write_protect_globs,
+	// converted once.
+	globsTerms [2]*ast.Term
+	home       string
+}
+
+// writeEntry is where a write-protect glob comes from and why it is there.
+type writeEntry struct {
+	entry string // a built-in group's name, or "sandbox.fs.write_protect"
+	why   string
+}
+
+// writeProtectList returns the effective write-protect globs of sb, home
+// expanded, with where each comes from.
+func writeProtectList(sb policy.Sandbox, home string) ([]string, []writeEntry) {
+	var globs []string
+	var entries []writeEntry
+	for _, g := range policy.BuiltinWriteProtect() {
+		if slices.Contains(sb.FS.WriteProtectAllow, g.Name) {
+			continue
+		}
+		for _, glob := range g.Globs {
+			globs = append(globs, glob)
+			entries = append(entries, writeEntry{entry: g.Name, why: g.Why})
+		}
+	}
+	for _, glob := range sb.FS.WriteProtect {
+		globs = append(globs, hostpath.ExpandHome(glob, home))
+		entries = append(entries, writeEntry{entry: "sandbox.fs.write_protect", why: "the policy lists it"})
+	}
+	return globs, entries
 }
 
 func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
@@ -51,14 +86,17 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 	}
 	sum := sha256.Sum256(data)
 	globs := make([]string, len(sb.FS.Deny))
-	matchers := make([]*glob.Pattern, len(sb.FS.Deny))
 	for i, g := range sb.FS.Deny {
 		globs[i] = hostpath.ExpandHome(g, s.home)
-		m, err := glob.Compile(globs[i], '/')
-		if err != nil {
-			return nil, fmt.Errorf("sandbox.fs.deny[%d] %q: %w", i, g, err)
-		}
-		matchers[i] = m
+	}
+	deny, err := pathglob.Compile(globs)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.fs.deny: %w", err)
+	}
+	wpGlobs, wpEntries := writeProtectList(sb, s.home)
+	wp, err := pathglob.Compile(wpGlobs)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.fs.write_protect: %w", err)
 	}
 	return &Effective{
 		Revision:     s.revision,
@@ -67,8 +105,10 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		JSON:         data,
 		term:         ast.NewTerm(v),
 		root:         s.root,
-		denyGlobs:    globs,
-		denyMatchers: matchers,
+		deny:         deny,
+		writeProtect: wp,
+		writeEntries: wpEntries,
+		globsTerms:   [2]*ast.Term{ast.ArrayTerm(stringTerms(deny.Globs())...), ast.ArrayTerm(stringTerms(wp.Globs())...)},
 		home:         s.home,
 	}, nil
 }
