@@ -57,7 +57,19 @@ type writeEntry struct {
 func writeProtectList(sb policy.Sandbox, home string) ([]string, []writeEntry) {
 	var globs []string
 	var entries []writeEntry
-	for _, g := range policy.BuiltinWriteProtect() {
+	// The groups that cannot be lifted come first, so that a path in both
+	// (.git/hooks is in git_dir too) is reported by the one that holds.
+	groups := policy.BuiltinWriteProtect()
+	slices.SortStableFunc(groups, func(a, b policy.ProtectGroup) int {
+		switch {
+		case a.Liftable == b.Liftable:
+			return 0
+		case b.Liftable:
+			return -1
+		}
+		return 1
+	})
+	for _, g := range groups {
 		if slices.Contains(sb.FS.WriteProtectAllow, g.Name) {
 			continue
 		}
