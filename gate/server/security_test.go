@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
 )
 
 // shippedPolicy is sandbox.policy.yaml with its workspace at ./ws, where the
@@ -195,7 +197,12 @@ func TestWriteProtectionCannotBeLiftedByAnOverride(t *testing.T) {
 			t.Errorf("override %s: %v, want a violation %q", tc.override, r, tc.violation)
 		}
 	}
-	q := c.open(`{"fs":{"write_protect":["**/.envrc","**/.direnv","**/.npmrc","**/.yarnrc","**/.yarnrc.yml","**/.yarn","**/.pnp.cjs","**/.pnp.loader.mjs","**/.pnp.js","**/.pnp.data.json","**/.pnpmfile.cjs","**/bunfig.toml","**/.bunfig.toml","**/.bazelrc","**/.bazelversion","**/.bazeliskrc","**/gradle-wrapper.properties","**/maven-wrapper.properties","**/.mvn","**/.cargo","**/.pre-commit-config.yaml","**/lefthook.yml","**/.lefthook.yml","**/lefthook.yaml","**/.lefthook.yaml","**/lefthook-local.yml","**/.husky","**/.githooks","**/pyrightconfig.json","**/deploy"]}}`)
+	// Lists in an override replace the base list: keep the shipped entries.
+	base, err := policy.Decode("p.yaml", []byte(shippedPolicy(t)), h.dir)
+	must(t, err)
+	grown, err := json.Marshal(map[string]any{"fs": map[string]any{"write_protect": append(base.Sandbox.FS.WriteProtect, "**/deploy")}})
+	must(t, err)
+	q := c.open(string(grown))
 	c.check(t, q, []decideCase{
 		{"an override adds a write-protect glob", "Write", write("deploy/run.sh"), "deny", "host_fs.write_protected", "sandbox.fs.write_protect"},
 	})
