@@ -343,3 +343,30 @@ _shown(_) := "somewhere harmless"
 		{"Read /etc/passwd", "Read", map[string]any{"file_path": "/etc/passwd"}, "deny", "host_fs.outside_workspace", "/etc/passwd is outside the workspace"},
 	})
 }
+
+// TestWriteProtectCoversClaudeCodesOwnDangerousPaths: the CLI bundled with
+// Agent SDK 0.3.330 keeps its own lists of paths it never edits without
+// asking (in the minified binary: the file names of V0e, the directories
+// exported as DANGEROUS_DIRECTORIES, and ".config/git"). The shipped policy
+// write-protects every one of them, in the workspace and below it.
+func TestWriteProtectCoversClaudeCodesOwnDangerousPaths(t *testing.T) {
+	t.Parallel()
+	files := []string{".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".zshenv", ".zlogin", ".zlogout",
+		".bash_login", ".bash_aliases", ".bash_logout", ".envrc", ".ripgreprc", ".mcp.json", ".claude.json", ".npmrc", ".yarnrc", ".yarnrc.yml",
+		".pnp.cjs", ".pnp.loader.mjs", ".pnp.js", ".pnp.data.json", ".pnpmfile.cjs", "bunfig.toml", ".bunfig.toml", ".bazelrc", ".bazelversion",
+		".bazeliskrc", ".pre-commit-config.yaml", "lefthook.yml", ".lefthook.yml", "lefthook.yaml", ".lefthook.yaml", "gradle-wrapper.properties",
+		"maven-wrapper.properties", ".devcontainer.json", "pyrightconfig.json"}
+	dirs := []string{".git", ".vscode", ".idea", ".claude", ".husky", ".cargo", ".devcontainer", ".yarn", ".mvn", ".config/git"}
+	var cases []decideCase
+	for _, base := range []string{"", "pkg/"} {
+		for _, f := range files {
+			cases = append(cases, decideCase{"Claude Code's file " + base + f, "Write", write(base + f), "deny", "host_fs.write_protected", ""})
+		}
+		for _, d := range dirs {
+			cases = append(cases, decideCase{"Claude Code's directory " + base + d, "Write", write(base + d + "/x"), "deny", "host_fs.write_protected", ""})
+		}
+	}
+	h := start(t, options{policy: shippedPolicy(t)})
+	c := h.connect(t)
+	c.check(t, c.open(""), cases)
+}
