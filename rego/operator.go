@@ -123,8 +123,8 @@ func CheckOperator(builtins, operator map[string]*ast.Module) error {
 				}
 			case builtinRules[path] || reservesPrefix(builtinRules, path):
 				probs.add(r.Location, "rule %s is defined by gatekeeper's built-in policy, and Rego would merge this definition into it; give your rule another name (operator modules may add to deny, ask and allow, and to constraints.violations)", shown)
-			case reservedNames[head[0].Value.(ast.Var).String()]:
-				probs.add(r.Location, "rule %s is named like Rego's built-in %q, which it would replace for the built-in rules of the package too; give it another name", shown, head[0].Value.(ast.Var).String())
+			case reservedNames[head[0].Value.String()]:
+				probs.add(r.Location, "rule %s is named like Rego's built-in %q, which it would replace for the built-in rules of the package too; give it another name", shown, head[0].Value.String())
 			}
 		}
 	}
