@@ -138,8 +138,9 @@ func (e *Engine) Watch(ctx context.Context, interval time.Duration) {
 }
 
 type source struct {
-	name string
-	data []byte
+	name     string
+	data     []byte
+	operator bool // from Config.RegoDir
 }
 
 // sources reads the policy file and every operator module, in a fixed order.
@@ -148,13 +149,13 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 	if err != nil {
 		return pol, nil, fmt.Errorf("%w: read %s: %w", ErrPolicy, e.cfg.PolicyFile, err)
 	}
-	pol = source{e.cfg.PolicyFile, data}
+	pol = source{name: e.cfg.PolicyFile, data: data}
 	err = fs.WalkDir(builtin.Files(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.rego") {
 			return err
 		}
 		b, err := fs.ReadFile(builtin.Files(), p)
-		mods = append(mods, source{"rego/" + p, b})
+		mods = append(mods, source{name: "rego/" + p, data: b})
 		return err
 	})
 	if err != nil {
@@ -177,7 +178,7 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 			if err != nil {
 				return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 			}
-			mods = append(mods, source{n, b})
+			mods = append(mods, source{name: n, data: b, operator: true})
 		}
 	}
 	return pol, mods, nil
@@ -202,11 +203,13 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
-	srcs := make(map[string]string, len(mods))
+	operator := map[string]string{}
 	for _, m := range mods {
-		srcs[m.name] = string(m.data)
+		if m.operator {
+			operator[m.name] = string(m.data)
+		}
 	}
-	c, err := builtin.Compile(srcs)
+	c, err := builtin.CompilePolicy(operator)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
