@@ -55,8 +55,11 @@ type Log struct {
 	seq    int64     // seq of the last line in the file
 	prev   [64]byte  // hex SHA-256 of the last line in the file
 	size   int64     // file size after the last good line
+	// dirty is set when a failed write may have left bytes after size
+	// that could not be cut off; the next Write cuts them first.
+	dirty  bool
 	buf    []byte
-	err    error // set once the Log refuses writes: ErrClosed or ErrTorn
+	err    error // ErrClosed once the Log is closed
 	closed bool
 }
 
@@ -173,10 +176,13 @@ func lineNumber(f *os.File, offset int64) (int, error) {
 // masks ToolInput in a copy, and writes the line with a single write call.
 //
 // When Write returns an error the record counts as not written: the chain
-// continues from the previous line, and a partial line is cut off the file
-// again. If that cut fails, the Log is unusable and every later Write
-// returns an error wrapping ErrTorn. After Close, Write returns an error
-// wrapping ErrClosed.
+// continues from the previous line, and whatever part of the line reached
+// the file is cut off again (and the cut synced, with Options.Sync), so a
+// full disk or an I/O error never leaves half a line. If that cut fails too,
+// Write returns an error wrapping ErrTorn and every later Write tries the
+// cut again before writing, so the Log takes writes again as soon as the
+// file can be cut (once space returns, say). After Close, Write returns an
+// error wrapping ErrClosed.
 //
 // Write does not keep rec or anything it points to after it returns; the
 // caller must not change ToolInput while Write runs.
@@ -210,6 +216,11 @@ func (l *Log) Write(rec Record) error {
 	if l.err != nil {
 		return l.err
 	}
+	if l.dirty {
+		if err := l.cut(); err != nil {
+			return err
+		}
+	}
 	seq := l.seq + 1
 	buf := append(l.buf[:0], `{"seq":`...)
 	buf = strconv.AppendInt(buf, seq, 10)
@@ -240,9 +251,9 @@ func (l *Log) Write(rec Record) error {
 	if err != nil {
 		err = fmt.Errorf("write audit record %d to %s: %w", seq, l.path, err)
 		if n > 0 {
-			if terr := l.f.Truncate(l.size); terr != nil {
-				l.err = fmt.Errorf("audit log %s: %w at offset %d: %w", l.path, ErrTorn, l.size, terr)
-				return fmt.Errorf("%w; %w", err, l.err)
+			l.dirty = true
+			if cerr := l.cut(); cerr != nil {
+				return fmt.Errorf("%w; %w", err, cerr)
 			}
 		}
 		return err
@@ -250,6 +261,21 @@ func (l *Log) Write(rec Record) error {
 	l.seq = seq
 	hex.Encode(l.prev[:], sum[:])
 	l.size += int64(len(buf))
+	return nil
+}
+
+// cut truncates the file back to the end of its last good line (and syncs
+// the cut, with Options.Sync) after a failed write. It clears l.dirty when
+// it succeeds and returns an error wrapping ErrTorn when it does not.
+func (l *Log) cut() error {
+	err := l.f.Truncate(l.size)
+	if err == nil && l.sync {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w after offset %d: %w", l.path, ErrTorn, l.size, err)
+	}
+	l.dirty = false
 	return nil
 }
 

@@ -17,8 +17,9 @@ var (
 	// the file.
 	ErrLocked = errors.New("audit log in use")
 	// ErrTorn means a failed write left a partial line that could not be
-	// removed; the Log refuses every later Write and the file must be
-	// repaired by hand before it is opened again.
+	// cut off yet. The Log refuses writes until a later Write manages the
+	// cut; if the process ends first, Open refuses the file until the
+	// partial last line is removed by hand.
 	ErrTorn = errors.New("audit log has a torn line")
 )
 
