@@ -7,3 +7,6 @@ import "os"
 // lockFile does nothing where flock is not available: keeping a second
 // writer away is up to the operator.
 func lockFile(*os.File) error { return nil }
+
+// syncDir does nothing where a directory cannot be opened for fsync.
+func syncDir(string) error { return nil }

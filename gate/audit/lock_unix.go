@@ -30,3 +30,17 @@ func lockFile(f *os.File) error {
 	}
 	return nil
 }
+
+// syncDir fsyncs the directory dir, so that the names created, renamed or
+// removed in it survive a crash of the machine.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
