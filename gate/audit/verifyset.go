@@ -224,7 +224,7 @@ func (v *setVerifier) line(srcs []source, i int, fr *FileReport, content []byte,
 	first := n == 1
 	if first {
 		if fr.File.Seq > 0 && seq != fr.File.Seq {
-			v.problem(fr, n, seq, fmt.Sprintf("its name says it starts at seq %d, but its first line has seq %d: a renamed file", fr.File.Seq, seq))
+			v.problem(fr, n, seq, fmt.Sprintf("its name says it starts at seq %d, but its first line has seq %d", fr.File.Seq, seq))
 		}
 		if _, ok := v.starts[seq]; !ok {
 			v.starts[seq] = i
@@ -265,9 +265,12 @@ func (v *setVerifier) line(srcs []source, i int, fr *FileReport, content []byte,
 		case !first:
 			v.problem(fr, n, seq, fmt.Sprintf("%s missing: found %d", seqs(want, seq-1), seq))
 		case f.Kind == string(KindRotate) && f.PrevFile != srcs[i-1].file.Name():
-			if j, ok := v.names[f.PrevFile]; ok && j > i {
+			switch j, ok := v.names[f.PrevFile]; {
+			case ok && j == i:
+				v.problem(fr, n, seq, fmt.Sprintf("%s missing: it follows %s, the name it has itself: a renamed file", seqs(want, seq-1), f.PrevFile))
+			case ok && j > i:
 				v.problem(fr, n, seq, fmt.Sprintf("%s missing: it follows %s, which comes later in the list: the files are out of order", seqs(want, seq-1), f.PrevFile))
-			} else {
+			default:
 				v.problem(fr, n, seq, fmt.Sprintf("%s missing: it follows %s, which is not in the set", seqs(want, seq-1), f.PrevFile))
 			}
 		default:
