@@ -109,14 +109,15 @@ type Log struct {
 	dirty bool
 	// unsyncedDir is set when a rotation's directory fsync failed; the
 	// next Write retries it before writing.
-	unsyncedDir bool
-	rotateErr   error    // the last failed rotation, until one succeeds
-	closedNames []string // closed files, oldest first, by Name
-	toPrune     []string // closed files to remove, for the tidy worker
-	toCompress  []string // closed files to compress, for the tidy worker
-	buf         []byte
-	err         error // ErrClosed once the Log is closed
-	closed      bool
+	unsyncedDir   bool
+	rotateErr     error    // the last failed rotation, until one succeeds
+	closedNames   []string // closed files, oldest first, by Name
+	toPrune       []string // closed files to remove, for the tidy worker
+	toCompress    []string // closed files to compress, for the tidy worker
+	compressLater []string // closed files whose compression failed, for the next rotation
+	buf           []byte
+	err           error // ErrClosed once the Log is closed
+	closed        bool
 
 	head     headState
 	stop     chan struct{} // closed by Close to stop the goroutines

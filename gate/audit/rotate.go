@@ -91,7 +91,8 @@ func (l *Log) rotate(now time.Time, reason string) error {
 	l.closedNames = all[len(pruned):]
 	l.toPrune = append(l.toPrune, pruned...)
 	if l.opts.Compress {
-		l.toCompress = append(l.toCompress, closed)
+		l.toCompress = append(append(l.toCompress, l.compressLater...), closed)
+		l.compressLater = nil
 	}
 	if err := syncDir(l.dir); err != nil {
 		l.unsyncedDir = true // Write retries it before the next line
@@ -315,7 +316,7 @@ func (l *Log) tidy() {
 	}
 	if len(retry) > 0 {
 		l.mu.Lock()
-		l.toCompress = append(retry, l.toCompress...)
+		l.compressLater = append(l.compressLater, retry...)
 		l.mu.Unlock()
 	}
 }

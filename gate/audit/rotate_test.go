@@ -350,15 +350,7 @@ func TestWriteGoesOnWhenRotationFails(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			path := filepath.Join(t.TempDir(), "audit.jsonl")
-			logs := &captured{}
-			l, err := audit.Open(path, audit.Options{Now: stepClock(), MaxBytes: 10, Logger: slog.New(logs)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer l.Close()
-			if err := l.Write(decision(1)); err != nil {
-				t.Fatal(err)
-			}
+			l, logs := openRotating(t, path, audit.Options{})
 			unblock := tc.block(t, path)
 			for i := 2; i <= 4; i++ {
 				if err := l.Write(decision(i)); err != nil {
@@ -394,6 +386,43 @@ func TestWriteGoesOnWhenRotationFails(t *testing.T) {
 			}
 		})
 	}
+}
+
+// openRotating opens the log at path with opts, a step clock, a MaxBytes
+// smaller than a line (every record after the first rotates) and a logger
+// the test reads, and writes record 1. Close is up to the test, and done
+// again (harmlessly) at its end.
+func openRotating(t *testing.T, path string, opts audit.Options) (*audit.Log, *captured) {
+	t.Helper()
+	logs := &captured{}
+	opts.Now, opts.MaxBytes, opts.Logger = stepClock(), 10, slog.New(logs)
+	l, err := audit.Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if err := l.Write(decision(1)); err != nil {
+		t.Fatal(err)
+	}
+	return l, logs
+}
+
+// leftovers lists the names in dir other than the log's own files and the
+// filler's.
+func leftovers(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		name := e.Name()
+		if name != "audit.jsonl" && name != "audit.jsonl.lock" && audit.FileAt(name).Seq == 0 && !strings.HasPrefix(name, "filler-") {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // gzipFile writes a compressed copy of src to dst.
