@@ -307,7 +307,7 @@ func printHeadReport(w io.Writer, rep audit.SetReport, source, name string) bool
 		fmt.Fprintf(w, "head: %s of %s %s; the newest, seq %d of %s, is %s line %d",
 			plural(h.Checked, "checkpoint"), source, verb, h.Newest.Seq, h.Newest.Time.Format(time.RFC3339Nano), h.NewestAt.Path, h.NewestAt.Line)
 		if h.Unchecked > 0 {
-			fmt.Fprintf(w, "; %s older than the set not checked", plural(h.Unchecked, "checkpoint"))
+			fmt.Fprintf(w, "; %s from before the set's first line (or of an empty log) not checked", plural(h.Unchecked, "checkpoint"))
 		}
 		fmt.Fprintln(w)
 	case ok:
