@@ -227,6 +227,13 @@ func TestRotationByAge(t *testing.T) {
 	if err := l.Write(decision(4)); err != nil {
 		t.Fatal(err)
 	}
+	// The lock stays with the log across the rotation.
+	if second, err := audit.Open(path, audit.Options{}); !errors.Is(err, audit.ErrLocked) {
+		if second != nil {
+			second.Close()
+		}
+		t.Errorf("a second Open after a rotation = %v, want ErrLocked", err)
+	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
