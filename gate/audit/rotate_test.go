@@ -718,3 +718,51 @@ func TestLinesReadsTheSetInOrder(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkWriteRotating rotates at every line: the cost of a rotation
+// (an fsync of each file and of the directory) against BenchmarkWrite.
+func BenchmarkWriteRotating(b *testing.B) {
+	l, err := audit.Open(filepath.Join(b.TempDir(), "audit.jsonl"), audit.Options{MaxBytes: 10})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	rec := decision(1)
+	for b.Loop() {
+		if err := l.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkVerifySet verifies a set of 16 files of 4 MiB, plain and
+// compressed.
+func BenchmarkVerifySet(b *testing.B) {
+	for _, compress := range []bool{false, true} {
+		b.Run(fmt.Sprintf("compressed=%v", compress), func(b *testing.B) {
+			path := filepath.Join(b.TempDir(), "audit.jsonl")
+			l, err := audit.Open(path, audit.Options{MaxBytes: 4 << 20, Compress: compress})
+			if err != nil {
+				b.Fatal(err)
+			}
+			var size int64
+			for i := 0; size < 64<<20; i++ {
+				if err := l.Write(decision(i)); err != nil {
+					b.Fatal(err)
+				}
+				size += 250
+			}
+			l.Close()
+			files, err := audit.Files(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(size)
+			for b.Loop() {
+				if _, err := audit.VerifySet(files, audit.VerifyOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
