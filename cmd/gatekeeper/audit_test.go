@@ -240,3 +240,18 @@ func TestAuditVerifyUsage(t *testing.T) {
 		})
 	}
 }
+
+func TestAuditVerifyReportsAnUnreadableFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.jsonl")
+	writeAuditLog(t, path, 3, audit.Options{})
+	// A directory where a file of the list should be cannot be read.
+	out, err := cli(t, "", "audit", "verify", path+".000000000001", dir, path)
+	if err == nil || !strings.Contains(err.Error(), "is a directory") {
+		t.Errorf("verify of a list with a directory in it = %v, want a read error; output:\n%s", err, out)
+	}
+	if _, ok := err.(exitError); ok {
+		t.Errorf("verify of an unreadable file ended with an exit status, want the error")
+	}
+}
