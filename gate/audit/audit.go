@@ -159,14 +159,15 @@ func open(path string, opts Options) (l *Log, err error) {
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			lock.Close()
-		}
-	}()
 	if err := lockFile(lock); err != nil {
+		lock.Close()
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			unlockFile(lock)
+		}
+	}()
 	l = &Log{
 		path: path, dir: filepath.Dir(path), base: filepath.Base(path), opts: opts, lock: lock,
 		log: opts.Logger, stop: make(chan struct{}), tidyWake: make(chan struct{}, 1), headWake: make(chan struct{}, 1),
@@ -552,7 +553,7 @@ func (l *Log) Close() error {
 	l.wg.Wait()
 	l.tidy() // what the last rotations left, had the worker stopped first
 	l.writeHead(true)
-	l.lock.Close()
+	unlockFile(l.lock)
 	if cerr != nil {
 		return fmt.Errorf("close audit log %s: %w", l.path, cerr)
 	}
