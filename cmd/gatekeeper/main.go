@@ -48,7 +48,7 @@ Usage:
   gatekeeper decide          decide one call given as JSON on stdin
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build the default sandbox image locally
-  gatekeeper audit verify F  verify an audit log's hash chain
+  gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
   gatekeeper version         print the version
 
 Every flag can also be set from the environment: --token-file is
@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	env := envLookup(os.LookupEnv)
 	switch cmd {
 	case "serve":
-		return cmdServe(ctx, rest, env, stderr)
+		return cmdServe(ctx, rest, env, stdout, stderr)
 	case "policy check":
 		return cmdPolicyCheck(ctx, rest, env, stdout, stderr)
 	case "decide":
@@ -81,7 +81,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "image build":
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":
-		return cmdAuditVerify(rest, env, stdout, stderr)
+		return cmdAuditVerify(rest, env, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil

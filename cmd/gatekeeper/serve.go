@@ -12,21 +12,19 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
-	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
 
-func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Writer) error {
+func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
-	auditLog := fs.String("audit-log", defaultAuditLog(), "audit log file (JSON lines, hash-chained)")
-	auditSync := fs.Bool("audit-sync", false, "fsync the audit log after every line")
+	auditOpts := auditFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
@@ -58,11 +56,11 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	if err != nil {
 		return err
 	}
-	alog, err := audit.Open(*auditLog, audit.Options{Sync: *auditSync})
+	alog, closeAudit, err := auditOpts.open(stdout, stderr, log)
 	if err != nil {
 		return err
 	}
-	defer alog.Close()
+	defer closeAudit()
 	token, err := server.LoadOrCreateToken(*tokenFile)
 	if err != nil {
 		return err
@@ -116,7 +114,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 			}
 		}
 	}()
-	log.Info("gatekeeper serving", "listen", *listen, "policy", *policyFile, "revision", eng.Revision(), "audit_log", *auditLog, "token_file", *tokenFile)
+	log.Info("gatekeeper serving", "listen", *listen, "policy", *policyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile)
 	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(*listen))
 	return srv.Serve(ctx, ln)
 }
