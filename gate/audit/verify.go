@@ -141,7 +141,7 @@ func hashLine(content []byte) string {
 // removal of whole lines at the end, can only be seen by comparing the
 // Report with a head saved elsewhere (see Report.LastHash).
 func Verify(r io.Reader) (Report, error) {
-	rep := Report{LastHash: zeroHash}
+	var c Chain
 	br := bufio.NewReaderSize(r, 64<<10)
 	var long []byte // a line longer than br's buffer
 	for {
@@ -155,21 +155,15 @@ func Verify(r io.Reader) (Report, error) {
 			long = nil
 		}
 		if err != nil && !errors.Is(err, io.EOF) {
+			rep, _ := c.Report()
 			return rep, fmt.Errorf("read audit log: %w", err)
 		}
 		if len(line) == 0 {
-			return rep, nil
+			return c.Report()
 		}
 		complete := line[len(line)-1] == '\n'
-		content := bytes.TrimSuffix(line, []byte{'\n'})
-		lineNo := rep.Lines + 1
-		seq, reason := checkLine(content, complete, rep.LastSeq+1, rep.LastHash, lineNo)
-		if reason != "" {
-			return rep, &BreakError{Line: lineNo, Seq: seq, Reason: reason}
-		}
-		rep.Lines, rep.LastSeq, rep.LastHash = lineNo, seq, hashLine(content)
-		if err != nil {
-			return rep, nil
+		if cerr := c.Next(bytes.TrimSuffix(line, []byte{'\n'}), complete); cerr != nil || err != nil {
+			return c.Report()
 		}
 	}
 }
