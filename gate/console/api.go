@@ -79,6 +79,10 @@ func (c *Console) data(next http.HandlerFunc) http.Handler {
 			apiError(w, http.StatusUnauthorized, "log in to the console first (or send the sidecar's bearer token)")
 			return
 		}
+		// Answer from the whole history, not the part read so far.
+		if c.hub.waitLoaded(r.Context()) != nil {
+			return
+		}
 		next(w, r)
 	})
 }

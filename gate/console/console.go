@@ -136,6 +136,9 @@ func New(cfg Config) (*Console, error) {
 }
 
 // Run follows the audit log until ctx ends; then every live stream ends.
+// The data endpoints of Handler answer once Run has read the log to its
+// end the first time, so that a page opened at start gets the whole
+// history.
 func (c *Console) Run(ctx context.Context) { c.hub.run(ctx) }
 
 // Auditor wraps the server's Auditor so that the console reads each line

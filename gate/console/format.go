@@ -132,8 +132,7 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 	default:
 		b.WriteString("  " + safe(rec.Reason))
 	}
-	b.WriteByte('\n')
-	_, err := io.WriteString(w, b.String())
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
 	return err
 }
 

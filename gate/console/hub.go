@@ -82,6 +82,9 @@ type hub struct {
 	head       func() (int64, string) // the writer's head; nil if unknown
 
 	poke chan struct{} // a write happened: read now
+	// loaded is closed once the file has been read to its end the first
+	// time: a subscriber waits for it, so that its history is whole.
+	loaded chan struct{}
 
 	mu      sync.Mutex
 	ring    []*entry // oldest first
@@ -95,7 +98,7 @@ type hub struct {
 }
 
 func newHub(path string, maxRecords int, maxBytes int64, poll time.Duration) *hub {
-	return &hub{path: path, maxRecords: maxRecords, maxBytes: maxBytes, poll: poll, poke: make(chan struct{}, 1), subs: map[*sub]struct{}{}}
+	return &hub{path: path, maxRecords: maxRecords, maxBytes: maxBytes, poll: poll, poke: make(chan struct{}, 1), loaded: make(chan struct{}), subs: map[*sub]struct{}{}}
 }
 
 // notify tells the hub a line was written; it never blocks.
@@ -112,8 +115,9 @@ func (h *hub) run(ctx context.Context) {
 	defer fl.Close()
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
+	h.drain(fl)
+	close(h.loaded)
 	for {
-		h.drain(fl)
 		select {
 		case <-ctx.Done():
 			h.mu.Lock()
@@ -127,6 +131,7 @@ func (h *hub) run(ctx context.Context) {
 		case <-h.poke:
 		case <-t.C:
 		}
+		h.drain(fl)
 	}
 }
 
@@ -199,6 +204,17 @@ func (h *hub) add(line []byte) {
 			close(s.ch)
 			delete(h.subs, s)
 		}
+	}
+}
+
+// waitLoaded waits until the log has been read to its end once, or ctx
+// ends.
+func (h *hub) waitLoaded(ctx context.Context) error {
+	select {
+	case <-h.loaded:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

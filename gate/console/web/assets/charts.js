@@ -30,7 +30,8 @@ export function columns(items, caption) {
   const height = 140;
   const max = Math.max(1, ...items.map((i) => i.value));
   const w = width / Math.max(1, items.length);
-  const svg = s('svg', { class: 'chart columns', viewBox: `0 0 ${width} ${height + 30}`, role: 'img', 'aria-label': `${caption}: ${items.map((i) => `${i.label} ${i.value}`).join(', ')}` });
+  const top = 14; // room for the tallest column's count
+  const svg = s('svg', { class: 'chart columns', viewBox: `0 ${-top} ${width} ${height + 30 + top}`, role: 'img', 'aria-label': `${caption}: ${items.map((i) => `${i.label} ${i.value}`).join(', ')}` });
   items.forEach((it, n) => {
     const bh = (height * it.value) / max;
     svg.append(
@@ -50,7 +51,8 @@ export function spark(values, caption) {
   const step = width / Math.max(1, values.length - 1);
   const pts = values.map((v, i) => `${(i * step).toFixed(1)},${(height - (height * v) / max).toFixed(1)}`).join(' ');
   const svg = s('svg', { class: 'chart spark', viewBox: `0 0 ${width} ${height + 4}`, role: 'img', 'aria-label': caption },
-    s('polyline', { points: pts || `0,${height}`, class: 'line' }));
+    s('line', { x1: 0, y1: height, x2: width, y2: height, class: 'axis' }),
+    values.length > 1 ? s('polyline', { points: pts, class: 'line' }) : s('text', { x: 4, y: height - 6, class: 'tick-left' }, 'collecting…'));
   return h('figure', {}, svg, h('figcaption', {}, caption));
 }
 

@@ -17,7 +17,7 @@ export function streamView(root, params, setConn) {
       options.map(([v, text]) => h('option', { value: v, selected: filter[name] === v }, text))));
   const text = (name, label, list) => h('label', {}, label, ' ',
     h('input', { name, type: 'search', value: filter[name], list, 'aria-label': label, placeholder: label === 'Search' ? 'text in any field' : 'any', oninput: (e) => setSoon(name, e.target.value) }));
-  const pauseBtn = h('button', { type: 'button', id: 'pause', onclick: () => (paused ? resume() : pause()) }, '⏸ Pause');
+  const pauseBtn = h('button', { type: 'button', id: 'pause', onclick: () => (paused ? resume() : pause()) }, 'Pause');
   const count = h('span', { class: 'count', id: 'count' }, '');
   const note = h('div', { class: 'note', id: 'stream-note' });
   const { table: t, tbody } = table();
@@ -34,7 +34,7 @@ export function streamView(root, params, setConn) {
   let paused = false;
   let held = [];
   let shown = 0;
-  let timer;
+  const timers = new Map(); // a pending filter change per field
 
   const learn = (rec) => {
     for (const [set, v, list] of [[seen.rules, rec.rule, rules], [seen.tools, rec.tool, tools]]) {
@@ -67,13 +67,13 @@ export function streamView(root, params, setConn) {
   };
   function pause() {
     paused = true;
-    pauseBtn.textContent = '▶ Resume';
+    pauseBtn.textContent = 'Resume';
     pauseBtn.setAttribute('aria-pressed', 'true');
     count.textContent = `paused · ${held.length} new`;
   }
   function resume() {
     paused = false;
-    pauseBtn.textContent = '⏸ Pause';
+    pauseBtn.textContent = 'Pause';
     pauseBtn.setAttribute('aria-pressed', 'false');
     const items = held;
     held = [];
@@ -117,12 +117,15 @@ export function streamView(root, params, setConn) {
     connect();
   }
   function setSoon(name, value) {
-    clearTimeout(timer);
-    timer = setTimeout(() => set(name, value), 300);
+    clearTimeout(timers.get(name));
+    timers.set(name, setTimeout(() => {
+      timers.delete(name);
+      set(name, value);
+    }, 300));
   }
   connect();
   return () => {
-    clearTimeout(timer);
+    for (const t of timers.values()) clearTimeout(t);
     es?.close();
   };
 }
