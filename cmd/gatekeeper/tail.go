@@ -25,6 +25,7 @@ terminal; --json prints each audit line as written.`, stderr)
 	color := fs.String("color", "auto", "auto (when stdout is a terminal and NO_COLOR is unset), always or never")
 	backfill := fs.Int("backfill", 20, "past records to print first")
 	noFollow := fs.Bool("no-follow", false, "print the history and stop")
+	utc := fs.Bool("utc", false, "print times in UTC rather than the local zone")
 	var f console.Filter
 	fs.Var((*listFlag)(&f.Kinds), "kind", "only these kinds: decision, run, query, egress (repeatable)")
 	fs.Var((*listFlag)(&f.Decisions), "decision", "only these decisions: allow, deny, ask (repeatable)")
@@ -41,6 +42,9 @@ terminal; --json prints each audit line as written.`, stderr)
 	}
 	token := strings.TrimSpace(string(data))
 	st := console.Style{Color: *color == "always" || *color == "auto" && isTerminal(stdout, env), Location: time.Local}
+	if *utc {
+		st.Location = time.UTC
+	}
 	return console.Follow(ctx, console.FollowConfig{URL: *url, Token: token, Filter: f, Backfill: *backfill, Follow: !*noFollow},
 		func(raw []byte, rec *audit.Record) error {
 			if *asJSON {
