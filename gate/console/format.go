@@ -102,7 +102,11 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 			parts = append(parts, fmt.Sprintf("exit %d", *rec.ExitCode))
 		}
 		if rec.Outcome != "" && rec.Outcome != audit.OutcomeError {
-			parts = append(parts, fmt.Sprintf("%d ms", rec.DurationMS), "peak "+bytesText(rec.PeakMemoryBytes))
+			peak := "peak unknown" // the runner saw no memory figure
+			if rec.PeakMemoryBytes > 0 {
+				peak = "peak " + bytesText(rec.PeakMemoryBytes)
+			}
+			parts = append(parts, fmt.Sprintf("%d ms", rec.DurationMS), peak)
 		}
 		if rec.Runtime != "" {
 			parts = append(parts, safe(rec.Runtime))

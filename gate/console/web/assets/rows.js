@@ -9,7 +9,7 @@ export function details(rec) {
       const parts = [];
       if (rec.outcome) parts.push(rec.outcome.replace('_', ' '));
       if (rec.exit_code !== undefined) parts.push(`exit ${rec.exit_code}`);
-      if (rec.outcome && rec.outcome !== 'error') parts.push(`${rec.duration_ms ?? 0} ms`, `peak ${bytes(rec.peak_memory_bytes ?? 0)}`);
+      if (rec.outcome && rec.outcome !== 'error') parts.push(`${rec.duration_ms ?? 0} ms`, rec.peak_memory_bytes ? `peak ${bytes(rec.peak_memory_bytes)}` : 'peak unknown');
       if (rec.runtime) parts.push(rec.runtime);
       if (rec.image) parts.push(rec.image);
       if (rec.truncated) parts.push('output truncated');
@@ -36,8 +36,8 @@ export function row(v, rec) {
     h('td', { class: 'result' }, verdict(v)),
     h('td', { class: 'kind' }, rec.kind),
     h('td', { class: 'event' }, rec.event ?? ''),
-    h('td', { class: 'tool' }, rec.tool ?? ''),
-    h('td', { class: 'rule' }, rec.rule ?? ''),
+    h('td', { class: 'tool', title: rec.tool ?? '' }, rec.tool ?? ''),
+    h('td', { class: 'rule', title: rec.rule ?? '' }, rec.rule ?? ''),
     h('td', { class: 'query' }, rec.query_id ? h('a', { href: `#/query/${encodeURIComponent(rec.query_id)}`, title: rec.query_id }, shortID(rec.query_id)) : ''),
     h('td', { class: 'details' }, rec.kind === 'run' && rec.run_id ? h('a', { href: `#/run/${encodeURIComponent(rec.run_id)}`, class: 'open-run' }, 'run ▸') : '', ' ', details(rec)),
   );
