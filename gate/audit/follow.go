@@ -56,7 +56,8 @@ func (c *Chain) Report() (Report, error) {
 	return rep, nil
 }
 
-// maxFollowRead is the most a Follower reads in one Next call.
+// maxFollowRead is the most a Follower reads in one Next call; it starts
+// with 64 KiB and grows while reads fill the buffer.
 const maxFollowRead = 4 << 20
 
 // Follower reads an audit log file as it grows, for readers such as a live
@@ -73,6 +74,7 @@ type Follower struct {
 	fi      os.FileInfo
 	off     int64  // bytes of f consumed into returned lines and partial
 	partial []byte // the start of a line with no newline yet
+	buf     []byte // the read buffer, grown up to maxFollowRead
 }
 
 // NewFollower returns a Follower of the file at path. Nothing is opened
@@ -149,8 +151,14 @@ func (fl *Follower) open() (bool, error) {
 
 // read reads what was appended to f since off and splits it into lines.
 func (fl *Follower) read() ([][]byte, error) {
-	buf := make([]byte, maxFollowRead)
+	if fl.buf == nil {
+		fl.buf = make([]byte, 64<<10)
+	}
+	buf := fl.buf
 	n, err := fl.f.ReadAt(buf, fl.off)
+	if n == len(buf) && len(buf) < maxFollowRead {
+		fl.buf = make([]byte, min(2*len(buf), maxFollowRead)) // much to read: read more at once
+	}
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("follow audit log %s: %w", fl.path, err)
 	}
