@@ -37,7 +37,7 @@ export function columns(items, caption) {
     svg.append(
       s('rect', { x: n * w + 2, y: height - bh, width: w - 4, height: Math.max(bh, 0.5), class: 'bar tone-info' }),
       s('text', { x: n * w + w / 2, y: height + 12, class: 'tick' }, it.label),
-      it.value > 0 ? s('text', { x: n * w + w / 2, y: Math.max(10, height - bh - 3), class: 'tick' }, fmt(it.value)) : '',
+      it.value > 0 ? s('text', { x: n * w + w / 2, y: height - bh - 3, class: 'tick' }, fmt(it.value)) : '',
     );
   });
   return h('figure', {}, svg, h('figcaption', {}, caption));
