@@ -163,6 +163,9 @@ try {
   t.expect(d1.decision === 'deny', 'a tool named like HTML is denied', JSON.stringify(d1));
   const d2 = await raw.decide('WebFetch', { url: 'http://example.invalid/', api_key: 'sk-live-CONSOLE-SECRET' });
   t.line('raw', `WebFetch with an api_key → ${String(d2.decision)} ${String(d2.rule)}`);
+  // A broken policy edit, refused on SIGHUP: the overview lists it and why.
+  writeFileSync(w.policyFile, `${readFileSync(w.policyFile, 'utf8')}bogus: 1\n`);
+  process.kill(w.pid, 'SIGHUP');
   const audit = readAudit(w.auditLog);
   const runRec = audit.find((r) => r.kind === 'run' && r.outcome === 'exited');
   t.expect(runRec !== undefined, 'the sandbox ran the code', JSON.stringify(audit.filter((r) => r.kind === 'run')));
@@ -263,8 +266,10 @@ try {
   await page.waitForFunction(() => document.getElementById('chain-state')?.textContent === '✔ verifies', { timeout: 15_000 });
   const total = await page.$eval('#decision-total', (p) => p.textContent ?? '');
   t.expect(/^\d+ decided/.test(total) && !total.startsWith('0 '), `the overview counts decisions (${total})`);
+  await page.waitForFunction(() => document.querySelector('table.reloads')?.textContent?.includes('refused') === true, { timeout: 15_000 });
   const overview = await page.evaluate(() => document.body.textContent ?? '');
-  t.expect(overview.includes('Reload history') && overview.includes('first load') && overview.includes('exited'), 'the overview shows the reload history and runs by outcome');
+  t.expect(overview.includes('first load') && overview.includes('✘ refused') && overview.includes('unknown key "bogus"'), 'the reload history shows the first load and the refused reload with its reason');
+  t.expect(overview.includes('exited') && overview.includes('engine answers'), 'the overview shows runs by outcome and the runner\'s engine');
   const ovShot = await shot(page, 'overview');
   if (process.env.CONSOLE_SCREENSHOT) {
     // The README's picture: the stream, with the run opened below it.
