@@ -30,6 +30,8 @@ const (
 	// keepAlive is how often an idle stream sends a comment (and checks
 	// that its session still holds).
 	keepAlive = 15 * time.Second
+	// writeTimeout bounds one write of a stream to a reader.
+	writeTimeout = 30 * time.Second
 	// maxLoginBody bounds a login request.
 	maxLoginBody = 4 << 10
 )
@@ -224,6 +226,10 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// A reader that stops reading is cut off after writeTimeout, rather
+	// than holding this goroutine until TCP gives up.
+	deadline := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	deadline()
 	var buf []byte
 	send := func(e *entry) error {
 		buf = append(buf[:0], "id: "...)
@@ -262,6 +268,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 				}
 				return
 			}
+			deadline()
 			if send(e) != nil {
 				return
 			}
@@ -289,6 +296,7 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 				rc.Flush()
 				return
 			}
+			deadline()
 			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil || rc.Flush() != nil {
 				return
 			}
