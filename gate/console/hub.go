@@ -137,7 +137,6 @@ func (h *hub) run(ctx context.Context) {
 
 // drain reads every complete line appended since the last call.
 func (h *hub) drain(fl *audit.Follower) {
-	first := true
 	for {
 		lines, restarted, err := fl.Next()
 		h.mu.Lock()
@@ -147,10 +146,9 @@ func (h *hub) drain(fl *audit.Follower) {
 			h.mu.Unlock()
 			return
 		}
-		if restarted && first && len(lines) > 0 {
+		if restarted {
 			h.restart(lines[0])
 		}
-		first = false
 		for _, l := range lines {
 			h.add(l)
 		}

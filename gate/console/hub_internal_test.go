@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -73,5 +74,46 @@ func TestTheHistoryIsBoundedByCountAndBytes(t *testing.T) {
 				t.Fatalf("resuming after seq 2: %d records, gap %v; want the %d held and a gap", len(back), gap, tc.want)
 			}
 		})
+	}
+}
+
+func TestANewLogAtThePathStartsANewHistory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := dir + "/audit.jsonl"
+	write := func(recs ...string) {
+		l, err := audit.Open(path, audit.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		for _, tool := range recs {
+			if err := l.Write(audit.Record{Kind: audit.KindDecision, Tool: tool, Decision: "deny"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	write("A", "B")
+	h := newHub(path, 100, 1<<20, time.Hour)
+	fl := audit.NewFollower(path)
+	defer fl.Close()
+	h.drain(fl)
+	// The old log gets one more line, then is rotated away; a new log
+	// starts at seq 1 with two lines.
+	write("C")
+	if err := os.Rename(path, path+".1"); err != nil {
+		t.Fatal(err)
+	}
+	write("D", "E")
+	h.drain(fl)
+	hs, cs := h.status()
+	back, s, _ := h.subscribe(Filter{}, nil, 100)
+	h.unsubscribe(s)
+	var tools []string
+	for _, e := range back {
+		tools = append(tools, e.rec.Tool)
+	}
+	if fmt.Sprint(tools) != "[D E]" || hs.FirstSeq != 1 || cs.Break != nil || cs.Lines != 2 || h.epoch != 1 {
+		t.Fatalf("after the rotation: history %v %+v, chain %+v, epoch %d; want the new log's D and E, a chain of 2, epoch 1", tools, hs, cs, h.epoch)
 	}
 }
