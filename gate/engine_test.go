@@ -271,6 +271,46 @@ deny contains {"rule": "team.no_notes", "reason": "notes are private"} if {
 	}
 }
 
+// TestReloadHistoryListsRefusalsOnce: the history holds the first load,
+// each refusal with its reason (once, however often it is retried) and
+// each reload that took effect.
+func TestReloadHistoryListsRefusalsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	eng := e.engine(t)
+	rev0 := eng.Revision()
+	must(t, os.WriteFile(e.policyFile, []byte(testPolicy+"bogus: 1\n"), 0o644))
+	for range 3 {
+		if eng.Reload(t.Context()) == nil {
+			t.Fatal("a broken policy reloaded")
+		}
+	}
+	must(t, os.Remove(e.policyFile))
+	if eng.Reload(t.Context()) == nil {
+		t.Fatal("a missing policy file reloaded")
+	}
+	must(t, os.WriteFile(e.policyFile, []byte(strings.Replace(testPolicy, "ask: [NotebookEdit]", "ask: []", 1)), 0o644))
+	must(t, eng.Reload(t.Context()))
+	must(t, eng.Reload(t.Context())) // unchanged: not listed
+
+	h := eng.Reloads()
+	if len(h) != 4 {
+		t.Fatalf("history has %d events, want 4 (load, refused, unreadable, reloaded): %+v", len(h), h)
+	}
+	if h[0].Revision != rev0 || h[0].Err != "" {
+		t.Errorf("first event %+v, want the first load of %s", h[0], rev0)
+	}
+	if h[1].Previous != rev0 || h[1].Revision == "" || !strings.Contains(h[1].Err, `unknown key "bogus"`) {
+		t.Errorf("second event %+v, want the refused revision and its reason", h[1])
+	}
+	if h[2].Revision != "" || !strings.Contains(h[2].Err, "no such file") {
+		t.Errorf("third event %+v, want the unreadable file", h[2])
+	}
+	if h[3].Err != "" || h[3].Previous != rev0 || h[3].Revision != eng.Revision() || h[3].Revision == rev0 {
+		t.Errorf("last event %+v, want the reload to %s", h[3], eng.Revision())
+	}
+}
+
 func TestNewRefusesBrokenPolicies(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

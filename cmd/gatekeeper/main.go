@@ -49,6 +49,7 @@ Usage:
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build the default sandbox image locally
   gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
+  gatekeeper tail            follow the live console's stream of decisions and runs (serve --ui)
   gatekeeper version         print the version
 
 Every flag can also be set from the environment: --token-file is
@@ -82,6 +83,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":
 		return cmdAuditVerify(rest, env, stdin, stdout, stderr)
+	case "tail":
+		return cmdTail(ctx, rest, env, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil

@@ -4,14 +4,19 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
@@ -37,6 +42,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gcPercent := fs.Int("gc-percent", 100, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection")
+	ui := fs.Bool("ui", false, "serve the live console at /ui/ on the listen address (docs/CONSOLE.md); a browser needs a tcp:// address")
 	floodGC := fs.Int("flood-gc-percent", 25, "GOGC while any run streams over 256 KiB of output, so memory stays flat through output floods (negative: never switch)")
 	if err := parse(fs, args, env); err != nil {
 		return err
@@ -70,8 +76,21 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC,
 	}
 	var sandboxes *docker.Runner
+	var con *console.Console
+	if *ui {
+		reg := prometheus.NewRegistry()
+		ccfg := console.Config{Token: token, AuditPath: auditOpts.path, Engine: eng, Gatherer: reg, AllowRemote: *allowRemote, Version: version, Logger: log}
+		if !*noRunner {
+			ccfg.Runner = func(ctx context.Context) console.RunnerStatus { return runnerStatus(ctx, sandboxes, *instance) }
+		}
+		if con, err = console.New(ccfg); err != nil {
+			return err
+		}
+		cfg.Registry, cfg.UI, cfg.RunObserver, cfg.Auditor = reg, con.Handler(), con, con.Auditor(alog)
+		go con.Run(ctx)
+	}
 	if !*noRunner {
-		egressOpts.auditor = auditEgress{alog}
+		egressOpts.auditor = auditEgress{cfg.Auditor}
 		if poolOpts.size > 0 {
 			if poolOpts.base, err = baseSandbox(ctx, eng, image.DefaultTag(image.Options{})); err != nil {
 				return err
@@ -114,9 +133,41 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 			}
 		}
 	}()
-	log.Info("gatekeeper serving", "listen", *listen, "policy", *policyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile)
-	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(*listen))
+	addr := listenAddr(ln, *listen)
+	log.Info("gatekeeper serving", "listen", addr, "policy", *policyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
+	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(addr))
+	if con != nil {
+		if host, ok := strings.CutPrefix(addr, "tcp://"); ok {
+			fmt.Fprintf(stderr, "GATEKEEPER_UI=http://%s%s\n", host, con.LoginURL())
+		} else {
+			fmt.Fprintf(stderr, "gatekeeper: the console is served on the Unix socket for gatekeeper tail; a browser needs a TCP address: serve --ui --listen tcp://127.0.0.1:7777\n")
+		}
+	}
 	return srv.Serve(ctx, ln)
+}
+
+// listenAddr is the address ln listens on, as --listen spells it: the
+// port the system chose for tcp://host:0.
+func listenAddr(ln net.Listener, listen string) string {
+	if strings.HasPrefix(listen, "tcp://") {
+		return "tcp://" + ln.Addr().String()
+	}
+	return listen
+}
+
+// runnerStatus is the console's view of the Docker runner.
+func runnerStatus(ctx context.Context, d *docker.Runner, instance string) console.RunnerStatus {
+	st := console.RunnerStatus{Backend: "docker", Instance: instance, DefaultImage: image.DefaultTag(image.Options{})}
+	if d == nil {
+		st.Error = "not started yet"
+		return st
+	}
+	es, err := d.Status(ctx)
+	if err != nil {
+		st.Error = err.Error()
+	}
+	st.Engine, st.Runtimes = es.Version, es.Runtimes
+	return st
 }
 
 // clientURL is the GATEKEEPER_URL a client uses for a listen address.

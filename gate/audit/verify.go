@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -143,21 +142,16 @@ func hashLine(content []byte) string {
 // removal of whole lines at the end, can only be seen by comparing the
 // Report with a head saved elsewhere (see Report.LastHash).
 func Verify(r io.Reader) (Report, error) {
-	rep := Report{LastHash: zeroHash}
-	err := eachLine(r, func(content []byte, complete bool) error {
-		lineNo := rep.Lines + 1
-		seq, reason := checkLine(content, complete, rep.LastSeq+1, rep.LastHash, lineNo)
-		if reason != "" {
-			return &BreakError{Line: lineNo, Seq: seq, Reason: reason}
-		}
-		rep.Lines, rep.LastSeq, rep.LastHash = lineNo, seq, hashLine(content)
-		return nil
-	})
-	var be *BreakError
-	if err != nil && !errors.As(err, &be) {
-		err = fmt.Errorf("read audit log: %w", err)
+	var c Chain
+	err := eachLine(r, func(content []byte, complete bool) error { return c.Next(content, complete) })
+	rep, cerr := c.Report()
+	switch {
+	case cerr != nil:
+		return rep, cerr
+	case err != nil:
+		return rep, fmt.Errorf("read audit log: %w", err)
 	}
-	return rep, err
+	return rep, nil
 }
 
 // VerifyFile is Verify on the file at path; its errors name the file.

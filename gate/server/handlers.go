@@ -180,6 +180,10 @@ func (c *conn) run(r *wire.Run) {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})
 		return
 	}
+	if o := c.s.cfg.RunObserver; o != nil {
+		spec.OnOutput = nil
+		o.ObserveRun(RunInfo{Spec: spec, Result: res, ToolUseID: r.ToolUseID, Policy: eff.JSON, PolicyHash: eff.Hash})
+	}
 	c.send(wire.RunResult{
 		ID: r.ID, RunID: runID, ExitCode: res.ExitCode, Reason: string(res.Reason), Stdout: res.Stdout, Stderr: res.Stderr,
 		Truncated: res.Truncated, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,

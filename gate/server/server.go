@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
@@ -37,6 +39,25 @@ type Auditor interface {
 // DefaultMaxFrameBytes is the read limit when Config.MaxFrameBytes is zero:
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
+// RunObserver is told about each run the runner finished, after its audit
+// line is written and before its result is sent (the live console keeps
+// recent runs' output this way). ObserveRun is called from the run's
+// goroutine: it must not block, and must copy what it keeps of info.
+type RunObserver interface {
+	ObserveRun(info RunInfo)
+}
+
+// RunInfo is one finished run as the server saw it.
+type RunInfo struct {
+	// Spec is what ran: code, files, timeout and the resolved sandbox.
+	Spec      runner.Spec
+	Result    runner.Result
+	ToolUseID string
+	// Policy is the query's effective policy (canonical JSON, as in
+	// query_opened) and PolicyHash its hash.
+	Policy     json.RawMessage
+	PolicyHash string
+}
 
 // Config wires a Server. Engine, Auditor and Token are required.
 type Config struct {
@@ -50,6 +71,14 @@ type Config struct {
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.
 	AllowedOrigins []string
+	// RunObserver, when set, is told about each finished run.
+	RunObserver RunObserver
+	// Registry is the Prometheus registry /metrics serves and the server's
+	// own collectors join; nil means a new one.
+	Registry *prometheus.Registry
+	// UI, when set, is served under /ui/ (the live console); it does its
+	// own authentication.
+	UI http.Handler
 	// Version is reported in welcome ("gatekeeper/<Version>").
 	Version string
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
@@ -121,7 +150,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.FloodGCPercent == 0 {
 		cfg.FloodGCPercent = 25
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
@@ -131,12 +160,17 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler: /v1/ws, /healthz and /metrics.
+// Handler returns the HTTP handler: /v1/ws, /healthz, /metrics and, with
+// Config.UI, /ui/.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	if s.cfg.UI != nil {
+		mux.Handle("/ui/", s.cfg.UI)
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
 	return mux
 }
 

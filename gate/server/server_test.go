@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
@@ -49,6 +50,9 @@ type options struct {
 	maxInFlight int
 	policy      string
 	ping, read  time.Duration
+	observer    server.RunObserver
+	ui          http.Handler
+	registry    *prometheus.Registry
 }
 
 func start(t testing.TB, o options) *harness {
@@ -76,7 +80,7 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
-		PingInterval: o.ping, ReadTimeout: o.read,
+		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

@@ -91,6 +91,8 @@ export interface WorldOptions {
   policy?: PolicyParams;
   /** Extra environment of the sidecar (on top of PATH, HOME and DOCKER_HOST). */
   env?: Record<string, string>;
+  /** Serves the live console (`serve --ui`) on a loopback TCP port the system picks, instead of the Unix socket. */
+  ui?: boolean;
   /** Prepares files before the sidecar starts (deps dirs, planted symlinks). */
   prepare?: (w: Dirs) => PolicyParams | void;
 }
@@ -110,8 +112,12 @@ export interface Dirs {
 /** World is a running sidecar in its temp tree. */
 export interface World {
   dirs: Dirs;
-  /** The client's `url` (unix://…). */
+  /** The client's `url` (unix://…, or ws://127.0.0.1:PORT with `ui`). */
   url: string;
+  /** With `ui`: the console's base, http://127.0.0.1:PORT. */
+  httpBase?: string;
+  /** With `ui`: the one-time login address `serve --ui` printed. */
+  loginURL?: string;
   socketPath: string;
   tokenFile: string;
   policyFile: string;
@@ -125,9 +131,9 @@ export interface World {
   stop(): Promise<void>;
 }
 
-function healthz(socketPath: string): Promise<number> {
+function healthz(where: { socketPath: string } | { host: string; port: number }): Promise<number> {
   return new Promise((done) => {
-    const req = request({ socketPath, path: '/healthz', method: 'GET', timeout: 500 }, (res) => {
+    const req = request({ ...where, path: '/healthz', method: 'GET', timeout: 500 }, (res) => {
       res.resume();
       done(res.statusCode ?? 0);
     });
@@ -163,7 +169,7 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
-  const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  const args = ['serve', '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -191,9 +197,22 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const log = (): string => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : '');
   let stopped = false;
   const deadline = Date.now() + 20_000;
+  let url = `unix://${socketPath}`;
+  let httpBase: string | undefined;
+  let loginURL: string | undefined;
   for (;;) {
     if (exited) throw new Error(`gatekeeper serve exited at start:\n${log()}`);
-    if ((await healthz(socketPath)) === 200) break;
+    if (o.ui === true) {
+      // The port is the system's pick: read it from what serve printed.
+      const m = /^GATEKEEPER_URL=ws:\/\/(127\.0\.0\.1:(\d+))$/m.exec(log());
+      const ui = /^GATEKEEPER_UI=(\S+)$/m.exec(log());
+      if (m !== null && ui !== null && (await healthz({ host: '127.0.0.1', port: Number(m[2]) })) === 200) {
+        url = `ws://${m[1] ?? ''}`;
+        httpBase = `http://${m[1] ?? ''}`;
+        loginURL = ui[1];
+        break;
+      }
+    } else if ((await healthz({ socketPath })) === 200) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`gatekeeper serve not ready within 20 s:\n${log()}`);
@@ -202,7 +221,9 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   }
   return {
     dirs,
-    url: `unix://${socketPath}`,
+    url,
+    httpBase,
+    loginURL,
     socketPath,
     tokenFile,
     policyFile,
