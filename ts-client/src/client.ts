@@ -51,8 +51,9 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
   return {
     async options(extra: GatekeeperClientQueryOptions = {}): Promise<Options> {
       if (closed) throw new Error('gatekeeper: the client is closed');
-      const { sandboxPolicy, ...caller } = extra;
-      checkCallerOptions(caller);
+      const { sandboxPolicy, trustAgentConfiguration, ...caller } = extra;
+      const trust = trustAgentConfiguration === true;
+      checkCallerOptions(caller, trust);
       const sq = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
       open.add(sq);
       const end = (): void => {
@@ -69,7 +70,7 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
       if (first.unavailable !== undefined) {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable; every tool call is denied until it is back', { reason: first.unavailable });
       }
-      return buildOptions(sq, caller, first, cfg.logger, cfg.decisionTimeoutMs, end).options;
+      return buildOptions({ sq, caller, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSessionEnd: end }).options;
     },
     async close(): Promise<void> {
       closed = true;
