@@ -11,12 +11,12 @@ import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import type { Options, Settings } from '@anthropic-ai/claude-agent-sdk';
+import { query as sdkQuery, type Options, type Query, type Settings } from '@anthropic-ai/claude-agent-sdk';
 import ts from 'typescript';
 import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import { OPTION_RULES } from '../src/agent-config.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
-import type { Run, Sandbox } from './helpers/agent.js';
+import { makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
 import { agent, bare, modelSaw, only, sharedWorld, world } from './helpers/world.js';
 
 /** A directory the planted hooks and servers write their markers into. */
@@ -198,6 +198,42 @@ test('agent-configuration escape: skills, agents and commands planted in .claude
     assert.equal(names(init.slash_commands).some((c) => c.includes('planted')), false);
     const saw = modelSaw(box);
     for (const s of [`SKILL-${tag}`, `AGENT-${tag}`, `COMMAND-${tag}`]) assert.equal(saw.includes(s), false, `${s} reached the model`);
+  } finally {
+    await w.sidecar.stop();
+  }
+});
+
+test('agent-configuration escape: a skill or output style written mid-session is not picked up by reloadSkills or reloadOutputStyles', async () => {
+  const w = await world();
+  try {
+    const { ws } = w.dirs;
+    const plant = (): void => {
+      write(join(ws, '.claude', 'skills', 'lateskill', 'SKILL.md'), '---\nname: lateskill\ndescription: late\n---\nbody\n');
+      write(join(ws, '.claude', 'output-styles', 'latestyle.md'), '---\nname: latestyle\ndescription: late\n---\nstyle\n');
+    };
+    const reload = async (q: Query): Promise<{ skills: string[]; styles: string[] }> => {
+      await q.initializationResult();
+      plant();
+      const skills = (await q.reloadSkills()).skills.map((c) => c.name);
+      const styles = (await q.reloadOutputStyles()).available_output_styles;
+      return { skills, styles };
+    };
+
+    const ctlBox = await makeSandbox([{ type: 'text', text: 'done' }], w.dirs.root);
+    const ctlQuery = sdkQuery({ prompt: 'x', options: ctlBox.clientOptions() });
+    const ctl = await reload(ctlQuery);
+    ctlQuery.close();
+    await ctlBox.fake.close();
+    assert.ok(ctl.skills.includes('lateskill') && ctl.styles.includes('latestyle'), `control: the bare SDK reloaded them (${JSON.stringify(ctl)})`);
+
+    rmSync(join(ws, '.claude'), { recursive: true, force: true });
+    const box = await makeSandbox([{ type: 'text', text: 'done' }], w.dirs.root);
+    const q = query({ prompt: 'x', options: { ...box.clientOptions(), gatekeeper: { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile } } });
+    const got = await reload(q);
+    await q.return();
+    await box.fake.close();
+    assert.equal(got.skills.includes('lateskill'), false);
+    assert.equal(got.styles.includes('latestyle'), false);
   } finally {
     await w.sidecar.stop();
   }
