@@ -8,7 +8,7 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { query as sdkQuery, type Options, type Query, type Settings } from '@anthropic-ai/claude-agent-sdk';
@@ -278,6 +278,23 @@ test('agent-configuration escape: a plugin given as options.plugins, extraArgs o
   const { box } = await agent(shared.world, script, { plugins: [{ type: 'local', path: plug }], trustAgentConfiguration: true }, 'client');
   assert.equal(only(box, 'toolu_p').is_error, false);
   assert.ok(markers(m).includes('plugin-PreToolUse'), "with the opt-in, the plugin's hook ran on the host: what the opt-in costs");
+});
+
+test('agent-configuration escape: a PATH through the workspace would run the git the model wrote; it is refused', async () => {
+  const { root, ws } = shared.world.dirs;
+  const bin = join(ws, 'pathbin');
+  const marker = join(root, 'git-ran');
+  write(join(bin, 'git'), `#!/bin/sh\ntouch ${marker}\nexec /usr/bin/git "$@"\n`);
+  chmodSync(join(bin, 'git'), 0o755);
+  mkdirSync(join(ws, '.git'), { recursive: true });
+  const path = `${bin}:${process.env.PATH ?? '/usr/bin:/bin'}`;
+  await bare(root, [{ type: 'text', text: 'done' }], (box) => ({ env: { ...box.fake.env(box.home), PATH: path }, settingSources: [] }));
+  assert.equal(existsSync(marker), true, 'control: Claude Code ran the git found first on PATH at start');
+  assert.throws(
+    () => query({ prompt: 'x', options: { cwd: ws, env: { PATH: path }, gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile } } }),
+    /gatekeeper refuses options\.env PATH entry ".*\/pathbin": it is relative or lies in a directory the model can write/,
+  );
+  rmSync(join(ws, '.git'), { recursive: true, force: true });
 });
 
 test('agent-configuration escape: options that bring configuration in are refused, each saying why; the opt-in accepts them', () => {

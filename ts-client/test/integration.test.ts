@@ -283,7 +283,7 @@ test('connect(): options() for a plain SDK query() against the real sidecar', as
     assert.equal(run.error, undefined, String(run.error));
     assert.match(only(box, 'toolu_ok').text, /via connect/);
     assert.match(only(box, 'toolu_no').text, /host_fs.outside_workspace/);
-    await assert.rejects(client.options({ sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
+    await assert.rejects(client.options({ cwd: shared.world.dirs.ws, sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
   } finally {
     await client.close();
     await box.fake.close();

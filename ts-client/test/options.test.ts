@@ -51,7 +51,8 @@ test('Bash stays available only when the effective policy allows or asks for it'
 });
 
 test('checkCallerOptions accepts ordinary options', () => {
-  assert.doesNotThrow(() => checkCallerOptions({ permissionMode: 'default', mcpServers: { notes: { command: 'x' } }, settings: { model: 'x' } }));
+  // A cwd of its own: npm's PATH holds this package's node_modules/.bin, which the PATH check refuses inside a workspace.
+  assert.doesNotThrow(() => checkCallerOptions({ cwd: '/nonexistent/ws', permissionMode: 'default', mcpServers: { notes: { command: 'x' } }, settings: { model: 'x' } }));
   assert.throws(() => checkCallerOptions({ mcpServers: { 'sandboxed.code': { command: 'x' } } }), GatekeeperConfigError, 'a name that normalizes to ours');
   assert.throws(() => checkCallerOptions({ settings: { permissions: { defaultMode: 'bypassPermissions' } } }), /bypassPermissions/);
 });
