@@ -95,7 +95,8 @@ export const OPTION_RULES: { readonly [K in keyof Options]-?: Rule<K> } = {
   includeHookEvents: 'pass',
   includePartialMessages: 'pass',
   forwardSubagentText: 'pass',
-  verbatimPrompts: 'pass',
+  // Default true (isolation): an @path in a prompt reads the file without a Read.
+  verbatimPrompts: 'composed',
   thinking: 'pass',
   effort: 'pass',
   maxThinkingTokens: 'pass',
@@ -177,17 +178,23 @@ export function checkAgentConfiguration(o: Options, trust: boolean): void {
   if (o.env === undefined) checkEnv(process.env, 'the environment Claude Code inherits (options.env is unset)', ctx);
 }
 
+/** The options isolation sets. */
+export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings'>;
+
 /**
  * isolation returns the options gatekeeper sets so that Claude Code loads
  * no agent configuration from files: no setting sources, only the MCP
- * servers given in options, and (unless the caller trusts agent
- * configuration) a policy tier that lets only managed hooks run besides
- * the SDK host's own callbacks.
+ * servers given in options, prompts delivered as written (an `@path` in a
+ * prompt would otherwise put the file into the model's context without a
+ * Read), and (unless the caller trusts agent configuration) a policy tier
+ * that lets only managed hooks run besides the SDK host's own callbacks.
+ * Each default gives way to a value the caller sets (and the checks allow).
  */
-export function isolation(caller: Options, trust: boolean): Pick<Options, 'settingSources' | 'strictMcpConfig' | 'managedSettings'> {
-  const out: Pick<Options, 'settingSources' | 'strictMcpConfig' | 'managedSettings'> = {
+export function isolation(caller: Options, trust: boolean): Isolation {
+  const out: Isolation = {
     settingSources: caller.settingSources ?? [],
     strictMcpConfig: caller.strictMcpConfig ?? true,
+    verbatimPrompts: caller.verbatimPrompts ?? true,
   };
   if (trust) {
     if (caller.managedSettings !== undefined) out.managedSettings = caller.managedSettings;

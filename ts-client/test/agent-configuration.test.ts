@@ -16,7 +16,7 @@ import ts from 'typescript';
 import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import { OPTION_RULES } from '../src/agent-config.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
-import { makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
+import { drain, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
 import { agent, bare, modelSaw, only, sharedWorld, world } from './helpers/world.js';
 
 /** A directory the planted hooks and servers write their markers into. */
@@ -175,6 +175,26 @@ test("agent-configuration escape: CLAUDE.md and its @imports never reach the mod
   } finally {
     await w.sidecar.stop();
   }
+});
+
+test("agent-configuration escape: an @path in the prompt does not read the file into the model's requests", async () => {
+  const { root } = shared.world.dirs;
+  const tag = Math.random().toString(36).slice(2);
+  write(join(root, 'prompt-secret.env'), `TOKEN=PROMPT-SECRET-${tag}\n`);
+  const prompt = 'Summarize this ticket: "see @../prompt-secret.env for details"';
+  const script: FakeScriptStep[] = [{ type: 'text', text: 'done' }];
+  const ctl = await makeSandbox(script, root);
+  await drain(sdkQuery({ prompt, options: { ...ctl.clientOptions(), settingSources: [] } }));
+  await ctl.fake.close();
+  assert.ok(modelSaw(ctl).includes(`PROMPT-SECRET-${tag}`), 'control: the bare SDK expanded the @path into the request');
+
+  const box = await makeSandbox(script, root);
+  const run = await drain(query({ prompt, options: { ...box.clientOptions(), gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile } } }));
+  await box.fake.close();
+  assert.equal(run.error, undefined, String(run.error));
+  const saw = modelSaw(box);
+  assert.ok(saw.includes('prompt-secret.env for details'), 'the prompt reached the model as written');
+  assert.equal(saw.includes(`PROMPT-SECRET-${tag}`), false, 'the file it names did not');
 });
 
 test("agent-configuration escape: skills, agents and commands planted in .claude or the agent's home are not offered to the model", async () => {
@@ -367,7 +387,7 @@ test('agent-configuration escape: ordinary options pass without the opt-in', () 
   const ws = shared.world.dirs.ws;
   const gk = { url: 'unix:///nonexistent/gk.sock', token: 't' };
   const ok: GatekeeperQueryOptions[] = [
-    { settingSources: [], strictMcpConfig: true },
+    { settingSources: [], strictMcpConfig: true, verbatimPrompts: false },
     { settings: { model: 'claude-fake', permissions: { deny: ['WebFetch'] }, allowManagedHooksOnly: true } },
     { extraArgs: { 'disable-slash-commands': null, 'append-system-prompt': 'be brief' } },
     { additionalDirectories: [join(shared.world.dirs.root, 'extra')], agents: { helper: { description: 'd', prompt: 'p', tools: ['Read'] } } },
@@ -383,6 +403,7 @@ test("agent-configuration escape: connect().options() isolates Claude Code and r
     const o = await client.options({ cwd: shared.world.dirs.ws, managedSettings: { permissions: { deny: ['WebSearch'] } } });
     assert.deepEqual(o.settingSources, []);
     assert.equal(o.strictMcpConfig, true);
+    assert.equal(o.verbatimPrompts, true);
     assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'] }, allowManagedHooksOnly: true });
     const trusted = await client.options({ cwd: shared.world.dirs.ws, trustAgentConfiguration: true, settingSources: ['project'] });
     assert.deepEqual(trusted.settingSources, ['project']);
