@@ -7,7 +7,7 @@
 // `trustAgentConfiguration`. SECURITY.md ("Agent configuration boundary
 // (client)") says why each class is what it is.
 
-import { delimiter, isAbsolute, relative, resolve as resolvePath } from 'node:path';
+import { delimiter, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import type { AgentDefinition, Options, PermissionUpdate, Settings } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError } from './config.js';
 import { RUN_TOOL, SANDBOX_SERVER } from './sandboxed-code.js';
@@ -363,11 +363,12 @@ function checkExtraArgs(args: Record<string, string | null>, ctx: CheckContext):
 }
 
 /**
- * CONFIG_ENV are environment variables of Claude Code 2.x that name
- * configuration, plugins or MCP servers to load, or a program to run
- * (found in the binary; CLAUDE_CODE_PLUGIN_DIRS loads a plugin's hooks even
- * with settingSources [], tested). CLAUDE_CONFIG_DIR is not here: with
- * settingSources [] nothing in it is loaded as configuration (tested).
+ * CONFIG_ENV are environment variables of Claude Code (as bundled with SDK
+ * 0.3.330, found in its binary) that load configuration, plugins, MCP
+ * servers or instructions, wherever they point: CLAUDE_CODE_PLUGIN_DIRS
+ * loads a plugin's hooks even with settingSources [] (tested). Refused
+ * unless trusted. CLAUDE_CONFIG_DIR is not here: with settingSources []
+ * nothing in it is loaded as configuration (tested).
  */
 export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_PLUGIN_DIRS',
@@ -386,25 +387,51 @@ export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_SHELL_MCP_SERVERS',
   'CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD',
   'CLAUDE_CODE_ENABLE_FUNCTION_HOOKS',
-  'CLAUDE_CODE_PROCESS_WRAPPER',
-  'CLAUDE_CODE_SHELL_PREFIX',
-  'CLAUDE_CODE_SHELL',
-  'CLAUDE_CODE_GIT_BASH_PATH',
-  'CLAUDE_CODE_TEAMMATE_COMMAND',
-  'CLAUDE_ENV_FILE',
   'CLAUDE_DEV_MODS_DIR',
 ];
+
+/**
+ * PROGRAM_ENV are variables naming a program Claude Code (or a shell it
+ * starts) runs, or a file a shell sources: refused unless trusted when that
+ * program or file is relative or lies where the model can write.
+ */
+export const PROGRAM_ENV: readonly string[] = [
+  'CLAUDE_CODE_SHELL',
+  'CLAUDE_CODE_SHELL_PREFIX',
+  'CLAUDE_CODE_GIT_BASH_PATH',
+  'CLAUDE_CODE_PROCESS_WRAPPER',
+  'CLAUDE_CODE_TEAMMATE_COMMAND',
+  'CLAUDE_ENV_FILE',
+  'BASH_ENV',
+  'ENV',
+];
+
+/**
+ * SEARCH_ENV are lists of directories or files programs are loaded from,
+ * with their separators: every entry must be absolute and lie where the
+ * model cannot write (Claude Code runs git and the hooks' shells from PATH,
+ * measured).
+ */
+const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/ };
 
 function checkEnv(env: Record<string, string | undefined>, where: string, ctx: CheckContext): void {
   for (const name of CONFIG_ENV) {
     const v = env[name];
-    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration or runs a program named by it');
+    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers or instructions) named by it');
   }
-  const path = env.PATH;
-  if (path !== undefined) {
-    for (const entry of path.split(delimiter)) {
-      if (!isAbsolute(entry) || inside(entry, ctx.dirs)) {
-        refuseUntrusted(ctx.trust, `${where} PATH entry ${JSON.stringify(entry)}`, 'it is relative or lies in a directory the model can write, and Claude Code runs programs (git, the hooks\' shells) found on PATH');
+  const writable = (p: string): boolean => !isAbsolute(p) || inside(p, ctx.dirs);
+  for (const name of PROGRAM_ENV) {
+    const program = env[name]?.trim().split(/\s+/)[0];
+    if (program !== undefined && program !== '' && writable(program)) {
+      refuseUntrusted(ctx.trust, `${where} ${name} ${JSON.stringify(program)}`, 'it names a program or shell file Claude Code runs, and it is relative or lies in a directory the model can write');
+    }
+  }
+  for (const [name, separator] of Object.entries(SEARCH_ENV)) {
+    const v = env[name];
+    if (v === undefined || (name !== 'PATH' && v === '')) continue;
+    for (const entry of v.split(separator)) {
+      if (writable(entry)) {
+        refuseUntrusted(ctx.trust, `${where} ${name} entry ${JSON.stringify(entry)}`, 'it is relative or lies in a directory the model can write, and programs Claude Code runs are found or loaded through it');
       }
     }
   }
@@ -415,7 +442,7 @@ function inside(path: string, dirs: readonly string[]): boolean {
   const p = resolvePath(path);
   return dirs.some((d) => {
     const r = relative(d, p);
-    return r === '' || (!r.startsWith('..') && !isAbsolute(r));
+    return r === '' || (r !== '..' && !r.startsWith(`..${sep}`) && !isAbsolute(r));
   });
 }
 

@@ -344,6 +344,10 @@ test('agent-configuration escape: options that bring configuration in are refuse
     { name: 'a config env var', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_MANAGED_SETTINGS_PATH: join(ws, 'm.json') } }, want: /options\.env CLAUDE_CODE_MANAGED_SETTINGS_PATH/ },
     { name: 'PATH through the workspace', o: { env: { PATH: `${join(ws, 'bin')}:/usr/bin` } }, want: /options\.env PATH entry ".*\/ws\/bin": it is relative or lies in a directory the model can write/ },
     { name: 'a relative PATH entry', o: { env: { PATH: '/usr/bin::/bin' } }, want: /options\.env PATH entry ""/ },
+    { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program or shell file Claude Code runs/ },
+    { name: 'a shell prefix run from the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL_PREFIX: `${join(ws, 'wrap')} --log` } }, want: /options\.env CLAUDE_CODE_SHELL_PREFIX ".*\/ws\/wrap"/ },
+    { name: 'a relative BASH_ENV', o: { env: { PATH: '/usr/bin', BASH_ENV: '.bashrc' } }, want: /options\.env BASH_ENV "\.bashrc"/ },
+    { name: 'a library preloaded from the workspace', o: { env: { PATH: '/usr/bin', LD_PRELOAD: `/usr/lib/x.so ${join(ws, 'evil.so')}` } }, want: /options\.env LD_PRELOAD entry ".*\/ws\/evil\.so"/ },
     { name: 'Claude Code from the workspace', o: { pathToClaudeCodeExecutable: join(ws, 'claude') }, want: /options\.pathToClaudeCodeExecutable: .* lies in a directory the model can write/ },
   ];
   for (const c of cases) {
@@ -391,7 +395,7 @@ test('agent-configuration escape: ordinary options pass without the opt-in', () 
     { settings: { model: 'claude-fake', permissions: { deny: ['WebFetch'] }, allowManagedHooksOnly: true } },
     { extraArgs: { 'disable-slash-commands': null, 'append-system-prompt': 'be brief' } },
     { additionalDirectories: [join(shared.world.dirs.root, 'extra')], agents: { helper: { description: 'd', prompt: 'p', tools: ['Read'] } } },
-    { env: { PATH: '/usr/bin:/bin', HOME: shared.world.dirs.home, CLAUDE_CONFIG_DIR: join(shared.world.dirs.root, 'cfg') } },
+    { env: { PATH: '/usr/bin:/bin', HOME: shared.world.dirs.home, CLAUDE_CODE_SHELL: '/bin/bash', BASH_ENV: '/etc/profile', CLAUDE_CONFIG_DIR: join(shared.world.dirs.root, 'cfg') } },
     { managedSettings: { permissions: { deny: ['Bash'] } }, toolAliases: { Find: 'Glob' }, plugins: [], executableArgs: [] },
   ];
   for (const o of ok) assert.doesNotThrow(() => query({ prompt: 'x', options: { cwd: ws, gatekeeper: gk, ...o } }), JSON.stringify(o));
