@@ -157,12 +157,14 @@ export const OPTION_RULES: { readonly [K in keyof Options]-?: Rule<K> } = {
 
 /**
  * checkAgentConfiguration applies OPTION_RULES to the caller's options (and
- * the env rule to the inherited environment when options.env is unset). It
+ * the env rule to the inherited environment when options.env is unset).
+ * Where the model can write is the cwd, the additional directories and
+ * `writable` (the policy's workspace_root, once the sidecar told it). It
  * throws GatekeeperConfigError naming the option and why.
  */
-export function checkAgentConfiguration(o: Options, trust: boolean): void {
+export function checkAgentConfiguration(o: Options, trust: boolean, writable: readonly string[] = []): void {
   const cwd = resolvePath(o.cwd ?? process.cwd());
-  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d))] };
+  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d)), ...writable] };
   const rules = OPTION_RULES as Record<string, Rule<keyof Options> | undefined>;
   for (const [key, value] of Object.entries(o)) {
     if (value === undefined) continue;
@@ -444,6 +446,15 @@ function inside(path: string, dirs: readonly string[]): boolean {
     const r = relative(d, p);
     return r === '' || (r !== '..' && !r.startsWith(`..${sep}`) && !isAbsolute(r));
   });
+}
+
+/**
+ * workspaceRoot reads an effective policy's workspace_root, when it is an
+ * absolute path: the sidecar lets the model write below it.
+ */
+export function workspaceRoot(policy: Record<string, unknown> | undefined): string | undefined {
+  const root = policy?.workspace_root;
+  return typeof root === 'string' && isAbsolute(root) ? root : undefined;
 }
 
 /** What keptPermissionUpdates returns. */

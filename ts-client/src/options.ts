@@ -16,7 +16,7 @@ import type {
   PermissionUpdate,
   PreToolUseHookSpecificOutput,
 } from '@anthropic-ai/claude-agent-sdk';
-import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName } from './agent-config.js';
+import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName, workspaceRoot } from './agent-config.js';
 import type { GatekeeperLogger } from './config.js';
 import type { McpServerRef, McpSource } from './protocol.js';
 import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson } from './sandboxed-code.js';
@@ -121,8 +121,8 @@ const HOOK_TIMEOUT_SLACK_S = 5;
  * gatekeeper's hands or bring agent configuration in (see
  * agent-config.ts). It throws GatekeeperConfigError.
  */
-export function checkCallerOptions(o: Options, trust = false): void {
-  checkAgentConfiguration(o, trust);
+export function checkCallerOptions(o: Options, trust = false, writable: readonly string[] = []): void {
+  checkAgentConfiguration(o, trust, writable);
 }
 
 /** configSource says how an mcpServers entry is configured. */
@@ -250,10 +250,15 @@ export interface BuildParams {
 
 /**
  * buildOptions composes the caller's SDK options with gatekeeper's, bound to
- * one sidecar query.
+ * one sidecar query. It checks the caller's options again now that the
+ * sidecar has said where the model may write (the policy's
+ * workspace_root), and throws GatekeeperConfigError for one that points
+ * there (a PATH entry, a program, the Claude Code executable).
  */
 export function buildOptions(p: BuildParams): Built {
   const { sq, caller, first, logger, decisionTimeoutMs, trust, onSessionEnd } = p;
+  const root = workspaceRoot(first.effectivePolicy);
+  if (root !== undefined) checkCallerOptions(caller, trust, [root]);
   const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
   const runs = new RunCorrelator();
   const server = sandboxedCodeServer(sq, runs, logger);

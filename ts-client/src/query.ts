@@ -87,7 +87,10 @@ void everyMethodHandled;
  * allowDangerouslySkipPermissions, permissionPromptToolName, settings with
  * disableAllHooks, an MCP server of the caller named `sandboxed_code`) and,
  * unless `trustAgentConfiguration` is set, for options that bring agent
- * configuration in (see agent-config.ts and SECURITY.md).
+ * configuration in (see agent-config.ts and SECURITY.md). An option that
+ * points where the model may write is checked again against the policy's
+ * workspace_root when the sidecar has opened the query: such a refusal is
+ * the first step's error, before Claude Code starts.
  */
 export function query(params: GatekeeperQueryParams): Query {
   const { sandboxPolicy, gatekeeper, trustAgentConfiguration, ...sdkOptions } = params.options ?? {};

@@ -317,6 +317,23 @@ test('agent-configuration escape: a PATH through the workspace would run the git
   rmSync(join(ws, '.git'), { recursive: true, force: true });
 });
 
+test("agent-configuration escape: a PATH into the policy's workspace_root is refused once the sidecar names it, though cwd is elsewhere", async () => {
+  const { ws } = shared.world.dirs;
+  const cwd = join(ws, 'sub-cwd');
+  mkdirSync(cwd, { recursive: true });
+  const env = { PATH: `${join(ws, 'bin')}:/usr/bin:/bin` };
+  const gatekeeper = { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile };
+  const q = query({ prompt: 'x', options: { cwd, env, gatekeeper } });
+  await assert.rejects(q.next(), (err: unknown) => err instanceof GatekeeperConfigError && /options\.env PATH entry ".*\/ws\/bin"/.test(err.message));
+  const client = connect(gatekeeper);
+  try {
+    await assert.rejects(client.options({ cwd, env }), /options\.env PATH entry ".*\/ws\/bin"/);
+    await assert.doesNotReject(client.options({ cwd, env: { PATH: '/usr/bin:/bin' } }));
+  } finally {
+    await client.close();
+  }
+});
+
 test('agent-configuration escape: options that bring configuration in are refused, each saying why; the opt-in accepts them', () => {
   const ws = shared.world.dirs.ws;
   const gk = { url: 'unix:///nonexistent/gk.sock', token: 't' };
