@@ -43,8 +43,6 @@ function decisionsOn(path: string): string[][] {
     .map((a) => [a.event ?? '', a.decision ?? '', a.rule ?? '']);
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-
 /**
  * The files of one test: two Writes the model asks for inside the
  * workspace; a rewrite moves the first outside and the second to another
@@ -69,9 +67,18 @@ function rewrite(p: ReturnType<typeof paths>, input: unknown): Record<string, un
   return { file_path: path === p.first ? p.outside : p.moved, content: 'rewritten' };
 }
 
-/** A human answering a prompt: slower than any hook. */
-const slowHuman: CanUseTool = async (_name, input) => {
-  await sleep(2500);
+/**
+ * A human answering a prompt: slower than any hook, and gone when Claude
+ * Code withdraws the prompt because a hook answered it.
+ */
+const slowHuman: CanUseTool = async (_name, input, { signal }) => {
+  await new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, 10_000);
+    signal.addEventListener('abort', () => {
+      clearTimeout(t);
+      resolve();
+    });
+  });
   return { behavior: 'allow', updatedInput: input };
 };
 
