@@ -16,7 +16,7 @@ import { RUN_TOOL, SANDBOX_SERVER } from './sandboxed-code.js';
 export interface CheckContext {
   /** The caller set `trustAgentConfiguration: true`. */
   trust: boolean;
-  /** Claude Code's working directory and the additional directories, resolved: where the model may write. */
+  /** Where the model may write: Claude Code's cwd, the additional directories and the policy's workspace_root once known, resolved. */
   dirs: readonly string[];
 }
 

@@ -92,9 +92,11 @@ export interface GatekeeperOwnOptions {
    * Accept agent configuration that gatekeeper otherwise refuses: non-empty
    * `settingSources`, `strictMcpConfig: false`, `plugins`,
    * `projectConfigRoot`, a settings file path or unlisted settings keys,
-   * `extraArgs` beyond a short list, `executableArgs`, subagent `memory`,
-   * environment variables that load configuration, and persisted
-   * permission updates.
+   * sandbox settings naming programs, `extraArgs` beyond a short list,
+   * `executableArgs`, subagent `memory`, environment variables that load
+   * configuration, programs and PATH entries where the model can write,
+   * persisted permission updates, and the query's `updateSettings` and
+   * `reloadPlugins({addPlugins})`. The README's table lists them.
    *
    * What it costs: Claude Code then runs what that configuration says,
    * outside gatekeeper. A settings file's command hooks, a plugin's hooks
@@ -105,8 +107,9 @@ export interface GatekeeperOwnOptions {
    * runs code on the host. Turn it on only for configuration the model
    * cannot write, and keep the policy's write-protect list on.
    *
-   * Defaults stay isolated with it: `settingSources` is still `[]` and
-   * `strictMcpConfig` still `true` unless given. Nothing here unlocks
+   * Defaults stay isolated with it: `settingSources` is still `[]`,
+   * `strictMcpConfig` and `verbatimPrompts` still `true` unless given; only
+   * the `allowManagedHooksOnly` policy is left out. Nothing here unlocks
    * `bypassPermissions`, `allowDangerouslySkipPermissions`,
    * `permissionPromptToolName` or `disableAllHooks`.
    */
