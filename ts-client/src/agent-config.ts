@@ -168,6 +168,7 @@ export function checkAgentConfiguration(o: Options, trust: boolean, writable: re
   const rules = OPTION_RULES as Record<string, Rule<keyof Options> | undefined>;
   for (const [key, value] of Object.entries(o)) {
     if (value === undefined) continue;
+    if (value === null) refuse(`options.${key} null`, 'the SDK takes null for no option; leave it out');
     const rule = rules[key];
     if (rule === undefined) {
       refuse(
@@ -416,7 +417,10 @@ export const PROGRAM_ENV: readonly string[] = [
  */
 const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/ };
 
-function checkEnv(env: Record<string, string | undefined>, where: string, ctx: CheckContext): void {
+function checkEnv(given: Record<string, string | undefined>, where: string, ctx: CheckContext): void {
+  // Names compared without case: Windows reads the environment so.
+  const env: Record<string, string | undefined> = {};
+  for (const [k, v] of Object.entries(given)) env[k.toUpperCase()] = v;
   for (const name of CONFIG_ENV) {
     const v = env[name];
     if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers or instructions) named by it');

@@ -151,6 +151,7 @@ test("agent-configuration escape: CLAUDE.md and its @imports never reach the mod
     write(join(root, '.env'), `API_KEY=${outside}\n`);
     write(join(ws, '.env'), `API_KEY=${inside}\n`);
     write(join(ws, 'CLAUDE.md'), `${memory}\n@../.env\n@.env\n`);
+    write(join(root, 'CLAUDE.md'), `${memory}-parent\n`);
     write(join(ws, 'CLAUDE.local.md'), `${memory}-local\n@.env\n`);
     write(join(ws, '.claude', 'rules', 'r.md'), `${memory}-rules\n`);
     write(join(ws, 'sub', 'CLAUDE.md'), `${nested}\n@../.env\n`);
@@ -163,7 +164,7 @@ test("agent-configuration escape: CLAUDE.md and its @imports never reach the mod
 
     const ctl = await bare(root, script);
     const leaked = modelSaw(ctl.box);
-    assert.ok(leaked.includes(memory) && leaked.includes(nested) && leaked.includes(inside), 'control: the bare SDK put CLAUDE.md, the nested one and the imported .env into the requests');
+    assert.ok(leaked.includes(memory) && leaked.includes(`${memory}-parent`) && leaked.includes(nested) && leaked.includes(inside), 'control: the bare SDK put CLAUDE.md, the parent and nested ones and the imported .env into the requests');
 
     const { box } = await agent(w, script, {}, 'client');
     assert.match(only(box, 'toolu_sub').text, /sub file/);
@@ -359,6 +360,7 @@ test('agent-configuration escape: options that bring configuration in are refuse
     { name: 'executableArgs', o: { executableArgs: ['--settings', join(ws, 's.json')] }, want: /options\.executableArgs: they reach the Claude Code binary/ },
     { name: 'subagent memory', o: { agents: { helper: { description: 'd', prompt: 'p', memory: 'project' } } }, want: /options\.agents\.helper\.memory: agent memory files/ },
     { name: 'a config env var', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_MANAGED_SETTINGS_PATH: join(ws, 'm.json') } }, want: /options\.env CLAUDE_CODE_MANAGED_SETTINGS_PATH/ },
+    { name: 'a config env var spelled in lower case', o: { env: { PATH: '/usr/bin', claude_code_plugin_dirs: join(ws, 'p') } }, want: /options\.env CLAUDE_CODE_PLUGIN_DIRS/ },
     { name: 'PATH through the workspace', o: { env: { PATH: `${join(ws, 'bin')}:/usr/bin` } }, want: /options\.env PATH entry ".*\/ws\/bin": it is relative or lies in a directory the model can write/ },
     { name: 'a relative PATH entry', o: { env: { PATH: '/usr/bin::/bin' } }, want: /options\.env PATH entry ""/ },
     { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program or shell file Claude Code runs/ },
@@ -392,6 +394,7 @@ test('agent-configuration escape: what takes tool calls out of gatekeeper\'s han
     { name: "a subagent's server named like ours", o: { agents: { a: { description: 'd', prompt: 'p', mcpServers: [{ sandboxed_code: { command: 'x' } }] } } }, want: /options\.agents\.a\.mcpServers\.sandboxed_code: the MCP server name "sandboxed_code" is reserved/ },
     { name: 'a server named like ours', o: { mcpServers: { 'sandboxed.code': { command: 'x' } } }, want: /mcpServers\.sandboxed\.code: the MCP server name "sandboxed_code" is reserved/ },
     { name: 'an option the SDK reads but does not declare', o: { workspaceTrust: { accepted: true, directory: ws } }, want: /options\.workspaceTrust: it is not an option of @anthropic-ai\/claude-agent-sdk 0\.3\.330 that gatekeeper has classified/ },
+    { name: 'an option set to null', o: { settings: null } as unknown as Options, want: /options\.settings null: the SDK takes null for no option/ },
   ];
   for (const c of cases) {
     for (const trustAgentConfiguration of [false, true]) {
