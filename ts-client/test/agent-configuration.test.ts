@@ -17,7 +17,7 @@ import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } fr
 import { OPTION_RULES } from '../src/agent-config.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
-import { agent, bare, modelSaw, only, sharedWorld, world } from './helpers/world.js';
+import { agent, bare, closeWorld, modelSaw, only, sharedWorld, world } from './helpers/world.js';
 
 /** A directory the planted hooks and servers write their markers into. */
 function markerDir(root: string): string {
@@ -100,7 +100,7 @@ test('agent-configuration escape: hooks and MCP servers planted in project, loca
     assert.deepEqual(markers(m), [], 'no planted hook or server ran on the host');
     assert.deepEqual(names(initOf(run).mcp_servers), ['sandboxed_code'], "gatekeeper's server only, none from configuration files");
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -174,7 +174,7 @@ test("agent-configuration escape: CLAUDE.md and its @imports never reach the mod
     const saw = modelSaw(box);
     for (const s of [outside, inside, memory, nested]) assert.equal(saw.includes(s), false, `${s} reached the model`);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -229,7 +229,7 @@ test("agent-configuration escape: skills, agents and commands planted in .claude
     for (const s of [`SKILL-${tag}`, `USERSKILL-${tag}`, `AGENT-${tag}`, `COMMAND-${tag}`]) assert.equal(saw.includes(s), false, `${s} reached the model`);
     assert.deepEqual(markers(m), [], "the user's hook never ran");
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -265,7 +265,7 @@ test('agent-configuration escape: a skill or output style written mid-session is
     assert.equal(got.skills.includes('lateskill'), false);
     assert.equal(got.styles.includes('latestyle'), false);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 

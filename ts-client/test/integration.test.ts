@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { connect, GatekeeperError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, initTools, makeSandbox } from './helpers/agent.js';
-import { agent, only, sharedWorld, world } from './helpers/world.js';
+import { agent, closeWorld, only, sharedWorld, world } from './helpers/world.js';
 import { resolveConfig } from '../src/config.js';
 import { Connection } from '../src/connection.js';
 import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
@@ -52,7 +52,7 @@ test('Bash that the policy sends to a human is denied with gatekeeper\'s reason 
     assert.match(r.text, /tool "Bash" needs a human's approval under the gatekeeper policy \[gatekeeper rule: tools.ask_list\]/);
     assert.equal(existsSync(marker), false);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -140,7 +140,7 @@ test('the same prompt with and without a sandboxPolicy: a higher timeout lets a 
     assert.equal(o2.timed_out, false, r2.text);
     assert.equal(o2.stdout, 'slept\n');
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -173,7 +173,7 @@ test('sidecar killed mid-query: the next call is denied as unavailable; restarte
     assert.equal(r4?.is_error, true, 'after the restart, denies are gatekeeper\'s own again');
     assert.match(r4?.text ?? '', /host_fs.deny_glob/);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 

@@ -49,6 +49,12 @@ export async function world(p: Omit<PolicyParams, 'workspace'> = {}): Promise<Wo
   return { dirs, sidecar };
 }
 
+/** closeWorld stops the world's sidecar and removes its tree. */
+export async function closeWorld(w: World): Promise<void> {
+  await w.sidecar.stop();
+  rmSync(w.dirs.root, { recursive: true, force: true });
+}
+
 /**
  * sharedWorld starts one world before a test file's tests and stops it (and
  * removes its tree) after them; read it as `shared.world` inside a test.
@@ -59,9 +65,7 @@ export function sharedWorld(p: Omit<PolicyParams, 'workspace'> = {}): { readonly
     holder.world = await world(p);
   });
   after(async () => {
-    if (holder.world === undefined) return;
-    await holder.world.sidecar.stop();
-    rmSync(holder.world.dirs.root, { recursive: true, force: true });
+    if (holder.world !== undefined) await closeWorld(holder.world);
   });
   return {
     get world(): World {
