@@ -2,82 +2,27 @@
 // binary, and the loopback fake model. HOME is a temp dir (for the SDK and
 // the sidecar alike); the real one is never touched.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSdkMcpServer, query as sdkQuery, tool, type HookCallback } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
-import { connect, GatekeeperError, query, type GatekeeperQueryOptions } from '../src/index.js';
-import type { FakeScriptStep, FakeToolResult } from '../src/testing/index.js';
-import { drain, initTools, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
-import { policyYaml, startSidecar, type PolicyParams, type Sidecar } from './helpers/sidecar.js';
+import { connect, GatekeeperError, query } from '../src/index.js';
+import type { FakeScriptStep } from '../src/testing/index.js';
+import { drain, initTools, makeSandbox } from './helpers/agent.js';
+import { agent, closeWorld, only, sharedWorld, world } from './helpers/world.js';
 import { resolveConfig } from '../src/config.js';
 import { Connection } from '../src/connection.js';
 import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
 
 const RUN = 'mcp__sandboxed_code__run';
-const FAKE_KEY = '-----BEGIN OPENSSH PRIVATE KEY-----\nFAKE-KEY-FOR-TESTS\n-----END OPENSSH PRIVATE KEY-----\n';
-
-/** One temp tree per test: home/ (with a fake ~/.ssh/id_rsa), ws/ (the workspace and cwd), the sidecar's files. */
-function tree(): { root: string; home: string; ws: string; gk: string } {
-  const root = mkdtempSync(join(tmpdir(), 'gk-it-'));
-  const home = join(root, 'home');
-  const ws = join(root, 'ws');
-  const gk = join(root, 'gk');
-  for (const d of [home, join(home, '.ssh'), ws, gk]) mkdirSync(d, { recursive: true });
-  writeFileSync(join(home, '.ssh', 'id_rsa'), FAKE_KEY, { mode: 0o600 });
-  return { root, home, ws, gk };
-}
-
-interface World {
-  dirs: ReturnType<typeof tree>;
-  sidecar: Sidecar;
-}
-
-async function world(p: Omit<PolicyParams, 'workspace'> = {}): Promise<World> {
-  const dirs = tree();
-  const sidecar = await startSidecar({ dir: dirs.gk, home: dirs.home, policy: policyYaml({ workspace: dirs.ws, ...p }) });
-  return { dirs, sidecar };
-}
-
-async function agent(w: World, script: FakeScriptStep[], extra: GatekeeperQueryOptions = {}): Promise<{ box: Sandbox; run: Run }> {
-  const box = await makeSandbox(script, w.dirs.root);
-  const run = await drain(
-    query({
-      prompt: 'do the task',
-      options: { ...box.sdkOptions(), gatekeeper: { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile }, ...extra },
-    }),
-  );
-  await box.fake.close();
-  if (run.error !== undefined && !(run.error instanceof GatekeeperError)) {
-    throw new Error(`query failed: ${String(run.error)}\nClaude Code stderr:\n${box.stderr.join('')}\nsidecar log:\n${w.sidecar.log()}`);
-  }
-  return { box, run };
-}
-
-function only(box: Sandbox, id: string): FakeToolResult {
-  const r = box.fake.toolResult(id);
-  assert.ok(r, `the SDK sent no tool_result for ${id}; tool results: ${JSON.stringify(box.fake.toolResults())}`);
-  if (process.env.GK_DEBUG_RESULTS) process.stderr.write(`RESULT ${id} ${JSON.stringify(r.text)} ${String(r.is_error)}\n`);
-  return r;
-}
 
 /** The common world: the issue's policy, one sidecar for the tests that do not change it. */
-let common: World;
-
-before(async () => {
-  common = await world();
-});
-
-after(async () => {
-  await common.sidecar.stop();
-  rmSync(common.dirs.root, { recursive: true, force: true });
-});
+const shared = sharedWorld();
 
 test('run: python print("hello") comes back as hello in the tool_result', async () => {
-  const { box } = await agent(common, [{ type: 'tool_use', name: RUN, input: { language: 'python', code: 'print("hello")' }, id: 'toolu_py' }, { type: 'text', text: 'done' }]);
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: RUN, input: { language: 'python', code: 'print("hello")' }, id: 'toolu_py' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_py');
   assert.equal(r.is_error, false, r.text);
   const out = JSON.parse(r.text) as { stdout: string; exit_code: number; timed_out: boolean };
@@ -87,8 +32,8 @@ test('run: python print("hello") comes back as hello in the tool_result', async 
 });
 
 test('Bash denied by the policy is left out of the session, and never runs', async () => {
-  const marker = join(common.dirs.root, 'bash-marker');
-  const { box, run } = await agent(common, [{ type: 'tool_use', name: 'Bash', input: { command: `touch ${marker}` }, id: 'toolu_bash' }, { type: 'text', text: 'done' }]);
+  const marker = join(shared.world.dirs.root, 'bash-marker');
+  const { box, run } = await agent(shared.world, [{ type: 'tool_use', name: 'Bash', input: { command: `touch ${marker}` }, id: 'toolu_bash' }, { type: 'text', text: 'done' }]);
   assert.equal(initTools(run).includes('Bash'), false);
   const r = only(box, 'toolu_bash');
   assert.equal(r.is_error, true);
@@ -107,13 +52,13 @@ test('Bash that the policy sends to a human is denied with gatekeeper\'s reason 
     assert.match(r.text, /tool "Bash" needs a human's approval under the gatekeeper policy \[gatekeeper rule: tools.ask_list\]/);
     assert.equal(existsSync(marker), false);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
 test('Read of ~/.ssh/id_rsa is denied with the rule that matched, and the key never reaches the model', async () => {
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' }, { type: 'text', text: 'done' }]);
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_key');
   assert.equal(r.is_error, true);
   assert.match(r.text, /Read of .*\.ssh\/id_rsa is forbidden by the policy's fs.deny pattern .* \[gatekeeper rule: host_fs.deny_glob\]/);
@@ -122,8 +67,8 @@ test('Read of ~/.ssh/id_rsa is denied with the rule that matched, and the key ne
 });
 
 test('Write outside the workspace is denied, and the file is not written', async () => {
-  const target = join(common.dirs.root, 'outside.txt');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Write', input: { file_path: target, content: 'pwned' }, id: 'toolu_w' }, { type: 'text', text: 'done' }]);
+  const target = join(shared.world.dirs.root, 'outside.txt');
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Write', input: { file_path: target, content: 'pwned' }, id: 'toolu_w' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_w');
   assert.equal(r.is_error, true);
   assert.match(r.text, /Write of .*outside\.txt is outside the workspace .* \[gatekeeper rule: host_fs.outside_workspace\]/);
@@ -142,7 +87,7 @@ test('a tool the policy does not list is denied, and its handler never runs', as
       }),
     ],
   });
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'mcp__notes__add', input: { text: 'hi' }, id: 'toolu_n' }, { type: 'text', text: 'done' }], { mcpServers: { notes } });
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'mcp__notes__add', input: { text: 'hi' }, id: 'toolu_n' }, { type: 'text', text: 'done' }], { mcpServers: { notes } });
   const r = only(box, 'toolu_n');
   assert.equal(r.is_error, true);
   assert.match(r.text, /tool "mcp__notes__add" is not allowlisted by the gatekeeper policy \[gatekeeper rule: tools.not_allowlisted\]/);
@@ -150,21 +95,21 @@ test('a tool the policy does not list is denied, and its handler never runs', as
 });
 
 test('Read inside the workspace is allowed and the model gets the content', async () => {
-  const file = join(common.dirs.ws, 'notes.txt');
+  const file = join(shared.world.dirs.ws, 'notes.txt');
   writeFileSync(file, 'the workspace says hi\n');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_r' }, { type: 'text', text: 'done' }]);
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_r' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_r');
   assert.equal(r.is_error, false, r.text);
   assert.match(r.text, /the workspace says hi/);
 });
 
 test('a rejected override fails the query before any request reaches the model, listing the violations', async () => {
-  const box = await makeSandbox([{ type: 'text', text: 'never' }], common.dirs.root);
+  const box = await makeSandbox([{ type: 'text', text: 'never' }], shared.world.dirs.root);
   try {
     const run = await drain(
       query({
         prompt: 'hi',
-        options: { ...box.sdkOptions(), gatekeeper: { url: common.sidecar.url, tokenFile: common.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
+        options: { ...box.sdkOptions(), gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
       }),
     );
     assert.ok(run.error instanceof GatekeeperError, String(run.error));
@@ -195,7 +140,7 @@ test('the same prompt with and without a sandboxPolicy: a higher timeout lets a 
     assert.equal(o2.timed_out, false, r2.text);
     assert.equal(o2.stdout, 'slept\n');
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -228,14 +173,14 @@ test('sidecar killed mid-query: the next call is denied as unavailable; restarte
     assert.equal(r4?.is_error, true, 'after the restart, denies are gatekeeper\'s own again');
     assert.match(r4?.text ?? '', /host_fs.deny_glob/);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
 test("caller hooks compose: the caller's deny beats gatekeeper's allow, the caller's allow does not beat gatekeeper's deny", async () => {
-  const file = join(common.dirs.ws, 'c.txt');
+  const file = join(shared.world.dirs.ws, 'c.txt');
   writeFileSync(file, 'caller test\n');
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
   const callerHook: HookCallback = async (input) => {
     if (input.hook_event_name !== 'PreToolUse') return {};
     const path = (input.tool_input as { file_path?: string }).file_path;
@@ -248,7 +193,7 @@ test("caller hooks compose: the caller's deny beats gatekeeper's allow, the call
     };
   };
   const { box } = await agent(
-    common,
+    shared.world,
     [
       { type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_mine' },
       { type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' },
@@ -266,13 +211,13 @@ test("caller hooks compose: the caller's deny beats gatekeeper's allow, the call
 });
 
 test("a caller hook's updatedInput is decided again by gatekeeper", async () => {
-  const file = join(common.dirs.ws, 'd.txt');
+  const file = join(shared.world.dirs.ws, 'd.txt');
   writeFileSync(file, 'harmless\n');
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
   const swap: HookCallback = async () => ({
     hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'allow', updatedInput: { file_path: key } },
   });
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_swap' }, { type: 'text', text: 'done' }], {
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_swap' }, { type: 'text', text: 'done' }], {
     hooks: { PreToolUse: [{ matcher: 'Read', hooks: [swap] }] },
   });
   const r = only(box, 'toolu_swap');
@@ -282,11 +227,11 @@ test("a caller hook's updatedInput is decided again by gatekeeper", async () => 
 });
 
 test("a caller canUseTool composes: its deny wins, its allow does not beat gatekeeper's deny", async () => {
-  const inside = join(common.dirs.ws, 'by-caller.txt');
-  const outside = join(common.dirs.root, 'outside-2.txt');
+  const inside = join(shared.world.dirs.ws, 'by-caller.txt');
+  const outside = join(shared.world.dirs.root, 'outside-2.txt');
   const asked: string[] = [];
   const { box } = await agent(
-    common,
+    shared.world,
     [
       { type: 'tool_use', name: 'Write', input: { file_path: inside, content: 'x' }, id: 'toolu_in' },
       { type: 'tool_use', name: 'Write', input: { file_path: outside, content: 'x' }, id: 'toolu_out' },
@@ -307,12 +252,12 @@ test("a caller canUseTool composes: its deny wins, its allow does not beat gatek
 });
 
 test('the real sidecar refuses a wrong token, and the client fails closed saying so', async () => {
-  const conn = new Connection(resolveConfig({ url: common.sidecar.url, token: 'not-the-token', decisionTimeoutMs: 2000 }, {}));
+  const conn = new Connection(resolveConfig({ url: shared.world.sidecar.url, token: 'not-the-token', decisionTimeoutMs: 2000 }, {}));
   const sq = new SidecarQuery(conn, undefined);
   try {
     const first = await sq.firstOpen(2000);
     assert.match(first.unavailable ?? '', /HTTP 401/);
-    const d = await sq.decide('PreToolUse', 'Read', { file_path: join(common.dirs.ws, 'x') }, 'toolu_tok');
+    const d = await sq.decide('PreToolUse', 'Read', { file_path: join(shared.world.dirs.ws, 'x') }, 'toolu_tok');
     assert.equal(d.decision, 'deny');
     assert.equal(d.rule, UNAVAILABLE_RULE);
   } finally {
@@ -322,23 +267,23 @@ test('the real sidecar refuses a wrong token, and the client fails closed saying
 });
 
 test('connect(): options() for a plain SDK query() against the real sidecar', async () => {
-  const file = join(common.dirs.ws, 'e.txt');
+  const file = join(shared.world.dirs.ws, 'e.txt');
   writeFileSync(file, 'via connect\n');
   const box = await makeSandbox(
     [
       { type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_ok' },
-      { type: 'tool_use', name: 'Write', input: { file_path: join(common.dirs.root, 'x.txt'), content: 'x' }, id: 'toolu_no' },
+      { type: 'tool_use', name: 'Write', input: { file_path: join(shared.world.dirs.root, 'x.txt'), content: 'x' }, id: 'toolu_no' },
       { type: 'text', text: 'done' },
     ],
-    common.dirs.root,
+    shared.world.dirs.root,
   );
-  const client = connect({ url: common.sidecar.url, tokenFile: common.sidecar.tokenFile });
+  const client = connect({ url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile });
   try {
     const run = await drain(sdkQuery({ prompt: 'go', options: await client.options(box.sdkOptions()) }));
     assert.equal(run.error, undefined, String(run.error));
     assert.match(only(box, 'toolu_ok').text, /via connect/);
     assert.match(only(box, 'toolu_no').text, /host_fs.outside_workspace/);
-    await assert.rejects(client.options({ sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
+    await assert.rejects(client.options({ cwd: shared.world.dirs.ws, sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
   } finally {
     await client.close();
     await box.fake.close();
