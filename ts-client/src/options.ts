@@ -47,6 +47,14 @@ export interface SandboxPolicy {
     deps?: string;
     /** Glob patterns of host paths no file tool may touch, e.g. `"~/.ssh/**"`. */
     deny?: string[];
+    /**
+     * Glob patterns of host paths no write tool (Write, Edit, MultiEdit,
+     * NotebookEdit) may create, change or move into; added to the operator's
+     * list (an override can add entries, never drop one).
+     */
+    write_protect?: string[];
+    /** Built-in write-protect groups the operator lifted; an override may not lift any more. */
+    write_protect_allow?: string[];
   };
   /** The sandbox's network. */
   net?: {

@@ -113,6 +113,10 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   const script: FakeScriptStep[] = [
     { type: 'tool_use', name: 'Write', input: { file_path: settings, content: JSON.stringify(hookSettings(m, 'written')) }, id: 'toolu_w' },
     async () => {
+      // The gate's write-protect list refuses the model's Write (below); the
+      // file gets there anyway, as if by some other way, so that the client
+      // layer is tested on its own.
+      write(settings, JSON.stringify(hookSettings(m, 'written')));
       await sleep(3000);
       return { type: 'tool_use', name: 'Read', input: { file_path: join(ws, 'b.txt') }, id: 'toolu_r1' };
     },
@@ -131,9 +135,11 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   mkdirSync(m);
   const { box } = await agent(shared.world, script, {}, 'client');
   const wr = only(box, 'toolu_w');
-  // The policy here has no write-protect list: the client layer alone must hold.
-  assert.equal(wr.is_error, false, `the gate must allow this write for the test to mean anything: ${wr.text}`);
-  assert.equal(existsSync(settings), true);
+  // Defence in depth: the gate refuses the Write itself (the built-in
+  // agent_config group), and the file the test put there is not loaded.
+  assert.equal(wr.is_error, true, `the gate refuses a Write of .claude/settings.json: ${wr.text}`);
+  assert.match(wr.text, /host_fs\.write_protected/);
+  assert.equal(existsSync(settings), true, 'the test wrote the settings file itself');
   assert.equal(only(box, 'toolu_r1').is_error, false);
   assert.equal(only(box, 'toolu_r2').is_error, false);
   assert.deepEqual(markers(m), [], 'the written hook never ran on the host');
