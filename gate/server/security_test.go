@@ -370,3 +370,34 @@ func TestWriteProtectCoversClaudeCodesOwnDangerousPaths(t *testing.T) {
 	c := h.connect(t)
 	c.check(t, c.open(""), cases)
 }
+
+// TestWriteProtectCoversEveryMemoryFileClaudeCodeLoads: the CLI bundled
+// with Agent SDK 0.3.330 reads as project memory, in every directory from
+// the working directory up and in each directory the model reads a file
+// of, the names of its list (minified)
+//
+//	$t=[...Got.map((e)=>[e]),["CLAUDE.md"],["CLAUDE.local.md"],["AGENTS.md"],
+//	  [".claude","CLAUDE.md"],[".claude","AGENTS.md"],[".claude","rules"]]
+//
+// and follows their @path imports. An AGENTS.md the model writes, with
+// "@../.env" in it, puts a file fs.deny forbids into the model's context
+// at its next Read below it (seen with project settings on: red team,
+// issue 10 section 1). Every one of them is write-protected.
+func TestWriteProtectCoversEveryMemoryFileClaudeCodeLoads(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{policy: shippedPolicy(t)})
+	c := h.connect(t)
+	var cases []decideCase
+	for _, base := range []string{"", "pkg/sub/"} {
+		for _, name := range []string{"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude/CLAUDE.md", ".claude/AGENTS.md", ".claude/rules/x.md"} {
+			cases = append(cases, decideCase{"memory file " + base + name, "Write", write(base + name), "deny", "host_fs.write_protected", ""})
+		}
+	}
+	cases = append(cases,
+		decideCase{"AGENTS.md is agent memory", "Edit", map[string]any{"file_path": "AGENTS.md", "old_string": "", "new_string": "@../.env"}, "deny", "host_fs.write_protected", "agent_memory"},
+		decideCase{"AGENTS.md in another case", "Write", write("docs/Agents.MD"), "deny", "host_fs.write_protected", "agent_memory"},
+		decideCase{"AGENTS.md stays readable", "Read", map[string]any{"file_path": "AGENTS.md"}, "allow", "host_fs.inside_workspace", ""},
+		decideCase{"a look-alike name stays writable", "Write", write("AGENTS.md.txt"), "allow", "host_fs.inside_workspace", ""},
+	)
+	c.check(t, c.open(""), cases)
+}
