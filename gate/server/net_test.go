@@ -18,7 +18,7 @@ sandbox:
     enabled: true
     allow: ["*.example.com", "pypi.org", "api.local:8443", "*.amazonaws.com", "10.0.0.1"]
     deny: ["bad.example.com", "upgrade.example.com:443", "127.0.0.1"]
-ceilings: {net_hosts: ["*.example.com", "files.pythonhosted.org:443"]}
+ceilings: {net_hosts: ["*.example.com", "files.pythonhosted.org:443", "*.amazonaws.com"]}
 `
 
 // TestLookAlikeHostsInWebFetch sends WebFetch calls whose url spells a
@@ -116,6 +116,9 @@ func TestOverrideHostsWithinCeilingsAreCheckedInGo(t *testing.T) {
 		{"another port than the ceiling's", `["files.pythonhosted.org:80"]`, "sandbox.net.allow host files.pythonhosted.org:80 is not within ceilings.net_hosts"},
 		{"a look-alike suffix", `["notexample.com"]`, "sandbox.net.allow host notexample.com is not within ceilings.net_hosts"},
 		{"a broader wildcard", `["*.com"]`, `host pattern too broad: "*.com"`},
+		{"a host under a wildcard ceiling, no public suffix between", `["ec2.amazonaws.com"]`, ""},
+		{"a host across a public suffix below a wildcard ceiling", `["attacker.s3.amazonaws.com"]`, "sandbox.net.allow host attacker.s3.amazonaws.com is not within ceilings.net_hosts"},
+		{"a wildcard across a public suffix below a wildcard ceiling", `["*.attacker.s3.amazonaws.com"]`, "sandbox.net.allow host *.attacker.s3.amazonaws.com is not within ceilings.net_hosts"},
 		{"a non-canonical spelling", `["A.EXAMPLE.COM"]`, `"A.EXAMPLE.COM" is not written in canonical form; write "a.example.com"`},
 	}
 	for _, tc := range tests {
