@@ -77,6 +77,8 @@ func TestWriteProtectAgentConfigurationAndCodeRunningFiles(t *testing.T) {
 	})
 	must(t, os.Symlink(".claude", filepath.Join(ws, "cfg")))
 	must(t, os.Symlink(filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "hooks-link")))
+	must(t, os.Symlink("hooks-link", filepath.Join(ws, "chain")))
+	must(t, os.Symlink("later/.claude", filepath.Join(ws, "not-yet")))
 	c := h.connect(t)
 	q := c.open("")
 	const wp = "host_fs.write_protected"
@@ -125,6 +127,9 @@ func TestWriteProtectAgentConfigurationAndCodeRunningFiles(t *testing.T) {
 		{"through a link to .claude", "Write", write("cfg/settings.json"), "deny", wp, "resolves to " + filepath.Join(ws, ".claude", "settings.json")},
 		{"through a link to .git/hooks", "Write", write("hooks-link/post-merge"), "deny", wp, "git_hooks"},
 		{"climbing back into .claude", "Write", write("src/../.claude/settings.json"), "deny", wp, ""},
+		{"doubled and dotted slashes", "Write", write(".//./.claude//settings.json"), "deny", wp, ""},
+		{"a chain of links into .git/hooks", "Write", write("chain/pre-push"), "deny", wp, "git_hooks"},
+		{"a new file under a dangling link to a .claude not made yet", "Write", write("not-yet/settings.json"), "deny", wp, "resolves to " + filepath.Join(ws, "later", ".claude", "settings.json")},
 		{"source code stays writable", "Write", write("src/main.py"), "allow", "host_fs.inside_workspace", ""},
 		{"a look-alike name stays writable", "Write", write(".claudex/settings.json"), "allow", "host_fs.inside_workspace", ""},
 		{"a Makefile stays writable", "Write", write("Makefile"), "allow", "host_fs.inside_workspace", ""},
@@ -271,6 +276,10 @@ func TestGrepGlobListsAreSplitAsClaudeCodeSplitsThem(t *testing.T) {
 		{"a list of harmless names is allowed", "Grep", grep("*.py,*.md"), "allow", "host_fs.inside_workspace", ""},
 		{"a single harmless name is allowed", "Grep", grep("*.py"), "allow", "host_fs.inside_workspace", ""},
 		{"a NEL is not JavaScript white space: one odd name", "Grep", grep("*.py\u0085.env"), "allow", "host_fs.inside_workspace", ""},
+		{"a class spelling .env is assumed to search everything", "Grep", grep("*.py,.e[n]v"), "deny", within, "app/.env"},
+		{"an escape spelling .env is assumed to search everything", "Grep", grep(`*.py,\.env`), "deny", within, "app/.env"},
+		{"only separators is no glob: every file", "Grep", grep(" , "), "deny", within, "app/.env"},
+		{"a name in another case is another name to ripgrep", "Grep", grep("*.py,.ENV"), "allow", "host_fs.inside_workspace", ""},
 		{"an absolute piece is judged by its directory", "Grep", grep("*.py," + filepath.Join(h.dir, ".ssh") + "/*"), "deny", "host_fs.deny_glob", ".ssh"},
 	})
 }
@@ -287,6 +296,7 @@ func TestProcessRelativePathsAreBadPaths(t *testing.T) {
 	pol := strings.Replace(adversarialPolicy, "workspace_root: ./ws\n", "workspace_root: "+cwd+"\n", 1)
 	h := start(t, options{policy: pol})
 	must(t, os.MkdirAll(filepath.Join(h.dir, "ws2"), 0o755))
+	must(t, os.Symlink("/dev/fd", filepath.Join(h.dir, "ws2", "fds")))
 	c := h.connect(t)
 	q := c.open("")
 	const bad = "host_fs.bad_path"
@@ -304,6 +314,8 @@ func TestProcessRelativePathsAreBadPaths(t *testing.T) {
 		{"a Grep of /proc/self/cwd", "Grep", map[string]any{"pattern": "x", "path": "/proc/self/cwd"}, "deny", bad, why},
 		{"a Glob under /proc/self/cwd", "Glob", map[string]any{"pattern": "/proc/self/cwd/*.go"}, "deny", bad, why},
 		{"an LS of /proc/self/fd", "LS", map[string]any{"path": "/proc/self/fd"}, "deny", bad, "/proc/self"},
+		{"a pid's root with a doubled slash", "Read", map[string]any{"file_path": "/proc//1/root/etc/hostname"}, "deny", bad, "/proc/1"},
+		{"a link elsewhere to /dev/fd", "Read", map[string]any{"file_path": filepath.Join(h.dir, "ws2", "fds", "0")}, "deny", bad, "leads to /dev/fd"},
 		{"the workspace itself stays readable", "Read", map[string]any{"file_path": filepath.Join(cwd, "security_test.go")}, "allow", "host_fs.inside_workspace", ""},
 	})
 }
