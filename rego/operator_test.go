@@ -128,6 +128,22 @@ glob := {"match": true}
 
 default deny := {}
 `, `a default for data.gatekeeper.deny would replace the built-in one`},
+		{"the helpers' package spelled with a string key is refused", `package gatekeeper["core"]
+
+in_workspace(_) if true
+`, `team.rego:1: package gatekeeper.core is reserved`},
+		{"a rule reaching into the helpers' package with a string key is refused", `package gatekeeper
+
+core["in_workspace"] := true
+`, `rule gatekeeper.core.in_workspace: a rule of package gatekeeper must have a one-word name`},
+		{"allow as an object is refused", `package gatekeeper
+
+allow[x] if x := {"rule": "team.a", "reason": "b"}
+`, `conflicting rules data.gatekeeper.allow`},
+		{"a rule shadowing input is refused", `package gatekeeper
+
+input := {"tool_name": "Read", "tool_kind": "other"}
+`, `rules must not shadow input`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -46,8 +46,12 @@ func BuiltinWriteProtect() []ProtectGroup {
 				"MCP servers it starts, commands, agents, skills, plugins), which it loads and reloads while the agent runs",
 		},
 		{
-			Name:     "agent_memory",
-			Globs:    []string{"**/CLAUDE.md", "**/CLAUDE.local.md"},
+			Name: "agent_memory",
+			// Claude Code's memory file names (minified: ["CLAUDE.md"],
+			// ["CLAUDE.local.md"],["AGENTS.md"] and the same under .claude/,
+			// which agent_config covers), read in every directory from the
+			// working directory up and below it as the model reads there.
+			Globs:    []string{"**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md"},
 			Why:      "Claude Code reads it as instructions for every session, and its @path imports bring other files, even ones fs.deny forbids, into the model's context",
 			Liftable: true,
 		},

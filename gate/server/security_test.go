@@ -77,6 +77,8 @@ func TestWriteProtectAgentConfigurationAndCodeRunningFiles(t *testing.T) {
 	})
 	must(t, os.Symlink(".claude", filepath.Join(ws, "cfg")))
 	must(t, os.Symlink(filepath.Join(ws, ".git", "hooks"), filepath.Join(ws, "hooks-link")))
+	must(t, os.Symlink("hooks-link", filepath.Join(ws, "chain")))
+	must(t, os.Symlink("later/.claude", filepath.Join(ws, "not-yet")))
 	c := h.connect(t)
 	q := c.open("")
 	const wp = "host_fs.write_protected"
@@ -119,9 +121,15 @@ func TestWriteProtectAgentConfigurationAndCodeRunningFiles(t *testing.T) {
 		{".npmrc, from the shipped list", "Write", write("web/.npmrc"), "deny", wp, "sandbox.fs.write_protect"},
 		{"a husky hook, from the shipped list", "Write", write(".husky/pre-commit"), "deny", wp, "sandbox.fs.write_protect"},
 		{"pre-commit's config, from the shipped list", "Write", write(".pre-commit-config.yaml"), "deny", wp, ""},
+		{"mise's config, trusted by path, from the shipped list", "Write", write("svc/.mise.toml"), "deny", wp, "sandbox.fs.write_protect"},
+		{"a .pth file Python runs at start, from the shipped list", "Write", write(".venv/lib/python3.12/site-packages/x.pth"), "deny", wp, "sandbox.fs.write_protect"},
+		{"sitecustomize, from the shipped list", "Write", write("sitecustomize.py"), "deny", wp, "sandbox.fs.write_protect"},
 		{"through a link to .claude", "Write", write("cfg/settings.json"), "deny", wp, "resolves to " + filepath.Join(ws, ".claude", "settings.json")},
 		{"through a link to .git/hooks", "Write", write("hooks-link/post-merge"), "deny", wp, "git_hooks"},
 		{"climbing back into .claude", "Write", write("src/../.claude/settings.json"), "deny", wp, ""},
+		{"doubled and dotted slashes", "Write", write(".//./.claude//settings.json"), "deny", wp, ""},
+		{"a chain of links into .git/hooks", "Write", write("chain/pre-push"), "deny", wp, "git_hooks"},
+		{"a new file under a dangling link to a .claude not made yet", "Write", write("not-yet/settings.json"), "deny", wp, "resolves to " + filepath.Join(ws, "later", ".claude", "settings.json")},
 		{"source code stays writable", "Write", write("src/main.py"), "allow", "host_fs.inside_workspace", ""},
 		{"a look-alike name stays writable", "Write", write(".claudex/settings.json"), "allow", "host_fs.inside_workspace", ""},
 		{"a Makefile stays writable", "Write", write("Makefile"), "allow", "host_fs.inside_workspace", ""},
@@ -231,6 +239,10 @@ func TestWriteProtectAndDenyIgnoreCaseAndSpelling(t *testing.T) {
 		{"a trailing dot NTFS ignores", "Write", write(".claude./settings.json"), "deny", wp, ""},
 		{"an NTFS stream suffix", "Write", write(".mcp.json::$DATA"), "deny", wp, ""},
 		{".BASHRC", "Write", write(".BASHRC"), "deny", wp, "shell_config"},
+		{"a ligature ext4 casefold reads as fi", "Write", write(".gitconﬁg"), "deny", wp, "git_user_config"},
+		{"a ligature in git's config", "Read", map[string]any{"file_path": ".git/conﬁg"}, "deny", "host_fs.deny_glob", "**/.git/config"},
+		{"a ligature in pyright's config", "Write", write("pyrightconﬁg.json"), "deny", wp, "sandbox.fs.write_protect"},
+		{"a ligature in fish's config directory", "Write", write(".config/ﬁsh/config.fish"), "deny", wp, "shell_config"},
 		{".VSCode", "Write", write(".VSCode/tasks.json"), "deny", wp, "ide_config"},
 		{"Read of .ENV", "Read", map[string]any{"file_path": "app/.ENV"}, "deny", "host_fs.deny_glob", `"**/.env"`},
 		{"Read of .Env.Local", "Read", map[string]any{"file_path": "app/.Env.Local"}, "deny", "host_fs.deny_glob", `"**/.env.*"`},
@@ -264,6 +276,10 @@ func TestGrepGlobListsAreSplitAsClaudeCodeSplitsThem(t *testing.T) {
 		{"a list of harmless names is allowed", "Grep", grep("*.py,*.md"), "allow", "host_fs.inside_workspace", ""},
 		{"a single harmless name is allowed", "Grep", grep("*.py"), "allow", "host_fs.inside_workspace", ""},
 		{"a NEL is not JavaScript white space: one odd name", "Grep", grep("*.py\u0085.env"), "allow", "host_fs.inside_workspace", ""},
+		{"a class spelling .env is assumed to search everything", "Grep", grep("*.py,.e[n]v"), "deny", within, "app/.env"},
+		{"an escape spelling .env is assumed to search everything", "Grep", grep(`*.py,\.env`), "deny", within, "app/.env"},
+		{"only separators is no glob: every file", "Grep", grep(" , "), "deny", within, "app/.env"},
+		{"a name in another case is another name to ripgrep", "Grep", grep("*.py,.ENV"), "allow", "host_fs.inside_workspace", ""},
 		{"an absolute piece is judged by its directory", "Grep", grep("*.py," + filepath.Join(h.dir, ".ssh") + "/*"), "deny", "host_fs.deny_glob", ".ssh"},
 	})
 }
@@ -280,6 +296,7 @@ func TestProcessRelativePathsAreBadPaths(t *testing.T) {
 	pol := strings.Replace(adversarialPolicy, "workspace_root: ./ws\n", "workspace_root: "+cwd+"\n", 1)
 	h := start(t, options{policy: pol})
 	must(t, os.MkdirAll(filepath.Join(h.dir, "ws2"), 0o755))
+	must(t, os.Symlink("/dev/fd", filepath.Join(h.dir, "ws2", "fds")))
 	c := h.connect(t)
 	q := c.open("")
 	const bad = "host_fs.bad_path"
@@ -297,6 +314,8 @@ func TestProcessRelativePathsAreBadPaths(t *testing.T) {
 		{"a Grep of /proc/self/cwd", "Grep", map[string]any{"pattern": "x", "path": "/proc/self/cwd"}, "deny", bad, why},
 		{"a Glob under /proc/self/cwd", "Glob", map[string]any{"pattern": "/proc/self/cwd/*.go"}, "deny", bad, why},
 		{"an LS of /proc/self/fd", "LS", map[string]any{"path": "/proc/self/fd"}, "deny", bad, "/proc/self"},
+		{"a pid's root with a doubled slash", "Read", map[string]any{"file_path": "/proc//1/root/etc/hostname"}, "deny", bad, "/proc/1"},
+		{"a link elsewhere to /dev/fd", "Read", map[string]any{"file_path": filepath.Join(h.dir, "ws2", "fds", "0")}, "deny", bad, "leads to /dev/fd"},
 		{"the workspace itself stays readable", "Read", map[string]any{"file_path": filepath.Join(cwd, "security_test.go")}, "allow", "host_fs.inside_workspace", ""},
 	})
 }
@@ -368,5 +387,36 @@ func TestWriteProtectCoversClaudeCodesOwnDangerousPaths(t *testing.T) {
 	}
 	h := start(t, options{policy: shippedPolicy(t)})
 	c := h.connect(t)
+	c.check(t, c.open(""), cases)
+}
+
+// TestWriteProtectCoversEveryMemoryFileClaudeCodeLoads: the CLI bundled
+// with Agent SDK 0.3.330 reads as project memory, in every directory from
+// the working directory up and in each directory the model reads a file
+// of, the names of its list (minified)
+//
+//	$t=[...Got.map((e)=>[e]),["CLAUDE.md"],["CLAUDE.local.md"],["AGENTS.md"],
+//	  [".claude","CLAUDE.md"],[".claude","AGENTS.md"],[".claude","rules"]]
+//
+// and follows their @path imports. An AGENTS.md the model writes, with
+// "@../.env" in it, puts a file fs.deny forbids into the model's context
+// at its next Read below it (seen with project settings on: red team,
+// issue 10 section 1). Every one of them is write-protected.
+func TestWriteProtectCoversEveryMemoryFileClaudeCodeLoads(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{policy: shippedPolicy(t)})
+	c := h.connect(t)
+	var cases []decideCase
+	for _, base := range []string{"", "pkg/sub/"} {
+		for _, name := range []string{"CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", ".claude/CLAUDE.md", ".claude/AGENTS.md", ".claude/rules/x.md"} {
+			cases = append(cases, decideCase{"memory file " + base + name, "Write", write(base + name), "deny", "host_fs.write_protected", ""})
+		}
+	}
+	cases = append(cases,
+		decideCase{"AGENTS.md is agent memory", "Edit", map[string]any{"file_path": "AGENTS.md", "old_string": "", "new_string": "@../.env"}, "deny", "host_fs.write_protected", "agent_memory"},
+		decideCase{"AGENTS.md in another case", "Write", write("docs/Agents.MD"), "deny", "host_fs.write_protected", "agent_memory"},
+		decideCase{"AGENTS.md stays readable", "Read", map[string]any{"file_path": "AGENTS.md"}, "allow", "host_fs.inside_workspace", ""},
+		decideCase{"a look-alike name stays writable", "Write", write("AGENTS.md.txt"), "allow", "host_fs.inside_workspace", ""},
+	)
 	c.check(t, c.open(""), cases)
 }

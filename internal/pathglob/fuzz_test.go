@@ -41,3 +41,23 @@ func FuzzMatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzFold checks that Fold is idempotent, so that a folded glob and a
+// folded path compare in one form, and that it keeps every "/".
+func FuzzFold(f *testing.F) {
+	for _, s := range []string{".GIT", ".gitconﬁg", "/root/.ßh", "cafe\u0301", "İı", "\u13a0\uab70", "ǅ", "\u0345\u0399"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if len(s) > 1024 {
+			return
+		}
+		once := pathglob.Fold(s)
+		if twice := pathglob.Fold(once); twice != once {
+			t.Fatalf("Fold(%+q) = %+q, but Fold of that is %+q", s, once, twice)
+		}
+		if strings.Count(once, "/") != strings.Count(s, "/") {
+			t.Fatalf("Fold(%+q) = %+q changed the slashes", s, once)
+		}
+	})
+}

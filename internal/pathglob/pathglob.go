@@ -14,8 +14,9 @@
 //   - A glob is cleaned lexically: "/home//u/./.ssh/" is "/home/u/.ssh".
 //   - Matching ignores case, and the spellings under which a
 //     case-insensitive file system (macOS, Windows, ext4 casefold) opens
-//     the same name: ".ENV" and ".GIT/config" match ".env" and
-//     ".git/config". See Fold and Spellings.
+//     the same name: ".ENV", ".GIT/config" and ".gitconﬁg" match ".env",
+//     ".git/config" and ".gitconfig", and a decomposed accent matches the
+//     composed letter. See Fold and Spellings.
 //
 // A Set is immutable after Compile and safe for concurrent use.
 package pathglob
@@ -28,6 +29,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/gobwas/glob"
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // Set is a compiled list of globs.
@@ -104,33 +107,44 @@ func (s *Set) Matching(paths ...string) []int {
 	return out
 }
 
-// Fold maps s to the form globs and paths are compared in: each letter
-// replaced by the lower case of the smallest letter it case-folds with
-// (Unicode simple case folding), so that ".GIT" and ".Git" are ".git", the
-// Kelvin sign is "k", the long s "s", and Φ, φ and ϕ are one letter; and
-// U+0131 dotless i and U+0130 dotted capital I are "i", as upper-casing
-// file systems (NTFS) and Claude Code's own path checks treat them. For
-// ASCII, Fold is strings.ToLower.
+// Fold maps s to the form globs and paths are compared in: the key under
+// which a case-insensitive file system looks a name up. U+0131 dotless i
+// and U+0130 dotted capital I become "i", as upper-casing file systems
+// (NTFS) and Claude Code's own path checks treat them; then the canonical
+// decomposition (NFD) is full-case-folded, as ext4's casefold does it, so
+// that "ß" is "ss" and the ligature "ﬁ" is "fi" (".gitconﬁg" is
+// ".gitconfig" there); then each letter becomes the lower case of the
+// smallest letter it simply case-folds with, so that ".GIT" and ".Git" are
+// ".git", the Kelvin sign is "k", the long s "s", and Φ, φ and ϕ are one
+// letter; and the result is composed again (NFC), so that a name and its
+// decomposed spelling ("cafe\u0301" and "café"), which macOS opens as one
+// file, are one. For ASCII, Fold is strings.ToLower.
 func Fold(s string) string {
 	ascii := true
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= utf8.RuneSelf || 'A' <= c && c <= 'Z' {
+		if s[i] >= utf8.RuneSelf {
 			ascii = false
 			break
 		}
 	}
 	if ascii {
-		return s
+		return strings.ToLower(s)
 	}
-	return strings.Map(foldRune, s)
+	s = strings.Map(func(r rune) rune {
+		if r == 'ı' || r == 'İ' {
+			return 'i'
+		}
+		return r
+	}, s)
+	s = cases.Fold().String(norm.NFD.String(s))
+	return norm.NFC.String(strings.Map(foldRune, s))
 }
 
+// foldRune is one letter of Fold's last step: the lower case of the
+// smallest letter r simply case-folds with.
 func foldRune(r rune) rune {
 	if r < utf8.RuneSelf {
 		return unicode.ToLower(r)
-	}
-	if r == 'ı' || r == 'İ' {
-		return 'i'
 	}
 	least := r
 	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
