@@ -61,7 +61,9 @@ type Config struct {
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
-	Logger                    *slog.Logger
+	// ClaudeCode bounds the Claude Code CLI sessions of the hook endpoint.
+	ClaudeCode ClaudeCodeConfig
+	Logger     *slog.Logger
 }
 
 // Server serves the protocol. Create it with New; it is safe for
@@ -73,6 +75,7 @@ type Server struct {
 	upgrader websocket.Upgrader
 
 	floods floods
+	cli    *cliSessions
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -119,6 +122,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
+	s.cli = newCLISessions(s, cfg.ClaudeCode)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
@@ -127,19 +131,26 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler: /v1/ws, /healthz and /metrics.
+// Handler returns the HTTP handler: /v1/ws, /healthz, /metrics and the
+// Claude Code hook endpoint.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	mux.Handle("POST "+HookPath, s.authorized(http.HandlerFunc(s.hook)))
 	return mux
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every
 // connection (cancelling their runs) and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	return s.serve(ctx, ln, s.Handler())
+}
+
+// serve serves h on ln until ctx ends or serving fails.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -49,6 +49,7 @@ type options struct {
 	maxInFlight int
 	policy      string
 	ping, read  time.Duration
+	claudeCode  server.ClaudeCodeConfig
 }
 
 func start(t testing.TB, o options) *harness {
@@ -76,7 +77,7 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
-		PingInterval: o.ping, ReadTimeout: o.read,
+		PingInterval: o.ping, ReadTimeout: o.read, ClaudeCode: o.claudeCode,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
