@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -14,6 +16,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
@@ -22,6 +25,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
+	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
@@ -100,6 +104,13 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	if err != nil {
 		return err
 	}
+	var hookLn net.Listener
+	if *hookListen != "" {
+		if hookLn, err = server.Listen(*hookListen, *allowRemote); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if *watch > 0 {
 		go eng.Watch(ctx, *watch)
 	}
@@ -118,7 +129,22 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	}()
 	log.Info("gatekeeper serving", "listen", *listen, "policy", *policyFile, "revision", eng.Revision(), "audit_log", *auditLog, "token_file", *tokenFile)
 	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(*listen))
-	return srv.Serve(ctx, ln)
+	if hookLn == nil {
+		return srv.Serve(ctx, ln)
+	}
+	hookURL := "http://" + hookLn.Addr().String() + wire.HookPath
+	log.Info("serving Claude Code hooks", "url", hookURL)
+	fmt.Fprintf(stderr, "GATEKEEPER_HOOK_URL=%s\n", hookURL)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hookErr := make(chan error, 1)
+	go func() {
+		hookErr <- srv.ServeHooks(ctx, hookLn)
+		cancel() // one listener failing stops the other
+	}()
+	err = srv.Serve(ctx, ln)
+	cancel()
+	return errors.Join(err, <-hookErr)
 }
 
 // clientURL is the GATEKEEPER_URL a client uses for a listen address.

@@ -13,11 +13,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
-// HookPath is where the sidecar answers Claude Code CLI hooks: an HTTP
-// hook POSTs its input here, and `gatekeeper hook` (a command hook)
-// forwards its stdin here.
-const HookPath = "/v1/claude-code/hook"
-
 // HookClient is the audit log's client name for the hook endpoint.
 const HookClient = "claude-code"
 
@@ -42,7 +37,7 @@ type ClaudeCodeConfig struct {
 func (s *Server) HookHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.Handle("POST "+HookPath, s.authorized(http.HandlerFunc(s.hook)))
+	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
 	return mux
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // hookInput is a Claude Code hook input of session sid (the shape of the
@@ -37,7 +38,7 @@ func hookInput(sid, event, tool, input, toolUseID, mcp string) string {
 // and body.
 func (h *harness) hook(t testing.TB, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), "POST", "http://gatekeeper"+server.HookPath, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), "POST", "http://gatekeeper"+wire.HookPath, strings.NewReader(body))
 	must(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
@@ -346,7 +347,7 @@ func TestHookListenerServesOnlyTheHookEndpoint(t *testing.T) {
 		status       int
 	}{
 		{"GET", "/healthz", 200},
-		{"POST", server.HookPath, 401},
+		{"POST", wire.HookPath, 401},
 		{"GET", "/v1/ws", 404},
 		{"GET", "/metrics", 404},
 	} {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
-	mux.Handle("POST "+HookPath, s.authorized(http.HandlerFunc(s.hook)))
+	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
 	return mux
 }
 

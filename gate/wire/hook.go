@@ -7,6 +7,11 @@ import (
 	"unicode/utf8"
 )
 
+// HookPath is where the sidecar answers Claude Code CLI hooks: an HTTP hook
+// POSTs its input here, and `gatekeeper hook` (a command hook) forwards its
+// stdin here.
+const HookPath = "/v1/claude-code/hook"
+
 // Claude Code CLI hook events the sidecar's hook endpoint answers
 // (docs/CLAUDE-CODE.md). Any other event is answered with no opinion.
 const (
