@@ -93,6 +93,8 @@ export interface WorldOptions {
   env?: Record<string, string>;
   /** Prepares files before the sidecar starts (deps dirs, planted symlinks). */
   prepare?: (w: Dirs) => PolicyParams | void;
+  /** Also serve the Claude Code hook endpoint on a loopback TCP port (--hook-listen). */
+  hookListen?: boolean;
 }
 
 /** Dirs is the temp tree of a world. */
@@ -119,6 +121,12 @@ export interface World {
   /** The sidecar's --instance: the label value of its containers. */
   instance: string;
   pid: number;
+  /** The Claude Code HTTP hook URL (GATEKEEPER_HOOK_URL), when started with hookListen. */
+  hookUrl?: string;
+  /** The bearer token. */
+  token(): string;
+  /** Sends the sidecar a signal (SIGKILL to lose it mid-session, SIGSTOP to hang it). */
+  signal(sig: NodeJS.Signals): void;
   /** The sidecar's own log so far. */
   log(): string;
   /** Stops the sidecar (SIGTERM, then SIGKILL) and removes the temp tree; again, it does nothing. */
@@ -164,6 +172,7 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
   const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  if (o.hookListen === true) args.push('--hook-listen', 'tcp://127.0.0.1:0');
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -200,6 +209,8 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  const hookUrl = /^GATEKEEPER_HOOK_URL=(\S+)$/m.exec(log())?.[1];
+  if (o.hookListen === true && hookUrl === undefined) throw new Error(`gatekeeper serve printed no GATEKEEPER_HOOK_URL:\n${log()}`);
   return {
     dirs,
     url: `unix://${socketPath}`,
@@ -209,11 +220,17 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     auditLog,
     instance,
     pid: child.pid ?? 0,
+    ...(hookUrl !== undefined ? { hookUrl } : {}),
+    token: () => readFileSync(tokenFile, 'utf8').trim(),
+    signal: (sig) => {
+      if (!exited) child.kill(sig);
+    },
     log,
     stop: async () => {
       if (stopped) return;
       stopped = true;
       if (!exited) {
+        child.kill('SIGCONT'); // a hung (stopped) sidecar cannot handle SIGTERM
         await new Promise<void>((done) => {
           const t = setTimeout(() => {
             child.kill('SIGKILL');
@@ -262,6 +279,10 @@ export interface AuditRecord {
   time: string;
   kind: 'decision' | 'run' | 'egress' | 'query';
   query_id?: string;
+  /** The client's name (hello.client; "claude-code" for the hook endpoint). */
+  client?: string;
+  /** The Claude Code session a query serves. */
+  session?: string;
   run_id?: string;
   tool_use_id?: string;
   tool?: string;
