@@ -95,6 +95,12 @@ export interface WorldOptions {
   prepare?: (w: Dirs) => PolicyParams | void;
   /** Also serve the Claude Code hook endpoint on a loopback TCP port (--hook-listen). */
   hookListen?: boolean;
+  /**
+   * Use this policy file (such as the shipped sandbox.policy.yaml) instead
+   * of one written from the knobs, with its workspace_root set to the
+   * world's workspace.
+   */
+  policyFrom?: string;
 }
 
 /** Dirs is the temp tree of a world. */
@@ -167,7 +173,8 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const policyFile = join(dirs.gk, 'policy.yaml');
   const auditLog = join(dirs.gk, 'audit.jsonl');
   const logFile = join(dirs.gk, 'sidecar.log');
-  writeFileSync(policyFile, policyYaml(dirs.ws, policy));
+  const text = o.policyFrom === undefined ? policyYaml(dirs.ws, policy) : readFileSync(o.policyFrom, 'utf8').replace(/^workspace_root:.*$/m, `workspace_root: ${JSON.stringify(dirs.ws)}`);
+  writeFileSync(policyFile, text);
   const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;

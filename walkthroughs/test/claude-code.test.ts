@@ -100,6 +100,10 @@ for (const hook of ['command', 'http'] as HookKind[]) {
           ],
         });
         checkBoundaries(w, run, id, marker);
+        // Without bypass the CLI asks before running an MCP tool, and the
+        // PermissionRequest hook answers for gatekeeper; with it, it does not ask.
+        const asked = decisions(w, id(4)).filter((d) => d.event === 'PermissionRequest').map((d) => `${String(d.decision)} ${String(d.rule)}`);
+        assert.deepEqual(asked, bypass ? [] : ['allow tools.allow_list'], 'PermissionRequest decisions on the run');
         // One CLI session is one gatekeeper query: gatekeeper mcp attached
         // to it, every hook decided in it, and SessionEnd closed it.
         const queries = readAudit(w.auditLog).filter((r) => r.kind === 'query');
@@ -357,7 +361,12 @@ const PINNED_TOOL_INPUTS = [
 
 test(`every tool the pinned CLI (${CLAUDE_VERSION}) exposes is decided by the shipped policy`, async () => {
   assert.equal(CLAUDE_VERSION, '2.1.330', 'the pinned CLI version (walkthroughs/package.json) changed: list its tools again');
-  const w = await world(false);
+  const dts = readFileSync(join(CLAUDE_BIN, '..', '..', 'sdk-tools.d.ts'), 'utf8');
+  const union = /export type ToolInputSchemas =([\s\S]*?);/.exec(dts)?.[1] ?? '';
+  assert.deepEqual([...union.matchAll(/\b(\w+Input)\b/g)].map((m) => m[1]).sort(), PINNED_TOOL_INPUTS);
+
+  // The shipped sandbox.policy.yaml, its workspace_root set to the world's.
+  const w = await startWorld({ n: 700 + worlds++, policyFrom: join(REPO, 'sandbox.policy.yaml') });
   try {
     const managed = install(w, { hook: 'command' });
     for (const bypass of [false, true]) {
@@ -365,56 +374,63 @@ test(`every tool the pinned CLI (${CLAUDE_VERSION}) exposes is decided by the sh
       assert.equal(run.code, 0, run.stderr.slice(-2000));
       assert.deepEqual(toolsOfFirstTurn(run.fake), PINNED_TOOLS, `the tools offered${bypass ? ' under --dangerously-skip-permissions' : ''}`);
     }
-  } finally {
-    await w.stop();
-  }
-  const dts = readFileSync(join(CLAUDE_BIN, '..', '..', 'sdk-tools.d.ts'), 'utf8');
-  const union = /export type ToolInputSchemas =([\s\S]*?);/.exec(dts)?.[1] ?? '';
-  assert.deepEqual([...union.matchAll(/\b(\w+Input)\b/g)].map((m) => m[1]).sort(), PINNED_TOOL_INPUTS);
-
-  // The shipped sandbox.policy.yaml, as `gatekeeper decide` runs it.
-  const ws = join(REPO, 'workspace');
-  const inWs = join(ws, 'x.txt');
-  const denied = (rule: string) => ({ decision: 'deny', rule });
-  const expect: Record<string, { input: Record<string, unknown>; mcp?: { name: string; source: string }; want: { decision: string; rule: string } }> = {
-    Agent: { input: { description: 'x', prompt: 'x' }, want: denied('tools.not_allowlisted') },
-    Bash: { input: { command: 'id' }, want: denied('tools.deny_list') },
-    CronCreate: { input: { cron: '* * * * *', prompt: 'x' }, want: denied('tools.not_allowlisted') },
-    CronDelete: { input: { id: 'x' }, want: denied('tools.not_allowlisted') },
-    CronList: { input: {}, want: denied('tools.not_allowlisted') },
-    DeferredToolPlaceholder: { input: {}, want: denied('tools.not_allowlisted') },
-    Edit: { input: { file_path: inWs, old_string: 'a', new_string: 'b' }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    EnterWorktree: { input: {}, want: denied('tools.not_allowlisted') },
-    ExitWorktree: { input: {}, want: denied('tools.not_allowlisted') },
-    Glob: { input: { pattern: '*.py', path: ws }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    Grep: { input: { pattern: 'x', path: ws, glob: '*.py' }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    ListAgents: { input: {}, want: denied('tools.not_allowlisted') },
-    NotebookEdit: { input: { notebook_path: join(ws, 'n.ipynb'), new_source: 'x' }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    Read: { input: { file_path: inWs }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    ReportFindings: { input: { findings: [] }, want: denied('tools.not_allowlisted') },
-    ScheduleWakeup: { input: { delaySeconds: 60 }, want: denied('tools.not_allowlisted') },
-    SendMessage: { input: { to: 'x', message: 'x' }, want: denied('tools.not_allowlisted') },
-    Skill: { input: { skill: 'x' }, want: denied('tools.not_allowlisted') },
-    TaskStop: { input: { task_id: 'x' }, want: denied('tools.not_allowlisted') },
-    ToolSearch: { input: { query: 'select:WebFetch', max_results: 5 }, want: denied('tools.not_allowlisted') },
-    WebFetch: { input: { url: 'https://example.com/', prompt: 'x' }, want: denied('net.disabled') },
-    WebSearch: { input: { query: 'x' }, want: denied('net.disabled') },
-    Workflow: { input: { script: 'x' }, want: denied('tools.not_allowlisted') },
-    Write: { input: { file_path: inWs, content: 'x' }, want: { decision: 'allow', rule: 'host_fs.inside_workspace' } },
-    [RUN]: { input: { language: 'python', code: 'print(1)' }, mcp: { name: 'sandboxed_code', source: 'gatekeeper' }, want: { decision: 'allow', rule: 'tools.allow_list' } },
-  };
-  // Bash, which the installed settings take out of the CLI, is decided too.
-  assert.deepEqual(Object.keys(expect).sort(), [...PINNED_TOOLS.sent, ...PINNED_TOOLS.deferred, 'Bash'].sort(), 'every pinned tool has its decision below, and no other');
-  for (const [name, c] of Object.entries(expect)) {
-    const call = JSON.stringify({ event: 'PreToolUse', tool_name: name, tool_input: c.input, tool_use_id: 't', ...(c.mcp ? { mcp_server: c.mcp } : {}) });
-    let out: string;
+    // The CLI calls each of them; its hook asks the sidecar.
+    const ws = w.dirs.ws;
+    writeFileSync(join(ws, 'x.txt'), 'a\n');
+    const denied = (rule: string) => ({ decision: 'deny', rule });
+    const inWorkspace = { decision: 'allow', rule: 'host_fs.inside_workspace' };
+    // 'unavailable': the CLI itself has no such tool to call, so no hook runs.
+    const expect: Record<string, { input: Record<string, unknown>; want: { decision: string; rule: string } | 'unavailable' }> = {
+      Agent: { input: { description: 'look around', prompt: 'list the files' }, want: denied('tools.not_allowlisted') },
+      CronCreate: { input: { cron: '*/5 * * * *', prompt: 'x' }, want: denied('tools.not_allowlisted') },
+      CronDelete: { input: { id: 'x' }, want: denied('tools.not_allowlisted') },
+      CronList: { input: {}, want: denied('tools.not_allowlisted') },
+      DeferredToolPlaceholder: { input: {}, want: 'unavailable' },
+      Edit: { input: { file_path: join(ws, 'x.txt'), old_string: 'a', new_string: 'b' }, want: inWorkspace },
+      EnterWorktree: { input: { name: 'x' }, want: denied('tools.not_allowlisted') },
+      ExitWorktree: { input: { action: 'keep' }, want: denied('tools.not_allowlisted') },
+      Glob: { input: { pattern: '*.txt', path: ws }, want: inWorkspace },
+      Grep: { input: { pattern: 'a', path: ws, glob: '*.txt' }, want: inWorkspace },
+      ListAgents: { input: {}, want: denied('tools.not_allowlisted') },
+      NotebookEdit: { input: { notebook_path: join(ws, 'n.ipynb'), new_source: 'x' }, want: inWorkspace },
+      Read: { input: { file_path: join(ws, 'x.txt') }, want: inWorkspace },
+      ReportFindings: { input: { findings: [] }, want: denied('tools.not_allowlisted') },
+      ScheduleWakeup: { input: { delaySeconds: 60, reason: 'x', prompt: 'x' }, want: denied('tools.not_allowlisted') },
+      SendMessage: { input: { to: 'x', message: 'x' }, want: denied('tools.not_allowlisted') },
+      Skill: { input: { skill: 'x' }, want: denied('tools.not_allowlisted') },
+      TaskStop: { input: { task_id: 'x' }, want: denied('tools.not_allowlisted') },
+      ToolSearch: { input: { query: 'select:WebFetch', max_results: 5 }, want: denied('tools.not_allowlisted') },
+      WebFetch: { input: { url: 'https://example.com/', prompt: 'x' }, want: denied('net.disabled') },
+      WebSearch: { input: { query: 'x' }, want: denied('net.disabled') },
+      Workflow: { input: { script: 'x' }, want: denied('tools.not_allowlisted') },
+      Write: { input: { file_path: join(ws, 'y.txt'), content: 'x' }, want: inWorkspace },
+      [RUN]: { input: { language: 'python', code: 'print(1)' }, want: { decision: 'allow', rule: 'tools.allow_list' } },
+    };
+    assert.deepEqual(Object.keys(expect).sort(), [...PINNED_TOOLS.sent, ...PINNED_TOOLS.deferred].sort(), 'every pinned tool has its outcome below, and no other');
+    const id = (name: string): string => `toolu_pin_${name.replace(/\W/g, '_')}`;
+    expect.Bash = { input: { command: 'id', description: 'x' }, want: 'unavailable' }; // taken out by permissions.deny
+    const calls = await runClaude(w, { managed, bypass: true, script: [...Object.entries(expect).map(([name, c]) => tool(id(name), name, c.input)), { type: 'text', text: 'done' }] });
+    assert.equal(calls.code, 0, calls.stderr.slice(-2000));
+    const wrong: string[] = [];
+    for (const [name, c] of Object.entries(expect)) {
+      const first = decisions(w, id(name))[0];
+      const got = calls.fake.toolResult(id(name));
+      const ok = c.want === 'unavailable'
+        ? first === undefined && got?.is_error === true && got.text.includes(`No such tool available: ${name}`)
+        : first?.event === 'PreToolUse' && first.decision === c.want.decision && first.rule === c.want.rule;
+      if (!ok) wrong.push(`${name}: want ${JSON.stringify(c.want)}, got decision ${JSON.stringify(first && [first.decision, first.rule])}; the model got ${JSON.stringify(got?.text)}`);
+    }
+    assert.deepEqual(wrong, []);
+    // The policy denies Bash too, should the CLI offer it.
+    let out = '';
     try {
-      out = execFileSync(GATEKEEPER_BIN, ['decide', '--policy', join(REPO, 'sandbox.policy.yaml')], { input: call, encoding: 'utf8' });
+      execFileSync(GATEKEEPER_BIN, ['decide', '--policy', join(REPO, 'sandbox.policy.yaml')], { input: JSON.stringify({ tool_name: 'Bash', tool_input: { command: 'id' } }), encoding: 'utf8' });
     } catch (err) {
       out = (err as { stdout?: string }).stdout ?? ''; // decide exits 1 for a deny
     }
-    const got = JSON.parse(out) as { decision: string; rule: string };
-    assert.deepEqual({ decision: got.decision, rule: got.rule }, c.want, `${name}: ${out}`);
+    assert.equal((JSON.parse(out) as { rule: string }).rule, 'tools.deny_list');
+  } finally {
+    await w.stop();
   }
 });
 
