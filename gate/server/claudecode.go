@@ -200,15 +200,15 @@ func (c *cliSessions) end(id string) {
 
 func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSession, *wire.Error) {
 	now := time.Now()
-	if sess, ok := c.byID[id]; ok {
-		sess.last = now
-		return sess, nil
-	}
 	for sid, sess := range c.byID {
 		if sess.attached == 0 && now.Sub(sess.last) > c.idle {
 			sess.q.closed.Store(true)
 			delete(c.byID, sid)
 		}
+	}
+	if sess, ok := c.byID[id]; ok {
+		sess.last = now
+		return sess, nil
 	}
 	if len(c.byID) >= c.max {
 		return nil, &wire.Error{Code: wire.CodeTooManyRequests, Message: fmt.Sprintf("gatekeeper already serves its maximum of %d Claude Code sessions", c.max)}

@@ -195,13 +195,13 @@ func TestHookSessionsAreBounded(t *testing.T) {
 		t.Parallel()
 		// Every session is idle at once: a new one replaces it.
 		h := start(t, options{claudeCode: server.ClaudeCodeConfig{MaxSessions: 1, SessionIdle: time.Nanosecond}})
-		for _, sid := range []string{"a", "b", "a"} {
+		for _, sid := range []string{"a", "b", "a", "a"} {
 			if d, _ := permissionDecision(h.hookOK(t, hookInput(sid, "PreToolUse", "Bash", `{}`, "t", ""))); d != "deny" {
 				t.Fatalf("session %s: %q", sid, d)
 			}
 		}
-		if got := records(t, h.auditPath, audit.KindQuery); len(got) != 3 {
-			t.Fatalf("want 3 queries (a, b, a reopened), got %d", len(got))
+		if got := records(t, h.auditPath, audit.KindQuery); len(got) != 4 {
+			t.Fatalf("want 4 queries (a, b, and a reopened twice after idling), got %d", len(got))
 		}
 	})
 }
