@@ -101,9 +101,10 @@ for (const hook of ['command', 'http'] as HookKind[]) {
         });
         checkBoundaries(w, run, id, marker);
         // Without bypass the CLI asks before running an MCP tool, and the
-        // PermissionRequest hook answers for gatekeeper; with it, it does not ask.
-        const asked = decisions(w, id(4)).filter((d) => d.event === 'PermissionRequest').map((d) => `${String(d.decision)} ${String(d.rule)}`);
-        assert.deepEqual(asked, bypass ? [] : ['allow tools.allow_list'], 'PermissionRequest decisions on the run');
+        // PermissionRequest hook (whose input has no tool_use_id) answers
+        // for gatekeeper; with bypass it does not ask.
+        const asked = readAudit(w.auditLog).filter((d) => d.kind === 'decision' && d.event === 'PermissionRequest').map((d) => `${String(d.tool)} ${String(d.decision)} ${String(d.rule)}`);
+        assert.deepEqual(asked, bypass ? [] : [`${RUN} allow tools.allow_list`], 'PermissionRequest decisions');
         // One CLI session is one gatekeeper query: gatekeeper mcp attached
         // to it, every hook decided in it, and SessionEnd closed it.
         const queries = readAudit(w.auditLog).filter((r) => r.kind === 'query');
