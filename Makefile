@@ -1,7 +1,7 @@
 # gatekeeper: make targets are the interface.
 #   make demo          set everything up and show gatekeeper deciding and sandboxing
 #   make test          set everything up and run every test (CI runs this)
-#   make walkthroughs  run the six end-to-end walkthroughs
+#   make walkthroughs  run the seven end-to-end walkthroughs
 #   make test-console  the live console in headless Chromium (walkthroughs/console)
 #   make screenshot    regenerate docs/console.png, the README's picture of the console
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
@@ -14,7 +14,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image chromium test test-go test-fuzz test-ts walkthroughs test-console screenshot demo bench clean
+.PHONY: all build engine image chromium test test-go test-fuzz test-ts test-cli walkthroughs test-console screenshot demo bench clean
 
 all: build
 
@@ -29,7 +29,7 @@ engine:
 image: build engine
 	$(BIN) image build
 
-test: build engine image test-go test-fuzz test-ts walkthroughs test-console
+test: build engine image test-go test-fuzz test-ts test-cli walkthroughs test-console
 	@echo "make test: all suites passed"
 
 test-go:
@@ -42,6 +42,12 @@ test-fuzz:
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+
+# The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
+# managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
+# run mounts the installed settings at /etc/claude-code in a private mount namespace.
+test-cli: build engine image
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
 walkthroughs: build engine image
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all

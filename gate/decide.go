@@ -22,8 +22,19 @@ const (
 	EventRun        = "run" // the sidecar re-deciding a sandboxed run itself
 )
 
-// SandboxTool is the tool name of gatekeeper's own sandbox.
-const SandboxTool = "mcp__sandboxed_code__run"
+// SandboxTool is the tool name of gatekeeper's own sandbox, the run tool
+// of its MCP server SandboxServer.
+const (
+	SandboxTool   = "mcp__sandboxed_code__run"
+	SandboxServer = "sandboxed_code"
+)
+
+// SourceGatekeeper is the MCPServer.Source the sidecar itself gives
+// gatekeeper's own `gatekeeper mcp` server of a Claude Code session (see
+// gate/server's hook endpoint); no client can send it. The built-in policy
+// trusts the sandbox tool from it and from an SDK client's in-process
+// server ("sdk").
+const SourceGatekeeper = "gatekeeper"
 
 // Outcomes of a Decision.
 const (

@@ -11,7 +11,8 @@
 # of this package but deny, ask and allow (rego/operator.go).
 #
 # input (built by the sidecar, see docs/SANDBOX.md):
-#   event          "PreToolUse" | "canUseTool" | "run"
+#   event          "PreToolUse" | "canUseTool" (the SDK client), "PreToolUse" |
+#                  "PermissionRequest" (Claude Code CLI hooks) or "run"
 #   tool_name      exact tool name
 #   tool_kind      "host_fs" (a tool in host_fs_tools), "host_net" (in
 #                  host_net_tools) or "other"; the rules test it rather than
@@ -19,7 +20,11 @@
 #                  skips the rules of other kinds without evaluating them
 #   tool_input     the tool's input object
 #   tool_use_id    the SDK's tool use id
-#   mcp_server     {"name", "source"} for mcp__ tools, or absent
+#   mcp_server     {"name", "source"} for mcp__ tools, or absent; source is how an
+#                  SDK client configured the server ("sdk" = its in-process server),
+#                  the scope a Claude Code CLI loaded it from ("enterprise", "project",
+#                  ...), or "gatekeeper": the sidecar's own attestation that the CLI
+#                  session's sandboxed_code server is `gatekeeper mcp`
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   run_languages  the languages a sandboxed run may use (runner.Languages)
@@ -274,8 +279,12 @@ deny contains {
 
 _trusted_sandbox_server if {
 	input.mcp_server.name == "sandboxed_code"
-	input.mcp_server.source == "sdk"
+	input.mcp_server.source in trusted_sandbox_sources
 }
+
+# The sources of gatekeeper's own sandbox server; the sidecar pins "gatekeeper"
+# to gate.SourceGatekeeper with a test.
+trusted_sandbox_sources := {"sdk", "gatekeeper"}
 
 _provenance := sprintf("MCP server %q (source %q)", [input.mcp_server.name, input.mcp_server.source]) if input.mcp_server
 else := "an unknown MCP server"

@@ -50,6 +50,10 @@ Usage:
   gatekeeper image build     build the default sandbox image locally
   gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
   gatekeeper tail            follow the live console's stream of decisions and runs (serve --ui)
+  gatekeeper claude-code install|uninstall
+                             put Claude Code's CLI under gatekeeper (managed settings), or undo it
+  gatekeeper hook            Claude Code command hook: ask the sidecar about one hook call
+  gatekeeper mcp             Claude Code MCP server sandboxed_code: run code in the sandbox
   gatekeeper version         print the version
 
 Every flag can also be set from the environment: --token-file is
@@ -66,7 +70,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if (cmd == "policy" || cmd == "audit" || cmd == "image") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	env := envLookup(os.LookupEnv)
@@ -85,6 +89,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdAuditVerify(rest, env, stdin, stdout, stderr)
 	case "tail":
 		return cmdTail(ctx, rest, env, stdout, stderr)
+	case "claude-code install":
+		return cmdClaudeCode("install", rest, env, stdout, stderr)
+	case "claude-code uninstall":
+		return cmdClaudeCode("uninstall", rest, env, stdout, stderr)
+	case "hook":
+		return cmdHook(ctx, rest, env, stdin, stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, rest, env, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil

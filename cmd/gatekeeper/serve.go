@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
@@ -26,6 +28,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
+	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
@@ -117,6 +120,13 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	var hookLn net.Listener
+	if *hookListen != "" {
+		if hookLn, err = server.Listen(*hookListen, *allowRemote); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if *watch > 0 {
 		go eng.Watch(ctx, *watch)
 	}
@@ -143,7 +153,22 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 			fmt.Fprintf(stderr, "gatekeeper: the console is served on the Unix socket for gatekeeper tail; a browser needs a TCP address: serve --ui --listen tcp://127.0.0.1:7777\n")
 		}
 	}
-	return srv.Serve(ctx, ln)
+	if hookLn == nil {
+		return srv.Serve(ctx, ln)
+	}
+	hookURL := "http://" + hookLn.Addr().String() + wire.HookPath
+	log.Info("serving Claude Code hooks", "url", hookURL)
+	fmt.Fprintf(stderr, "GATEKEEPER_HOOK_URL=%s\n", hookURL)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hookErr := make(chan error, 1)
+	go func() {
+		hookErr <- srv.ServeHooks(ctx, hookLn)
+		cancel() // one listener failing stops the other
+	}()
+	err = srv.Serve(ctx, ln)
+	cancel()
+	return errors.Join(err, <-hookErr)
 }
 
 // listenAddr is the address ln listens on, as --listen spells it: the

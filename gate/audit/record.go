@@ -67,8 +67,11 @@ type Record struct {
 	// PolicyRevision and PolicyHash identify the policy that decided.
 	PolicyRevision string `json:"policy_revision,omitempty"`
 	PolicyHash     string `json:"policy_hash,omitempty"`
-	// Client is the name the client gave in hello.
+	// Client is the name the client gave in hello ("claude-code" for the
+	// Claude Code hook endpoint).
 	Client string `json:"client,omitempty"`
+	// Session is the Claude Code CLI session a query serves (Kind "query").
+	Session string `json:"session,omitempty"`
 	// ToolInput is the tool's input. Write masks values under secret-looking
 	// keys (see Write) in a copy; the caller's value is never modified.
 	ToolInput any `json:"tool_input,omitempty"`

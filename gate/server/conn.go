@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,11 +50,18 @@ type conn struct {
 
 	mu      sync.Mutex
 	queries map[string]*query
+	// attached are the Claude Code session queries this connection
+	// attached to and has not closed; it detaches them when it ends.
+	attached []*query
 }
 
-// query is one open query of a connection.
+// query is one open query: of a connection, or of a Claude Code session
+// (then shared by the hook endpoint and the connections attached to it).
 type query struct {
 	q *gate.Query
+	// closed is set when a session's query is closed under its attached
+	// connections; they then treat its id as unknown.
+	closed atomic.Bool
 	// authorized holds tool_use_ids allowed for the sandbox tool and not yet
 	// run, in the order they were allowed.
 	mu         sync.Mutex
@@ -112,6 +120,12 @@ func (c *conn) serve() {
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
+	c.mu.Lock()
+	for _, q := range c.attached {
+		c.s.cli.detach(q)
+	}
+	c.attached = nil
+	c.mu.Unlock()
 	close(c.out)
 	<-writerDone
 	_ = c.ws.Close()
@@ -238,7 +252,12 @@ const stackBallast = 24 << 10
 func (c *conn) query(id string) *query {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.queries[id]
+	q := c.queries[id]
+	if q != nil && q.closed.Load() {
+		delete(c.queries, id)
+		return nil
+	}
+	return q
 }
 
 func unknownQuery(reqID, queryID string) *wire.Error {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -39,6 +40,7 @@ type Auditor interface {
 // DefaultMaxFrameBytes is the read limit when Config.MaxFrameBytes is zero:
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
+
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
 // recent runs' output this way). ObserveRun is called from the run's
@@ -94,7 +96,9 @@ type Config struct {
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
-	Logger                    *slog.Logger
+	// ClaudeCode bounds the Claude Code CLI sessions of the hook endpoint.
+	ClaudeCode ClaudeCodeConfig
+	Logger     *slog.Logger
 }
 
 // Server serves the protocol. Create it with New; it is safe for
@@ -106,6 +110,7 @@ type Server struct {
 	upgrader websocket.Upgrader
 
 	floods floods
+	cli    *cliSessions
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -152,6 +157,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
+	s.cli = newCLISessions(s, cfg.ClaudeCode)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
@@ -160,13 +166,14 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler: /v1/ws, /healthz, /metrics and, with
-// Config.UI, /ui/.
+// Handler returns the HTTP handler: /v1/ws, /healthz, /metrics, the
+// Claude Code hook endpoint and, with Config.UI, /ui/.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
 	if s.cfg.UI != nil {
 		mux.Handle("/ui/", s.cfg.UI)
 		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
@@ -177,7 +184,12 @@ func (s *Server) Handler() http.Handler {
 // Serve accepts connections on ln until ctx ends, then closes every
 // connection (cancelling their runs) and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	return s.serve(ctx, ln, s.Handler())
+}
+
+// serve serves h on ln until ctx ends or serving fails.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {

@@ -50,6 +50,7 @@ type options struct {
 	maxInFlight int
 	policy      string
 	ping, read  time.Duration
+	claudeCode  server.ClaudeCodeConfig
 	observer    server.RunObserver
 	ui          http.Handler
 	registry    *prometheus.Registry
@@ -80,7 +81,7 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
-		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry,
+		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

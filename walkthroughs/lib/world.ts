@@ -95,6 +95,14 @@ export interface WorldOptions {
   ui?: boolean;
   /** Prepares files before the sidecar starts (deps dirs, planted symlinks). */
   prepare?: (w: Dirs) => PolicyParams | void;
+  /** Also serve the Claude Code hook endpoint on a loopback TCP port (--hook-listen). */
+  hookListen?: boolean;
+  /**
+   * Use this policy file (such as the shipped sandbox.policy.yaml) instead
+   * of one written from the knobs, with its workspace_root set to the
+   * world's workspace.
+   */
+  policyFrom?: string;
 }
 
 /** Dirs is the temp tree of a world. */
@@ -125,6 +133,12 @@ export interface World {
   /** The sidecar's --instance: the label value of its containers. */
   instance: string;
   pid: number;
+  /** The Claude Code HTTP hook URL (GATEKEEPER_HOOK_URL), when started with hookListen. */
+  hookUrl?: string;
+  /** The bearer token. */
+  token(): string;
+  /** Sends the sidecar a signal (SIGKILL to lose it mid-session, SIGSTOP to hang it). */
+  signal(sig: NodeJS.Signals): void;
   /** The sidecar's own log so far. */
   log(): string;
   /** Stops the sidecar (SIGTERM, then SIGKILL) and removes the temp tree; again, it does nothing. */
@@ -165,11 +179,13 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const policyFile = join(dirs.gk, 'policy.yaml');
   const auditLog = join(dirs.gk, 'audit.jsonl');
   const logFile = join(dirs.gk, 'sidecar.log');
-  writeFileSync(policyFile, policyYaml(dirs.ws, policy));
+  const text = o.policyFrom === undefined ? policyYaml(dirs.ws, policy) : readFileSync(o.policyFrom, 'utf8').replace(/^workspace_root:.*$/m, `workspace_root: ${JSON.stringify(dirs.ws)}`);
+  writeFileSync(policyFile, text);
   const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
   const args = ['serve', '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  if (o.hookListen === true) args.push('--hook-listen', 'tcp://127.0.0.1:0');
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -219,6 +235,8 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  const hookUrl = /^GATEKEEPER_HOOK_URL=(\S+)$/m.exec(log())?.[1];
+  if (o.hookListen === true && hookUrl === undefined) throw new Error(`gatekeeper serve printed no GATEKEEPER_HOOK_URL:\n${log()}`);
   return {
     dirs,
     url,
@@ -230,11 +248,17 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     auditLog,
     instance,
     pid: child.pid ?? 0,
+    ...(hookUrl !== undefined ? { hookUrl } : {}),
+    token: () => readFileSync(tokenFile, 'utf8').trim(),
+    signal: (sig) => {
+      if (!exited) child.kill(sig);
+    },
     log,
     stop: async () => {
       if (stopped) return;
       stopped = true;
       if (!exited) {
+        child.kill('SIGCONT'); // a hung (stopped) sidecar cannot handle SIGTERM
         await new Promise<void>((done) => {
           const t = setTimeout(() => {
             child.kill('SIGKILL');
@@ -283,6 +307,10 @@ export interface AuditRecord {
   time: string;
   kind: 'decision' | 'run' | 'egress' | 'query';
   query_id?: string;
+  /** The client's name (hello.client; "claude-code" for the hook endpoint). */
+  client?: string;
+  /** The Claude Code session a query serves. */
+  session?: string;
   run_id?: string;
   tool_use_id?: string;
   tool?: string;
