@@ -1,7 +1,9 @@
 # gatekeeper: make targets are the interface.
 #   make demo          set everything up and show gatekeeper deciding and sandboxing
 #   make test          set everything up and run every test (CI runs this)
-#   make walkthroughs  run the six end-to-end walkthroughs
+#   make walkthroughs  run the seven end-to-end walkthroughs
+#   make test-console  the live console in headless Chromium (walkthroughs/console)
+#   make screenshot    regenerate docs/console.png, the README's picture of the console
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
 #   make build         build bin/gatekeeper
 
@@ -12,7 +14,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image test test-go test-fuzz test-ts walkthroughs demo bench clean
+.PHONY: all build engine image chromium test test-go test-fuzz test-ts test-cli walkthroughs test-console screenshot demo bench clean
 
 all: build
 
@@ -27,7 +29,7 @@ engine:
 image: build engine
 	$(BIN) image build
 
-test: build engine image test-go test-fuzz test-ts walkthroughs
+test: build engine image test-go test-fuzz test-ts test-cli walkthroughs test-console
 	@echo "make test: all suites passed"
 
 test-go:
@@ -41,8 +43,25 @@ test-fuzz:
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
+# The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
+# managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
+# run mounts the installed settings at /etc/claude-code in a private mount namespace.
+test-cli: build engine image
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+
 walkthroughs: build engine image
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all
+
+# chromium: Debian's chromium package (the browser tests never download one).
+chromium:
+	scripts/ensure-chromium >/dev/null
+
+# The console's browser test: the real sidecar with --ui, real traffic, headless Chromium; screenshots in walkthroughs/build/console-out.
+test-console: build engine image chromium
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run console
+
+screenshot: build engine image chromium
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png npm run console
 
 demo: build engine image
 	scripts/demo

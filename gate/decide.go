@@ -22,8 +22,19 @@ const (
 	EventRun        = "run" // the sidecar re-deciding a sandboxed run itself
 )
 
-// SandboxTool is the tool name of gatekeeper's own sandbox.
-const SandboxTool = "mcp__sandboxed_code__run"
+// SandboxTool is the tool name of gatekeeper's own sandbox, the run tool
+// of its MCP server SandboxServer.
+const (
+	SandboxTool   = "mcp__sandboxed_code__run"
+	SandboxServer = "sandboxed_code"
+)
+
+// SourceGatekeeper is the MCPServer.Source the sidecar itself gives
+// gatekeeper's own `gatekeeper mcp` server of a Claude Code session (see
+// gate/server's hook endpoint); no client can send it. The built-in policy
+// trusts the sandbox tool from it and from an SDK client's in-process
+// server ("sdk").
+const SourceGatekeeper = "gatekeeper"
 
 // Outcomes of a Decision.
 const (
@@ -138,14 +149,17 @@ func parseDecision(v any) (Decision, error) {
 	return Decision{}, fmt.Errorf("%w: decision %q is not allow, deny or ask", ErrBadDecision, d.Decision)
 }
 
-// pathFields names, per host file tool, the input fields holding a path, and
-// whether the tool needs one.
-var pathFields = map[string][]struct {
+// pathField is an input field of a host file tool that holds a path.
+type pathField struct {
 	field     string
-	required  bool
-	glob      bool
+	required  bool // the tool needs it
+	glob      bool // a pattern, judged by the directory it starts from
+	split     bool // a list of patterns, split as Claude Code splits Grep's glob
 	recursive bool // a directory here is searched recursively, its files read
-}{
+}
+
+// pathFields names, per host file tool, the input fields holding a path.
+var pathFields = map[string][]pathField{
 	"Read":         {{field: "file_path", required: true}},
 	"Write":        {{field: "file_path", required: true}},
 	"Edit":         {{field: "file_path", required: true}},
@@ -153,7 +167,7 @@ var pathFields = map[string][]struct {
 	"NotebookEdit": {{field: "notebook_path", required: true}},
 	"LS":           {{field: "path", required: true}},
 	"Glob":         {{field: "path"}, {field: "pattern", glob: true}},
-	"Grep":         {{field: "path", recursive: true}, {field: "glob", glob: true}},
+	"Grep":         {{field: "path", recursive: true}, {field: "glob", glob: true, split: true}},
 }
 
 // toolKind classifies a tool as rego/gatekeeper.rego's host_fs_tools and
@@ -201,18 +215,31 @@ func (f pathFact) covered() []string {
 	return out
 }
 
-// denyMatches returns the fs.deny globs (expanded) that match any covered
-// path: the same matching as Rego's glob.match(g, ["/"], path), done once
-// in Go instead of once per glob and path in the evaluator.
+// denyMatches returns the fs.deny globs (expanded and anchored) that match
+// any covered path, ignoring case (internal/pathglob): for ASCII the same as
+// Rego's glob.match(lower(g), ["/"], lower(path)), done once in Go instead
+// of once per glob and path in the evaluator.
 func denyMatches(eff *Effective, covered []string) []*ast.Term {
 	var out []*ast.Term
-	for i, m := range eff.denyMatchers {
-		for _, c := range covered {
-			if m.Match(c) {
-				out = append(out, ast.StringTerm(eff.denyGlobs[i]))
-				break
-			}
-		}
+	for _, i := range eff.deny.Matching(covered...) {
+		out = append(out, ast.StringTerm(eff.deny.Glob(i)))
+	}
+	return out
+}
+
+// writeProtectMatches returns, for each write-protect glob matching any
+// covered path, {"glob", "entry", "why"}: the glob (expanded, anchored),
+// the built-in group or "sandbox.fs.write_protect" it comes from, and why
+// the path is protected. The Rego rule host_fs.write_protected decides
+// which tools it applies to.
+func writeProtectMatches(eff *Effective, covered []string) []*ast.Term {
+	var out []*ast.Term
+	for _, i := range eff.writeProtect.Matching(covered...) {
+		out = append(out, ast.ObjectTerm(
+			ast.Item(ast.StringTerm("glob"), ast.StringTerm(eff.writeProtect.Glob(i))),
+			ast.Item(ast.StringTerm("entry"), ast.StringTerm(eff.writeEntries[i].entry)),
+			ast.Item(ast.StringTerm("why"), ast.StringTerm(eff.writeEntries[i].why)),
+		))
 	}
 	return out
 }
@@ -273,11 +300,10 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		ast.Item(ast.StringTerm("workspace_root"), ast.StringTerm(eff.root)),
 		ast.Item(ast.StringTerm("run_languages"), eff.runLanguages),
 	}
-	globs := make([]*ast.Term, len(eff.denyGlobs))
-	for i, g := range eff.denyGlobs {
-		globs[i] = ast.StringTerm(g)
-	}
-	items = append(items, ast.Item(ast.StringTerm("deny_globs"), ast.ArrayTerm(globs...)))
+	items = append(items,
+		ast.Item(ast.StringTerm("deny_globs"), eff.globsTerms[0]),
+		ast.Item(ast.StringTerm("write_protect_globs"), eff.globsTerms[1]),
+	)
 	if call.MCPServer != nil {
 		items = append(items, ast.Item(ast.StringTerm("mcp_server"), ast.ObjectTerm(
 			ast.Item(ast.StringTerm("name"), ast.StringTerm(call.MCPServer.Name)),
@@ -296,6 +322,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
 				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(stringTerms(covered)...)),
 				ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(denyMatches(eff, covered)...)),
+				ast.Item(ast.StringTerm("write_protect_matches"), ast.ArrayTerm(writeProtectMatches(eff, covered)...)),
 				ast.Item(ast.StringTerm("deny_within"), ast.ArrayTerm(withinTerms(f.Within)...)),
 				ast.Item(ast.StringTerm("within_error"), ast.StringTerm(f.WithinError)),
 				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
@@ -319,12 +346,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 	return ast.NewObject(items...), nil
 }
 
-func pathFacts(eff *Effective, in map[string]any, fields []struct {
-	field     string
-	required  bool
-	glob      bool
-	recursive bool
-}, cwd string) []pathFact {
+func pathFacts(eff *Effective, in map[string]any, fields []pathField, cwd string) []pathFact {
 	if cwd == "" {
 		cwd = eff.Policy.WorkspaceRoot
 	}
@@ -343,23 +365,25 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 		case !isString:
 			facts = append(facts, pathFact{Field: f.field, Error: fmt.Sprintf("tool_input.%s is missing or not a string", f.field)})
 			continue
-		case strings.TrimFunc(s, isJSSpace) != s:
+		case !f.split && strings.TrimFunc(s, isJSSpace) != s:
 			// Tools trim their paths (JavaScript's trim) after the hook saw
 			// them; judging the untrimmed path would judge another path.
 			facts = append(facts, pathFact{Field: f.field, Raw: s, Error: fmt.Sprintf("tool_input.%s %q has leading or trailing white space", f.field, s)})
 			continue
 		}
 		if f.glob {
-			// A pattern is judged by the directory it starts from, and only
-			// when it could leave the search path.
-			if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") && !containsDotDot(s) {
-				continue
+			patterns := []string{s}
+			if f.split {
+				patterns = splitGrepGlob(s)
 			}
-			s = hostpath.GlobBase(s)
-			if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") {
-				s = strings.TrimSuffix(base, "/") + "/" + s
+			for _, pat := range patterns {
+				if fact, ok := globFact(f.field, pat, base, opts); ok {
+					facts = append(facts, fact)
+				}
 			}
-		} else if f.field == "path" && present {
+			continue
+		}
+		if f.field == "path" && present {
 			base = s // a Glob or Grep pattern is relative to its path
 		}
 		p, err := hostpath.Normalize(s, opts)
@@ -375,10 +399,36 @@ func pathFacts(eff *Effective, in map[string]any, fields []struct {
 	return facts
 }
 
-// isJSSpace reports the characters JavaScript's String.prototype.trim
-// removes: white space (including NBSP and BOM) and line terminators.
+// globFact judges a pattern by the directory it starts from, and only when
+// it could leave the search path (absolute, ~, or climbing with ".."); ok
+// is false for a pattern that stays below base.
+func globFact(field, pattern, base string, opts hostpath.Options) (pathFact, bool) {
+	if !strings.HasPrefix(pattern, "/") && !strings.HasPrefix(pattern, "~") && !containsDotDot(pattern) {
+		return pathFact{}, false
+	}
+	s := hostpath.GlobBase(pattern)
+	if !strings.HasPrefix(s, "/") && !strings.HasPrefix(s, "~") {
+		s = strings.TrimSuffix(base, "/") + "/" + s
+	}
+	p, err := hostpath.Normalize(s, opts)
+	fact := pathFact{Field: field, Raw: s, Abs: p.Abs, Resolved: p.Resolved}
+	if err != nil {
+		fact.Error = err.Error()
+	}
+	return fact, true
+}
+
+// isJSSpace reports the characters of JavaScript's \s, which
+// String.prototype.trim removes and split(/\s+/) splits on: WhiteSpace
+// (tab, vertical tab, form feed, space, U+FEFF and every Zs space,
+// no-break ones included) and LineTerminator (LF, CR, U+2028, U+2029).
+// U+0085 (NEL), white space to Go, is not among them.
 func isJSSpace(r rune) bool {
-	return unicode.IsSpace(r) || r == '\uFEFF' || unicode.Is(unicode.Zs, r)
+	switch r {
+	case '\t', '\v', '\f', ' ', '\n', '\r', '\u2028', '\u2029', '\uFEFF':
+		return true
+	}
+	return unicode.Is(unicode.Zs, r)
 }
 
 func containsDotDot(s string) bool {

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -50,7 +51,24 @@ type Engine struct {
 	log    *slog.Logger
 	cur    atomic.Pointer[snapshot]
 	mu     sync.Mutex // serializes Reload
-	failed string     // revision of the last refused reload
+	failed string     // revision (or read error) of the last refused reload
+
+	histMu  sync.Mutex
+	history []ReloadEvent // oldest first, at most maxReloadHistory
+}
+
+// maxReloadHistory bounds the reload events an Engine keeps.
+const maxReloadHistory = 32
+
+// ReloadEvent is one entry of an Engine's reload history: the first load,
+// a reload that took effect, or one that was refused.
+type ReloadEvent struct {
+	Time time.Time
+	// Revision is the revision loaded or refused (empty when the sources
+	// could not even be read); Previous is the one serving before.
+	Revision, Previous string
+	// Err says why the reload was refused; empty when it took effect.
+	Err string
 }
 
 // snapshot is one loaded, compiled policy revision. It is never mutated.
@@ -86,7 +104,28 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.cur.Store(snap)
+	e.remember(ReloadEvent{Revision: snap.revision})
 	return e, nil
+}
+
+// Reloads returns the reload history, oldest first: the first load, then
+// every reload that changed the revision or was refused, at most the last
+// 32. A refused reload is listed once until the sources change again,
+// however often the watcher retries it.
+func (e *Engine) Reloads() []ReloadEvent {
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	return slices.Clone(e.history)
+}
+
+func (e *Engine) remember(ev ReloadEvent) {
+	ev.Time = time.Now()
+	e.histMu.Lock()
+	defer e.histMu.Unlock()
+	if len(e.history) == maxReloadHistory {
+		e.history = slices.Delete(e.history, 0, 1)
+	}
+	e.history = append(e.history, ev)
 }
 
 // Revision is the current policy revision: "sha256:" over the policy file
@@ -99,12 +138,16 @@ func (e *Engine) Revision() string { return e.cur.Load().revision }
 func (e *Engine) Reload(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	old := e.cur.Load()
 	pol, mods, err := e.sources()
 	if err != nil {
+		if key := "read: " + err.Error(); key != e.failed {
+			e.failed = key
+			e.remember(ReloadEvent{Previous: old.revision, Err: err.Error()})
+		}
 		return err
 	}
 	rev := revisionOf(pol, mods)
-	old := e.cur.Load()
 	if rev == old.revision {
 		return nil
 	}
@@ -112,12 +155,14 @@ func (e *Engine) Reload(ctx context.Context) error {
 	if err != nil {
 		if rev != e.failed {
 			e.log.Error("policy reload refused; keeping the old policy", "revision", old.revision, "err", err)
+			e.remember(ReloadEvent{Revision: rev, Previous: old.revision, Err: err.Error()})
 		}
 		e.failed = rev
 		return err
 	}
 	e.failed = ""
 	e.cur.Store(snap)
+	e.remember(ReloadEvent{Revision: snap.revision, Previous: old.revision})
 	e.log.Info("policy reloaded", "old_revision", old.revision, "revision", snap.revision)
 	return nil
 }
@@ -138,8 +183,9 @@ func (e *Engine) Watch(ctx context.Context, interval time.Duration) {
 }
 
 type source struct {
-	name string
-	data []byte
+	name     string
+	data     []byte
+	operator bool // from Config.RegoDir
 }
 
 // sources reads the policy file and every operator module, in a fixed order.
@@ -148,13 +194,13 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 	if err != nil {
 		return pol, nil, fmt.Errorf("%w: read %s: %w", ErrPolicy, e.cfg.PolicyFile, err)
 	}
-	pol = source{e.cfg.PolicyFile, data}
+	pol = source{name: e.cfg.PolicyFile, data: data}
 	err = fs.WalkDir(builtin.Files(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.rego") {
 			return err
 		}
 		b, err := fs.ReadFile(builtin.Files(), p)
-		mods = append(mods, source{"rego/" + p, b})
+		mods = append(mods, source{name: "rego/" + p, data: b})
 		return err
 	})
 	if err != nil {
@@ -177,7 +223,7 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 			if err != nil {
 				return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 			}
-			mods = append(mods, source{n, b})
+			mods = append(mods, source{name: n, data: b, operator: true})
 		}
 	}
 	return pol, mods, nil
@@ -202,11 +248,13 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
-	srcs := make(map[string]string, len(mods))
+	operator := map[string]string{}
 	for _, m := range mods {
-		srcs[m.name] = string(m.data)
+		if m.operator {
+			operator[m.name] = string(m.data)
+		}
 	}
-	c, err := builtin.Compile(srcs)
+	c, err := builtin.CompilePolicy(operator)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}

@@ -169,7 +169,7 @@ func TestOpenQueryOverride(t *testing.T) {
 		{"an override beyond two ceilings lists both", `{"proc":{"timeout":"10m","memory":"8g"}}`, []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.proc.timeout 600s exceeds ceiling 60s"}},
 		{"an override may not run as root", `{"proc":{"user":0}}`, []string{"sandbox_policy:1:17: sandbox.proc.user: uid 0 (root) is never allowed"}},
 		{"an override may not add a mount", `{"fs":{"deps":"/opt"}}`, []string{`sandbox.fs.deps cannot be changed by an override (asked for "/opt")`}},
-		{"an override may not name unknown keys", `{"fs":{"read_only":false}}`, []string{`sandbox_policy:1:8: sandbox.fs.read_only: unknown key "read_only" (known: image, workspace, tmp, deps, deny)`}},
+		{"an override may not name unknown keys", `{"fs":{"read_only":false}}`, []string{`sandbox_policy:1:8: sandbox.fs.read_only: unknown key "read_only" (known: image, workspace, tmp, deps, deny, write_protect, write_protect_allow)`}},
 		{"an override may not add a host outside the ceilings", `{"net":{"enabled":true,"allow":["pypi.org","evil.example"]}}`, []string{"sandbox.net.allow host evil.example is not within ceilings.net_hosts"}},
 	}
 	for _, tc := range tests {
@@ -271,6 +271,46 @@ deny contains {"rule": "team.no_notes", "reason": "notes are private"} if {
 	}
 }
 
+// TestReloadHistoryListsRefusalsOnce: the history holds the first load,
+// each refusal with its reason (once, however often it is retried) and
+// each reload that took effect.
+func TestReloadHistoryListsRefusalsOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	eng := e.engine(t)
+	rev0 := eng.Revision()
+	must(t, os.WriteFile(e.policyFile, []byte(testPolicy+"bogus: 1\n"), 0o644))
+	for range 3 {
+		if eng.Reload(t.Context()) == nil {
+			t.Fatal("a broken policy reloaded")
+		}
+	}
+	must(t, os.Remove(e.policyFile))
+	if eng.Reload(t.Context()) == nil {
+		t.Fatal("a missing policy file reloaded")
+	}
+	must(t, os.WriteFile(e.policyFile, []byte(strings.Replace(testPolicy, "ask: [NotebookEdit]", "ask: []", 1)), 0o644))
+	must(t, eng.Reload(t.Context()))
+	must(t, eng.Reload(t.Context())) // unchanged: not listed
+
+	h := eng.Reloads()
+	if len(h) != 4 {
+		t.Fatalf("history has %d events, want 4 (load, refused, unreadable, reloaded): %+v", len(h), h)
+	}
+	if h[0].Revision != rev0 || h[0].Err != "" {
+		t.Errorf("first event %+v, want the first load of %s", h[0], rev0)
+	}
+	if h[1].Previous != rev0 || h[1].Revision == "" || !strings.Contains(h[1].Err, `unknown key "bogus"`) {
+		t.Errorf("second event %+v, want the refused revision and its reason", h[1])
+	}
+	if h[2].Revision != "" || !strings.Contains(h[2].Err, "no such file") {
+		t.Errorf("third event %+v, want the unreadable file", h[2])
+	}
+	if h[3].Err != "" || h[3].Previous != rev0 || h[3].Revision != eng.Revision() || h[3].Revision == rev0 {
+		t.Errorf("last event %+v, want the reload to %s", h[3], eng.Revision())
+	}
+}
+
 func TestNewRefusesBrokenPolicies(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -279,6 +319,8 @@ func TestNewRefusesBrokenPolicies(t *testing.T) {
 		{"a syntax error names the file and line", "package gatekeeper\n\nallow contains x if {\n", "team.rego:4"},
 		{"http.send is not available", "package gatekeeper\n\ndeny contains x if {\n  x := http.send({\"method\": \"get\", \"url\": \"http://127.0.0.1\"})\n}\n", "undefined function http.send"},
 		{"opa.runtime is not available", "package gatekeeper\n\ndeny contains x if {\n  x := opa.runtime().env\n}\n", "undefined function opa.runtime"},
+		{"a reason that is not a string is refused", "package gatekeeper\n\nallow contains {\"rule\": \"a\", \"reason\": 5} if true\n", `team.rego:3: rule gatekeeper.allow adds a finding that has a reason that is not a string`},
+		{"a rule redefining decision is refused", "package gatekeeper\n\ndecision := {\"decision\": \"allow\", \"rule\": \"team.yes\", \"reason\": \"yes\"}\n", `team.rego:3: rule gatekeeper.decision is defined by gatekeeper's built-in policy`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -301,8 +343,6 @@ func TestDecideFailsClosed(t *testing.T) {
 	}{
 		{"an evaluation error denies", "package gatekeeper\n\nallow contains {\"rule\": \"x\", \"reason\": \"y\"} if {\n  1 / 0 == 1\n}\n", 0},
 		{"a timeout denies", "package gatekeeper\n\nallow contains {\"rule\": \"x\", \"reason\": \"y\"} if {\n  count([1 | some i in numbers.range(1, 3000); some j in numbers.range(1, 3000)]) > 0\n}\n", 20 * time.Millisecond},
-		{"a reason that is not a string denies", "package gatekeeper\n\nallow contains {\"rule\": \"a\", \"reason\": 5} if true\n", 0},
-		{"an operator rule redefining decision conflicts and denies", "package gatekeeper\n\ndecision := {\"decision\": \"allow\", \"rule\": \"team.yes\", \"reason\": \"yes\"}\n", 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,27 +16,7 @@ import (
 // tools.allow_list without its paths being judged.
 func TestToolKindAgreesWithRego(t *testing.T) {
 	t.Parallel()
-	mods, err := builtin.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := builtin.Compile(mods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	set := func(name string) []string {
-		rs, err := oparego.New(oparego.Query("data.gatekeeper."+name), oparego.Compiler(c)).Eval(t.Context())
-		if err != nil || len(rs) != 1 {
-			t.Fatalf("data.gatekeeper.%s: %v %v", name, rs, err)
-		}
-		var out []string
-		for _, v := range rs[0].Expressions[0].Value.([]any) {
-			out = append(out, v.(string))
-		}
-		slices.Sort(out)
-		return out
-	}
-	fs, nets := set("host_fs_tools"), set("host_net_tools")
+	fs, nets := builtinSet(t, "host_fs_tools"), builtinSet(t, "host_net_tools")
 	if got := slices.Sorted(maps.Keys(pathFields)); !slices.Equal(got, fs) {
 		t.Errorf("the sidecar judges the paths of %v; Rego's host_fs_tools is %v", got, fs)
 	}
@@ -55,4 +35,28 @@ func TestToolKindAgreesWithRego(t *testing.T) {
 			t.Errorf("toolKind(%q) = %q; want %q", name, got, kind)
 		}
 	}
+}
+
+// builtinSet evaluates data.gatekeeper.<name>, a set of strings of the
+// built-in policy, and returns it sorted.
+func builtinSet(t *testing.T, name string) []string {
+	t.Helper()
+	mods, err := builtin.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := builtin.Compile(mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := oparego.New(oparego.Query("data.gatekeeper."+name), oparego.Compiler(c)).Eval(t.Context())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("data.gatekeeper.%s: %v %v", name, rs, err)
+	}
+	var out []string
+	for _, v := range rs[0].Expressions[0].Value.([]any) {
+		out = append(out, v.(string))
+	}
+	slices.Sort(out)
+	return out
 }

@@ -7,15 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
-	"github.com/gobwas/glob"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -31,12 +32,19 @@ type Effective struct {
 	// JSON is the canonical JSON of Policy (sizes in bytes, durations in ms).
 	JSON json.RawMessage
 
-	term      *ast.Term // Policy as a Rego value, converted once
-	root      string
-	denyGlobs []string
-	// denyMatchers are denyGlobs compiled the way Rego's glob.match
-	// compiles them with the delimiter "/".
-	denyMatchers []*glob.Pattern
+	term *ast.Term // Policy as a Rego value, converted once
+	root string
+	// deny is sandbox.fs.deny with ~ expanded, compiled by the one path
+	// glob matcher (internal/pathglob) the runner's /deps check uses too.
+	deny *pathglob.Set
+	// writeProtect is the built-in write-protect list less the groups
+	// sandbox.fs.write_protect_allow lifts, then sandbox.fs.write_protect
+	// (~ expanded); writeEntries says where each glob comes from.
+	writeProtect *pathglob.Set
+	writeEntries []writeEntry
+	// globsTerms are input.deny_globs and input.write_protect_globs,
+	// converted once.
+	globsTerms [2]*ast.Term
 	// netAllow and netDeny are sandbox.net.allow and .deny parsed, in
 	// order, for the WebFetch facts.
 	netAllow, netDeny []nethost.Pattern
@@ -44,6 +52,45 @@ type Effective struct {
 	// run_languages.
 	runLanguages *ast.Term
 	home         string
+}
+
+// writeEntry is where a write-protect glob comes from and why it is there.
+type writeEntry struct {
+	entry string // a built-in group's name, or "sandbox.fs.write_protect"
+	why   string
+}
+
+// writeProtectList returns the effective write-protect globs of sb, home
+// expanded, with where each comes from.
+func writeProtectList(sb policy.Sandbox, home string) ([]string, []writeEntry) {
+	var globs []string
+	var entries []writeEntry
+	// The groups that cannot be lifted come first, so that a path in both
+	// (.git/hooks is in git_dir too) is reported by the one that holds.
+	groups := policy.BuiltinWriteProtect()
+	slices.SortStableFunc(groups, func(a, b policy.ProtectGroup) int {
+		switch {
+		case a.Liftable == b.Liftable:
+			return 0
+		case b.Liftable:
+			return -1
+		}
+		return 1
+	})
+	for _, g := range groups {
+		if slices.Contains(sb.FS.WriteProtectAllow, g.Name) {
+			continue
+		}
+		for _, glob := range g.Globs {
+			globs = append(globs, glob)
+			entries = append(entries, writeEntry{entry: g.Name, why: g.Why})
+		}
+	}
+	for _, glob := range sb.FS.WriteProtect {
+		globs = append(globs, hostpath.ExpandHome(glob, home))
+		entries = append(entries, writeEntry{entry: "sandbox.fs.write_protect", why: "the policy lists it"})
+	}
+	return globs, entries
 }
 
 func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
@@ -59,22 +106,25 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 	}
 	sum := sha256.Sum256(data)
 	globs := make([]string, len(sb.FS.Deny))
-	matchers := make([]*glob.Pattern, len(sb.FS.Deny))
 	for i, g := range sb.FS.Deny {
 		globs[i] = hostpath.ExpandHome(g, s.home)
-		m, err := glob.Compile(globs[i], '/')
-		if err != nil {
-			return nil, fmt.Errorf("sandbox.fs.deny[%d] %q: %w", i, g, err)
-		}
-		matchers[i] = m
+	}
+	deny, err := pathglob.Compile(globs)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.fs.deny: %w", err)
+	}
+	wpGlobs, wpEntries := writeProtectList(sb, s.home)
+	wp, err := pathglob.Compile(wpGlobs)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox.fs.write_protect: %w", err)
 	}
 	// Validated by the policy package already; an error here is a policy
 	// built around its validation.
-	allow, err := nethost.ParseList("sandbox.net.allow", sb.Net.Allow, nethost.ParseAllow)
+	netAllow, err := nethost.ParseList("sandbox.net.allow", sb.Net.Allow, nethost.ParseAllow)
 	if err != nil {
 		return nil, err
 	}
-	deny, err := nethost.ParseList("sandbox.net.deny", sb.Net.Deny, nethost.ParsePattern)
+	netDeny, err := nethost.ParseList("sandbox.net.deny", sb.Net.Deny, nethost.ParsePattern)
 	if err != nil {
 		return nil, err
 	}
@@ -85,10 +135,12 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		JSON:         data,
 		term:         ast.NewTerm(v),
 		root:         s.root,
-		denyGlobs:    globs,
-		denyMatchers: matchers,
-		netAllow:     allow,
-		netDeny:      deny,
+		deny:         deny,
+		writeProtect: wp,
+		writeEntries: wpEntries,
+		globsTerms:   [2]*ast.Term{ast.ArrayTerm(stringTerms(deny.Globs())...), ast.ArrayTerm(stringTerms(wp.Globs())...)},
+		netAllow:     netAllow,
+		netDeny:      netDeny,
 		runLanguages: ast.ArrayTerm(stringTerms(runner.LanguageNames())...),
 		home:         s.home,
 	}, nil

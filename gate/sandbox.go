@@ -24,7 +24,7 @@ func (eff *Effective) RunnerSandbox(defaultImage string) runner.Sandbox {
 		WorkspaceBytes: int64(s.FS.Workspace.Size),
 		TmpBytes:       int64(s.FS.Tmp.Size),
 		DepsDir:        hostpath.ExpandHome(s.FS.Deps, eff.home),
-		DenyGlobs:      append([]string(nil), eff.denyGlobs...),
+		DenyGlobs:      eff.deny.Globs(),
 		Network: runner.Network{
 			Enabled: s.Net.Enabled,
 			Allow:   append([]string(nil), s.Net.Allow...),

@@ -11,6 +11,7 @@ import (
 	"github.com/gobwas/glob"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
+	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
 )
 
 // A recursive content search (Grep) of a directory reads every file below
@@ -45,10 +46,10 @@ type withinMatch struct {
 // leaves out .git directories; files whose base name searched rejects are
 // left out (nil: every file is searched). Unreadable directories are
 // skipped: the search cannot read them either.
-func denyWithin(eff *Effective, dir string, skipGit bool, searched *glob.Pattern, limit int) ([]withinMatch, error) {
+func denyWithin(eff *Effective, dir string, skipGit bool, searched func(name string) bool, limit int) ([]withinMatch, error) {
 	var globs []int // the deny globs that can match below dir
-	for i, g := range eff.denyGlobs {
-		if globCanMatchBelow(g, dir) {
+	for i := range eff.deny.Len() {
+		if globCanMatchBelow(eff.deny.Glob(i), dir) {
 			globs = append(globs, i)
 		}
 	}
@@ -76,12 +77,12 @@ func denyWithin(eff *Effective, dir string, skipGit bool, searched *glob.Pattern
 		if d.IsDir() && skipGit && d.Name() == ".git" {
 			return fs.SkipDir
 		}
-		if d.IsDir() || searched != nil && !searched.Match(d.Name()) {
+		if d.IsDir() || searched != nil && !searched(d.Name()) {
 			return nil
 		}
 		for _, i := range globs {
-			if eff.denyMatchers[i].Match(p) {
-				out = append(out, withinMatch{Path: p, Glob: eff.denyGlobs[i]})
+			if eff.deny.MatchOne(i, p) {
+				out = append(out, withinMatch{Path: p, Glob: eff.deny.Glob(i)})
 				if len(out) == maxWithinMatches {
 					return fs.SkipAll
 				}
@@ -93,27 +94,84 @@ func denyWithin(eff *Effective, dir string, skipGit bool, searched *glob.Pattern
 	return out, err
 }
 
-// globCanMatchBelow reports whether glob g (home expanded) could match a
-// path below dir: false only when its literal leading directories lead
-// elsewhere, as "/home/a/.ssh/**" does for "/srv/app".
+// globCanMatchBelow reports whether glob g (home expanded, anchored) could
+// match a path below dir: false only when its literal leading directories
+// lead elsewhere under every spelling the matcher compares (case and the
+// rest, see internal/pathglob), as "/home/a/.ssh/**" does for "/srv/app".
 func globCanMatchBelow(g, dir string) bool {
 	b := hostpath.GlobBase(g)
-	return !filepath.IsAbs(b) || hostpath.Within(b, dir) || hostpath.Within(dir, b)
+	if !filepath.IsAbs(b) {
+		return true
+	}
+	for _, bs := range pathglob.Spellings(b) {
+		for _, ds := range pathglob.Spellings(dir) {
+			if hostpath.Within(bs, ds) || hostpath.Within(ds, bs) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
-// simpleGrepGlob is a Grep glob the walk can apply itself: a pattern of
-// file names (no "/", no negation, no braces, no classes), which ripgrep
-// matches against each file's base name. ok is false for anything else,
-// and the walk then assumes every file is searched.
-func simpleGrepGlob(g string) (*glob.Pattern, bool) {
-	if g == "" || strings.ContainsAny(g, "/!{}[]\\") {
-		return nil, false
+// splitGrepGlob splits Grep's glob input into the globs ripgrep gets,
+// exactly as Claude Code does. Its Grep tool (the CLI bundled with Agent
+// SDK 0.3.330, minified) builds ripgrep's arguments with:
+//
+//	if(r){let Mo=[],Qn=r.split(/\s+/);for(let mo of Qn)
+//	  if(mo.includes("{")&&mo.includes("}"))Mo.push(mo);
+//	  else Mo.push(...mo.split(",").filter(Boolean));
+//	for(let mo of Mo.filter(Boolean))tt.push(Xe.length),it(mo)}
+//
+// where r is the glob input and it(mo) appends "--glob", mo: the input is
+// split on runs of JavaScript white space (isJSSpace); a piece holding both
+// "{" and "}" stays whole, any other is split on commas; empty pieces are
+// dropped. So "*.py,.env" is two globs, and ".env" is searched.
+func splitGrepGlob(s string) []string {
+	var out []string
+	for _, piece := range strings.FieldsFunc(s, isJSSpace) {
+		if strings.Contains(piece, "{") && strings.Contains(piece, "}") {
+			out = append(out, piece)
+			continue
+		}
+		for _, g := range strings.Split(piece, ",") {
+			if g != "" {
+				out = append(out, g)
+			}
+		}
 	}
-	m, err := glob.Compile(g)
-	if err != nil {
-		return nil, false
+	return out
+}
+
+// grepSearched returns a matcher of the base names of the files a Grep
+// with this glob input searches, or nil when it cannot tell (every file
+// is then assumed searched): each piece (splitGrepGlob) must be a pattern
+// of file names (no "/", no negation, no braces, no classes), which
+// ripgrep matches against each file's base name; a file is searched when
+// any piece matches it. An empty input searches every file (nil).
+func grepSearched(input string) func(name string) bool {
+	pieces := splitGrepGlob(input)
+	if len(pieces) == 0 {
+		return nil
 	}
-	return m, true
+	var ms []*glob.Pattern
+	for _, g := range pieces {
+		if strings.ContainsAny(g, "/!{}[]\\") {
+			return nil
+		}
+		m, err := glob.Compile(g)
+		if err != nil {
+			return nil
+		}
+		ms = append(ms, m)
+	}
+	return func(name string) bool {
+		for _, m := range ms {
+			if m.Match(name) {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // withinFact computes deny_within for a Grep of dir: the forbidden files
@@ -124,8 +182,7 @@ func withinFact(eff *Effective, dir string, toolInput map[string]any) ([]withinM
 		return nil, "" // a file, or nothing: judged as a path
 	}
 	g, _ := toolInput["glob"].(string)
-	searched, _ := simpleGrepGlob(g)
-	matches, err := denyWithin(eff, dir, g == "", searched, maxWithinEntries)
+	matches, err := denyWithin(eff, dir, len(splitGrepGlob(g)) == 0, grepSearched(g), maxWithinEntries)
 	switch {
 	case errors.Is(err, errSearchTooLarge):
 		return nil, fmt.Sprintf("%s holds more than %d entries, too many to check for files fs.deny forbids; search a narrower path", dir, maxWithinEntries)

@@ -59,6 +59,19 @@ violations contains msg if {
 }
 
 violations contains msg if {
+	some g in input.base.fs.write_protect
+	not g in {x | some x in input.merged.fs.write_protect}
+	msg := sprintf("sandbox.fs.write_protect cannot drop %q", [g])
+}
+
+# Only the operator's policy file lifts built-in write protection.
+violations contains msg if {
+	some n in input.merged.fs.write_protect_allow
+	not n in {x | some x in input.base.fs.write_protect_allow}
+	msg := sprintf("sandbox.fs.write_protect_allow cannot add %q: only the policy file lifts write protection", [n])
+}
+
+violations contains msg if {
 	some h in input.base.net.deny
 	not h in {x | some x in input.merged.net.deny}
 	msg := sprintf("sandbox.net.deny cannot drop %q", [h])

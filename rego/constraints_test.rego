@@ -3,7 +3,7 @@ package gatekeeper.constraints_test
 import data.gatekeeper.constraints
 
 _base := {
-	"fs": {"image": "", "workspace": {"size": 67108864}, "tmp": {"size": 67108864}, "deps": "", "deny": ["~/.ssh/**"]},
+	"fs": {"image": "", "workspace": {"size": 67108864}, "tmp": {"size": 67108864}, "deps": "", "deny": ["~/.ssh/**"], "write_protect": ["**/deploy"], "write_protect_allow": ["ide_config"]},
 	"net": {"enabled": false, "allow": [], "deny": ["evil.example"]},
 	"proc": {"cpus": 1, "memory": 268435456, "pids": 128, "timeout": 10000, "runtime": "runc", "user": 65534},
 	"output": {"max_bytes": 1048576, "max_files": 20, "max_files_bytes": 4194304},
@@ -131,4 +131,20 @@ test_network_needs_ceiling_hosts if {
 	c := json.patch(_ceilings, [{"op": "replace", "path": "/net_hosts", "value": []}])
 	v := constraints.violations with input as {"base": _base, "merged": json.patch(_base, [{"op": "replace", "path": "/net/enabled", "value": true}]), "ceilings": c}
 	"sandbox.net.enabled cannot be turned on: ceilings.net_hosts is empty" in v
+}
+
+test_write_protect_may_grow if {
+	count(_check([{"op": "add", "path": "/fs/write_protect/-", "value": "**/Makefile"}])) == 0
+}
+
+test_write_protect_may_not_shrink if {
+	_check([{"op": "replace", "path": "/fs/write_protect", "value": []}]) == {"sandbox.fs.write_protect cannot drop \"**/deploy\""}
+}
+
+test_an_override_may_not_lift_write_protection if {
+	_check([{"op": "add", "path": "/fs/write_protect_allow/-", "value": "git_dir"}]) == {"sandbox.fs.write_protect_allow cannot add \"git_dir\": only the policy file lifts write protection"}
+}
+
+test_an_override_may_keep_or_drop_what_the_base_lifts if {
+	count(_check([{"op": "replace", "path": "/fs/write_protect_allow", "value": []}])) == 0
 }

@@ -4,10 +4,15 @@
 #   {"decision": "allow" | "deny" | "ask", "reason": <sentence for the model>, "rule": <rule name>}
 # Combination: any deny beats any ask beats any allow; a call that no rule
 # allows is denied. Operators add rules to this same package with
-# --rego-dir: a `deny contains {...}` there always wins.
+# --rego-dir: a `deny contains {...}` there always wins. A finding that is
+# not exactly {"rule", "reason"} denies (gatekeeper.unreadable_finding).
+# Helpers operator Rego must not change live in gatekeeper.core
+# (core.rego); an operator module may not redefine any rule or function
+# of this package but deny, ask and allow (rego/operator.go).
 #
 # input (built by the sidecar, see docs/SANDBOX.md):
-#   event          "PreToolUse" | "canUseTool" | "run"
+#   event          "PreToolUse" | "canUseTool" (the SDK client), "PreToolUse" |
+#                  "PermissionRequest" (Claude Code CLI hooks) or "run"
 #   tool_name      exact tool name
 #   tool_kind      "host_fs" (a tool in host_fs_tools), "host_net" (in
 #                  host_net_tools) or "other"; the rules test it rather than
@@ -15,26 +20,44 @@
 #                  skips the rules of other kinds without evaluating them
 #   tool_input     the tool's input object
 #   tool_use_id    the SDK's tool use id
-#   mcp_server     {"name", "source"} for mcp__ tools, or absent
+#   mcp_server     {"name", "source"} for mcp__ tools, or absent; source is how an
+#                  SDK client configured the server ("sdk" = its in-process server),
+#                  the scope a Claude Code CLI loaded it from ("enterprise", "project",
+#                  ...), or "gatekeeper": the sidecar's own attestation that the CLI
+#                  session's sandboxed_code server is `gatekeeper mcp`
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   run_languages  the languages a sandboxed run may use (runner.Languages)
-#   deny_globs     sandbox.fs.deny with ~ expanded
+#   deny_globs     sandbox.fs.deny with ~ expanded, a relative glob anchored as **/glob
+#   write_protect_globs  the built-in write-protect list (less the groups
+#                  sandbox.fs.write_protect_allow lifts) and sandbox.fs.write_protect, the same way
 #   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches",
-#                  "deny_within", "within_error", "error"}] where covered lists abs, resolved and every
-#                  ancestor of both, deny_matches the deny_globs that match any of them (glob.match
-#                  with "/"), and, for a directory Grep searches, deny_within the files below it that
-#                  the search would read and a deny glob matches ([{"path", "glob"}], at most 3) and
-#                  within_error why they could not all be checked
+#                  "write_protect_matches", "deny_within", "within_error", "error"}] where covered lists
+#                  abs, resolved and every ancestor of both, deny_matches the deny_globs that match any
+#                  of them (ignoring case: glob.match(lower(g), ["/"], lower(path)) for ASCII),
+#                  write_protect_matches the write-protect globs that do ([{"glob", "entry", "why"}]),
+#                  and, for a directory Grep searches, deny_within the files below it that the search
+#                  would read and a deny glob matches ([{"path", "glob"}], at most 3) and within_error
+#                  why they could not all be checked
 #   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "error"}
 #                  where host is normalized as the egress proxy does, port is the port fetched (an
 #                  http URL is fetched over https), and allow_matches / deny_matches are the
 #                  sandbox.net.allow / .deny patterns that match host and port
 package gatekeeper
 
+import data.gatekeeper.core
+
 # Tools that touch the host filesystem; their paths are judged below. The
 # sidecar classifies input.tool_kind with these same sets (a test pins it).
 host_fs_tools := {"Read", "Write", "Edit", "MultiEdit", "NotebookEdit", "Glob", "Grep", "LS"}
+
+# The host file tools that create, change or move files: the write-protect
+# list applies to them. (Of the SDK's tool inputs, sdk-tools.d.ts of SDK
+# 0.3.330, these are the ones that write a path the model names; Edit with
+# an empty old_string creates a file. Artifact's read_asset out_dir,
+# EnterWorktree and ExitWorktree also write, and are decided by the tool
+# lists alone: see SECURITY.md, Known limits.)
+host_fs_write_tools := {"Write", "Edit", "MultiEdit", "NotebookEdit"}
 
 # Tools that reach the network from the host.
 host_net_tools := {"WebFetch", "WebSearch"}
@@ -47,26 +70,17 @@ default decision := {
 	"reason": "gatekeeper could not reach a decision, so the call is denied",
 }
 
-decision := _outcome("deny", f) if {
-	f := _denies[0]
-} else := _outcome("ask", f) if {
-	f := _asks[0]
-} else := _outcome("allow", f) if {
-	f := _allows[0]
+decision := core.outcome(e) if {
+	e := core.denies[0]
+} else := core.outcome(e) if {
+	e := core.asks[0]
+} else := core.outcome(e) if {
+	e := core.allows[0]
 } else := {
 	"decision": "deny",
 	"rule": "tools.not_allowlisted",
 	"reason": sprintf("tool %q is not allowlisted by the gatekeeper policy", [input.tool_name]),
 }
-
-# Each kind of finding, sorted by rule name so the outcome is stable.
-_denies := sort([[f.rule, f.reason] | some f in deny])
-
-_asks := sort([[f.rule, f.reason] | some f in ask])
-
-_allows := sort([[f.rule, f.reason] | some f in allow])
-
-_outcome(kind, f) := {"decision": kind, "rule": f[0], "reason": f[1]}
 
 # --- tool lists ---------------------------------------------------------------
 
@@ -118,12 +132,12 @@ deny contains {
 
 deny contains {
 	"rule": "host_fs.outside_workspace",
-	"reason": sprintf("%s of %s is outside the workspace %s", [input.tool_name, _shown(p), input.workspace_root]),
+	"reason": sprintf("%s of %s is outside the workspace %s", [input.tool_name, core.shown(p), input.workspace_root]),
 } if {
 	input.tool_kind == "host_fs"
 	some p in input.paths
 	p.error == ""
-	not _in_workspace(p.resolved)
+	not core.in_workspace(p.resolved)
 }
 
 # A deny glob is checked against the path as written (abs), where it leads
@@ -132,7 +146,7 @@ deny contains {
 # matching once (deny_matches); a rule of your own can match covered itself.
 deny contains {
 	"rule": "host_fs.deny_glob",
-	"reason": sprintf("%s of %s is forbidden by the policy's fs.deny pattern %q", [input.tool_name, _shown(p), g]),
+	"reason": sprintf("%s of %s is forbidden by the policy's fs.deny pattern %q", [input.tool_name, core.shown(p), g]),
 } if {
 	input.tool_kind == "host_fs"
 	some p in input.paths
@@ -147,7 +161,7 @@ deny contains {
 # check them all: either refuses the search.
 deny contains {
 	"rule": "host_fs.deny_glob_within",
-	"reason": sprintf("%s of %s would also read %s, which the policy's fs.deny pattern %q forbids; search a narrower path that does not contain it, or pass a glob of file names (such as *.py) that leaves it out", [input.tool_name, _shown(p), m.path, m.glob]),
+	"reason": sprintf("%s of %s would also read %s, which the policy's fs.deny pattern %q forbids; search a narrower path that does not contain it, or pass a glob of file names (such as *.py) that leaves it out", [input.tool_name, core.shown(p), m.path, m.glob]),
 } if {
 	input.tool_kind == "host_fs"
 	some p in input.paths
@@ -164,6 +178,21 @@ deny contains {
 	p.within_error != ""
 }
 
+# A write tool may not create, change or move into a write-protected path
+# (the built-in list and sandbox.fs.write_protect), inside the workspace or
+# not; reading it stays allowed. The sidecar matches the globs against the
+# covered paths once (write_protect_matches).
+deny contains {
+	"rule": "host_fs.write_protected",
+	"reason": sprintf("%s of %s is refused: the path is write-protected (%s, pattern %q) because %s. Host file tools may read it but never create, change or move into it", [input.tool_name, core.shown(p), m.entry, m.glob, m.why]),
+} if {
+	input.tool_kind == "host_fs"
+	input.tool_name in host_fs_write_tools
+	some p in input.paths
+	p.error == ""
+	m := p.write_protect_matches[0]
+}
+
 allow contains {
 	"rule": "host_fs.inside_workspace",
 	"reason": sprintf("%s of %s is inside the workspace", [input.tool_name, concat(", ", [p.raw | some p in input.paths])]),
@@ -172,18 +201,6 @@ allow contains {
 	input.tool_kind == "host_fs"
 	count(input.paths) > 0
 }
-
-# _shown names a path as the model wrote it, and where it really leads.
-_shown(p) := sprintf("%s (resolves to %s)", [p.raw, p.resolved]) if p.raw != p.resolved
-else := p.raw
-
-# _in_workspace is true when path is the workspace root or beneath it; the
-# root's prefix is computed once per decision.
-_in_workspace(path) if path == input.workspace_root
-
-_in_workspace(path) if startswith(path, _workspace_prefix)
-
-_workspace_prefix := concat("", [trim_suffix(input.workspace_root, "/"), "/"])
 
 # --- host network tools -----------------------------------------------------------
 
@@ -262,8 +279,12 @@ deny contains {
 
 _trusted_sandbox_server if {
 	input.mcp_server.name == "sandboxed_code"
-	input.mcp_server.source == "sdk"
+	input.mcp_server.source in trusted_sandbox_sources
 }
+
+# The sources of gatekeeper's own sandbox server; the sidecar pins "gatekeeper"
+# to gate.SourceGatekeeper with a test.
+trusted_sandbox_sources := {"sdk", "gatekeeper"}
 
 _provenance := sprintf("MCP server %q (source %q)", [input.mcp_server.name, input.mcp_server.source]) if input.mcp_server
 else := "an unknown MCP server"

@@ -134,6 +134,23 @@ test_sandbox_tool_from_configured_server_is_denied if {
 	d.rule == "mcp.untrusted_sandboxed_code"
 }
 
+test_sandbox_tool_from_attested_gatekeeper_mcp_is_allowed if {
+	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python", "code": "print(1)"}, "mcp_server": {"name": "sandboxed_code", "source": "gatekeeper"}})
+	d.decision == "allow"
+}
+
+test_sandbox_tool_from_a_cli_scope_is_denied if {
+	every scope in ["enterprise", "project", "user", "local", "plugin", "dynamic", "stdio", "unknown"] {
+		d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python"}, "mcp_server": {"name": "sandboxed_code", "source": scope}})
+		d.rule == "mcp.untrusted_sandboxed_code"
+	}
+}
+
+test_gatekeeper_source_of_another_server_is_not_the_sandbox if {
+	d := gatekeeper.decision with input as _in("mcp__other__run", {"tool_input": {"language": "python"}, "mcp_server": {"name": "other", "source": "gatekeeper"}})
+	d.rule == "tools.not_allowlisted"
+}
+
 test_sandbox_tool_without_provenance_is_denied if {
 	d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python"}})
 	d.rule == "mcp.untrusted_sandboxed_code"

@@ -48,9 +48,14 @@ Usage:
   gatekeeper decide          decide one call given as JSON on stdin
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build the default sandbox image locally
-  gatekeeper audit verify F  verify an audit log's hash chain
+  gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
   gatekeeper runs list       list the runs recorded in an artifacts directory (serve --artifacts-dir)
   gatekeeper runs show ID    print one run's artifact
+  gatekeeper tail            follow the live console's stream of decisions and runs (serve --ui)
+  gatekeeper claude-code install|uninstall
+                             put Claude Code's CLI under gatekeeper (managed settings), or undo it
+  gatekeeper hook            Claude Code command hook: ask the sidecar about one hook call
+  gatekeeper mcp             Claude Code MCP server sandboxed_code: run code in the sandbox
   gatekeeper version         print the version
 
 Every flag can also be set from the environment: --token-file is
@@ -67,13 +72,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "runs") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code" || cmd == "runs") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	env := envLookup(os.LookupEnv)
 	switch cmd {
 	case "serve":
-		return cmdServe(ctx, rest, env, stderr)
+		return cmdServe(ctx, rest, env, stdout, stderr)
 	case "policy check":
 		return cmdPolicyCheck(ctx, rest, env, stdout, stderr)
 	case "decide":
@@ -83,11 +88,21 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "image build":
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":
-		return cmdAuditVerify(rest, env, stdout, stderr)
+		return cmdAuditVerify(rest, env, stdin, stdout, stderr)
 	case "runs list":
 		return cmdRunsList(rest, env, stdout, stderr)
 	case "runs show":
 		return cmdRunsShow(rest, env, stdout, stderr)
+	case "tail":
+		return cmdTail(ctx, rest, env, stdout, stderr)
+	case "claude-code install":
+		return cmdClaudeCode("install", rest, env, stdout, stderr)
+	case "claude-code uninstall":
+		return cmdClaudeCode("uninstall", rest, env, stdout, stderr)
+	case "hook":
+		return cmdHook(ctx, rest, env, stdin, stdout, stderr)
+	case "mcp":
+		return cmdMCP(ctx, rest, env, stdin, stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, "gatekeeper", version)
 		return nil

@@ -2,32 +2,38 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
-	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
 
-func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Writer) error {
+func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
+	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
-	auditLog := fs.String("audit-log", defaultAuditLog(), "audit log file (JSON lines, hash-chained)")
-	auditSync := fs.Bool("audit-sync", false, "fsync the audit log after every line")
+	auditOpts := auditFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
@@ -44,6 +50,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	gcPercent := fs.Int("gc-percent", 100, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection")
+	ui := fs.Bool("ui", false, "serve the live console at /ui/ on the listen address (docs/CONSOLE.md); a browser needs a tcp:// address")
 	floodGC := fs.Int("flood-gc-percent", 25, "GOGC while any run streams over 256 KiB of output, so memory stays flat through output floods (negative: never switch)")
 	if err := parse(fs, args, env); err != nil {
 		return err
@@ -67,11 +74,11 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	if err != nil {
 		return err
 	}
-	alog, err := audit.Open(*auditLog, audit.Options{Sync: *auditSync})
+	alog, closeAudit, err := auditOpts.open(stdout, stderr, log)
 	if err != nil {
 		return err
 	}
-	defer alog.Close()
+	defer closeAudit()
 	token, err := server.LoadOrCreateToken(*tokenFile)
 	if err != nil {
 		return err
@@ -88,8 +95,21 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 		cfg.Artifacts = d
 	}
 	var sandboxes *docker.Runner
+	var con *console.Console
+	if *ui {
+		reg := prometheus.NewRegistry()
+		ccfg := console.Config{Token: token, AuditPath: auditOpts.path, Engine: eng, Gatherer: reg, AllowRemote: *allowRemote, Version: version, Logger: log}
+		if !*noRunner {
+			ccfg.Runner = func(ctx context.Context) console.RunnerStatus { return runnerStatus(ctx, sandboxes, *instance) }
+		}
+		if con, err = console.New(ccfg); err != nil {
+			return err
+		}
+		cfg.Registry, cfg.UI, cfg.RunObserver, cfg.Auditor = reg, con.Handler(), con, con.Auditor(alog)
+		go con.Run(ctx)
+	}
 	if !*noRunner {
-		egressOpts.auditor = auditEgress{alog}
+		egressOpts.auditor = auditEgress{cfg.Auditor}
 		if poolOpts.size > 0 {
 			if poolOpts.base, err = baseSandbox(ctx, eng, image.DefaultTag(image.Options{})); err != nil {
 				return err
@@ -121,6 +141,13 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	if err != nil {
 		return err
 	}
+	var hookLn net.Listener
+	if *hookListen != "" {
+		if hookLn, err = server.Listen(*hookListen, *allowRemote); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	if *watch > 0 {
 		go eng.Watch(ctx, *watch)
 	}
@@ -137,9 +164,56 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 			}
 		}
 	}()
-	log.Info("gatekeeper serving", "listen", *listen, "policy", *policyFile, "revision", eng.Revision(), "audit_log", *auditLog, "token_file", *tokenFile)
-	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(*listen))
-	return srv.Serve(ctx, ln)
+	addr := listenAddr(ln, *listen)
+	log.Info("gatekeeper serving", "listen", addr, "policy", *policyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
+	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(addr))
+	if con != nil {
+		if host, ok := strings.CutPrefix(addr, "tcp://"); ok {
+			fmt.Fprintf(stderr, "GATEKEEPER_UI=http://%s%s\n", host, con.LoginURL())
+		} else {
+			fmt.Fprintf(stderr, "gatekeeper: the console is served on the Unix socket for gatekeeper tail; a browser needs a TCP address: serve --ui --listen tcp://127.0.0.1:7777\n")
+		}
+	}
+	if hookLn == nil {
+		return srv.Serve(ctx, ln)
+	}
+	hookURL := "http://" + hookLn.Addr().String() + wire.HookPath
+	log.Info("serving Claude Code hooks", "url", hookURL)
+	fmt.Fprintf(stderr, "GATEKEEPER_HOOK_URL=%s\n", hookURL)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	hookErr := make(chan error, 1)
+	go func() {
+		hookErr <- srv.ServeHooks(ctx, hookLn)
+		cancel() // one listener failing stops the other
+	}()
+	err = srv.Serve(ctx, ln)
+	cancel()
+	return errors.Join(err, <-hookErr)
+}
+
+// listenAddr is the address ln listens on, as --listen spells it: the
+// port the system chose for tcp://host:0.
+func listenAddr(ln net.Listener, listen string) string {
+	if strings.HasPrefix(listen, "tcp://") {
+		return "tcp://" + ln.Addr().String()
+	}
+	return listen
+}
+
+// runnerStatus is the console's view of the Docker runner.
+func runnerStatus(ctx context.Context, d *docker.Runner, instance string) console.RunnerStatus {
+	st := console.RunnerStatus{Backend: "docker", Instance: instance, DefaultImage: image.DefaultTag(image.Options{})}
+	if d == nil {
+		st.Error = "not started yet"
+		return st
+	}
+	es, err := d.Status(ctx)
+	if err != nil {
+		st.Error = err.Error()
+	}
+	st.Engine, st.Runtimes = es.Version, es.Runtimes
+	return st
 }
 
 // clientURL is the GATEKEEPER_URL a client uses for a listen address.

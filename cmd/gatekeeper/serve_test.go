@@ -21,15 +21,22 @@ import (
 func servedPolicy(t *testing.T, watch string) (file string, revision func() string, logs *syncWriter) {
 	t.Helper()
 	dir, file := writePolicy(t, cliPolicy)
+	revision, logs = serveInProcess(t, dir, file, "--watch-interval", watch)
+	return file, revision, logs
+}
+
+// serveInProcess runs `gatekeeper serve` in-process on policy file with
+// its socket (gk.sock), token and audit log in dir, and extra flags; it
+// returns a function reading the served revision and the sidecar's log.
+func serveInProcess(t *testing.T, dir, file string, extra ...string) (revision func() string, logs *syncWriter) {
+	t.Helper()
 	sock := filepath.Join(dir, "gk.sock")
 	ctx, cancel := context.WithCancel(t.Context())
 	logs = &syncWriter{b: &strings.Builder{}}
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--policy", file, "--no-runner",
-			"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl"),
-			"--watch-interval", watch}, strings.NewReader(""), io.Discard, logs)
-	}()
+	args := append([]string{"serve", "--listen", "unix://" + sock, "--policy", file, "--no-runner",
+		"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl")}, extra...)
+	go func() { done <- run(ctx, args, strings.NewReader(""), io.Discard, logs) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -51,7 +58,7 @@ func servedPolicy(t *testing.T, watch string) (file string, revision func() stri
 		_ = json.NewDecoder(resp.Body).Decode(&h)
 		return h.PolicyRevision
 	}
-	return file, revision, logs
+	return revision, logs
 }
 
 func waitFor(t *testing.T, what string, revision func() string, ok func(string) bool, logs *syncWriter) string {

@@ -6,6 +6,14 @@
 // The sidecar writes a line before it replies; when Write fails the caller
 // denies. Values under secret-looking keys of Record.ToolInput are masked
 // on the way to the file.
+//
+// A Log can rotate its file by size and age (Options.MaxBytes, MaxAge):
+// the active file is renamed after the seq of its first line and a new one
+// starts with a line of kind "rotate" that names its predecessor and
+// chains onto its last line, so the chain runs on across files. Closed
+// files can be compressed and the oldest removed (Options.Compress, Keep).
+// VerifySet checks a rotated set, and checkpoints of the chain head written
+// elsewhere (Options.Head) show when the newest lines were cut off.
 package audit
 
 import (
@@ -16,7 +24,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -26,10 +36,11 @@ import (
 // larger one (a record with a big tool_input) is dropped after use.
 const maxKeptBuffer = 64 << 10
 
-// Options configures a Log. The zero value is ready to use.
+// Options configures a Log. The zero value is ready to use: one file that
+// grows without end, no checkpoints.
 type Options struct {
 	// Now is the clock for Record.Time; nil means time.Now. Times are
-	// written in UTC.
+	// written in UTC. A Log calls it under its lock only.
 	Now func() time.Time
 	// Sync makes every Write fsync the file before it returns, so that an
 	// acknowledged line survives a power loss or kernel crash. It costs a
@@ -38,70 +49,203 @@ type Options struct {
 	// successful Write survives a crash of the sidecar but may be lost with
 	// the machine.
 	Sync bool
+
+	// MaxBytes rotates the active file before a line would take it past
+	// this many bytes; 0 never rotates on size. A file always takes at
+	// least one line after its rotate line, so one line larger than
+	// MaxBytes makes a larger file.
+	MaxBytes int64
+	// MaxAge rotates the active file before a line is written once the
+	// file's first line is this old (by Now); 0 never rotates on age. An
+	// idle log is not rotated until its next line.
+	MaxAge time.Duration
+	// Keep is how many closed files to keep: a rotation that makes more
+	// removes the oldest, and its rotate line names them (Record.Pruned)
+	// so that VerifySet can tell retention from deletion. 0 keeps every
+	// file.
+	Keep int
+	// Compress gzips each closed file, in the background, to NAME.gz.
+	Compress bool
+
+	// Head receives checkpoints of the chain head, one line per Write
+	// call (see Head): at Open, after each rotation, every HeadInterval
+	// while lines are written, and at Close. nil writes none. A failing
+	// Head is logged; it does not fail Write.
+	Head io.Writer
+	// HeadInterval is how often a changed head is written to Head; 0
+	// writes it only at Open, rotation and Close.
+	HeadInterval time.Duration
+
+	// Logger reports what goes wrong outside a Write's own result: a
+	// failed rotation (Write goes on in the old file), compression,
+	// removal or checkpoint. nil discards.
+	Logger *slog.Logger
 }
 
-// Log appends chained records to one file. A Log is safe for concurrent
-// use: Write serializes callers, and lines appear in seq order. It must be
-// the only writer of its file; Open takes an advisory lock (flock) to keep
-// other Logs out.
+// Log appends chained records to a file, rotating it as Options say. A Log
+// is safe for concurrent use: Write serializes callers, and lines appear in
+// seq order. It must be the only writer of its files; Open takes an
+// advisory lock (flock) on PATH.lock, which stays put across rotations, to
+// keep other Logs out.
 type Log struct {
-	path string
-	now  func() time.Time
-	sync bool
+	path, dir, base string
+	opts            Options
+	log             *slog.Logger
+	lock            *os.File // holds the flock until Close
 
-	mu     sync.Mutex
-	f      *os.File
-	w      io.Writer // f, or a failing writer in tests
-	seq    int64     // seq of the last line in the file
-	prev   [64]byte  // hex SHA-256 of the last line in the file
-	size   int64     // file size after the last good line
-	buf    []byte
-	err    error // set once the Log refuses writes: ErrClosed or ErrTorn
-	closed bool
+	mu    sync.Mutex
+	f     *os.File
+	w     io.Writer // f, or a failing writer in tests
+	seq   int64     // seq of the last line in the log
+	prev  [64]byte  // hex SHA-256 of the last line in the log
+	size  int64     // file size after the last good line
+	first int64     // seq of the active file's first line, 0 while it has none
+	born  time.Time // time of the active file's first line
+	// hasRecords is set once the active file has a line besides its
+	// rotate line: an empty file is never rotated.
+	hasRecords bool
+	// dirty is set when a failed write may have left bytes after size
+	// that could not be cut off; the next Write cuts them first.
+	dirty bool
+	// unsyncedDir is set when a rotation's directory fsync failed; the
+	// next Write retries it before writing.
+	unsyncedDir   bool
+	rotateErr     error    // the last failed rotation, until one succeeds
+	closedNames   []string // closed files, oldest first, by Name
+	toPrune       []string // closed files to remove, for the tidy worker
+	toCompress    []string // closed files to compress, for the tidy worker
+	compressLater []string // closed files whose compression failed, for the next rotation
+	buf           []byte
+	err           error // ErrClosed once the Log is closed
+	closed        bool
+
+	head     headState
+	stop     chan struct{} // closed by Close to stop the goroutines
+	tidyWake chan struct{}
+	headWake chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Open opens the audit log at path for appending, creating it with mode
-// 0600 if needed (an existing file keeps its mode). When the file already
-// has lines, Open reads its last line and continues the chain after it; it
-// refuses a file whose last line is not a valid record or lacks its
-// newline, returning an error that names the file and wraps a *BreakError
-// with the line number. Open does not verify earlier lines: use VerifyFile.
+// 0600 if needed (an existing file keeps its mode), and continues its
+// chain.
+//
+// When the file has lines, Open reads its first and last lines and goes on
+// after the last; it refuses a file whose last line is not a valid record
+// or lacks its newline, returning an error that names the file and wraps a
+// *BreakError with the line number. When the file is missing or empty but
+// closed files of a rotation are next to it, Open starts it with a rotate
+// line that continues the newest of them. Open also finishes what a
+// rotation or compression cut short by a crash left behind, in one
+// deterministic way: a closed file that is the active file under a second
+// name (a rotation stopped between its two renames) is unlinked; a
+// NAME.gz next to its NAME (a compression stopped before removing NAME) is
+// removed, NAME being the complete one; PATH.next and NAME.gz.tmp are
+// removed; files the active file's rotate line pruned are removed. Open
+// does not verify earlier lines: use VerifySet.
+//
 // It returns an error wrapping ErrLocked when another Log holds the file.
 func Open(path string, opts Options) (*Log, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600)
+	l, err := open(path, opts)
 	if err != nil {
-		return nil, fmt.Errorf("open audit log: %w", err)
-	}
-	l, err := open(f, path, opts)
-	if err != nil {
-		f.Close()
 		return nil, fmt.Errorf("open audit log %s: %w", path, err)
+	}
+	l.start()
+	return l, nil
+}
+
+func open(path string, opts Options) (l *Log, err error) {
+	lock, err := os.OpenFile(path+lockSuffix, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(lock); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			unlockFile(lock)
+		}
+	}()
+	l = &Log{
+		path: path, dir: filepath.Dir(path), base: filepath.Base(path), opts: opts, lock: lock,
+		log: opts.Logger, stop: make(chan struct{}), tidyWake: make(chan struct{}, 1), headWake: make(chan struct{}, 1),
+	}
+	if l.opts.Now == nil {
+		l.opts.Now = time.Now
+	}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
+	copy(l.prev[:], zeroHash)
+	if err := l.resume(); err != nil {
+		if l.f != nil {
+			l.f.Close()
+		}
+		return nil, err
 	}
 	return l, nil
 }
 
-func open(f *os.File, path string, opts Options) (*Log, error) {
-	if err := lockFile(f); err != nil {
-		return nil, err
-	}
-	// Stat under the lock, so that the size is the one to continue from.
-	fi, err := f.Stat()
+// resume opens the active file, or starts it after the newest closed file,
+// and sets the Log's state from it.
+func (l *Log) resume() error {
+	closed, err := l.tidyLeftovers()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+	f, err := os.OpenFile(l.path, os.O_RDWR|os.O_APPEND, 0)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
-	l := &Log{path: path, now: opts.Now, sync: opts.Sync, f: f, w: f}
-	if l.now == nil {
-		l.now = time.Now
+	var size int64
+	if f != nil {
+		l.f = f
+		fi, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("not a regular file (%s)", fi.Mode().Type())
+		}
+		size = fi.Size()
 	}
-	copy(l.prev[:], zeroHash)
-	size := fi.Size()
-	if size == 0 {
-		return l, nil
+	switch {
+	case size > 0:
+		if closed, err = l.continueActive(size, closed); err != nil {
+			return err
+		}
+	case len(closed) > 0:
+		// Lines went missing with the active file (or it was never
+		// renamed into place): start it again after the newest closed one.
+		reason := "the active file was missing at start"
+		if f != nil {
+			reason = "the active file was empty at start"
+		}
+		if err := l.continueClosed(closed[len(closed)-1], reason); err != nil {
+			return err
+		}
+	case f == nil:
+		if l.f, err = os.OpenFile(l.path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o600); err != nil {
+			return err
+		}
 	}
-	last, start, err := lastLine(f, size)
+	l.w = l.f
+	for _, c := range closed {
+		l.closedNames = append(l.closedNames, c.Name())
+		if l.opts.Compress && !c.Compressed {
+			l.toCompress = append(l.toCompress, c.Name())
+		}
+	}
+	return nil
+}
+
+// continueActive reads the first and last lines of the active file (size
+// bytes, open in l.f) and continues after the last. It returns the closed
+// files that are really older than the active file.
+func (l *Log) continueActive(size int64, closed []File) ([]File, error) {
+	last, start, err := lastLine(l.f, size)
 	if err != nil {
 		return nil, err
 	}
@@ -109,17 +253,81 @@ func open(f *os.File, path string, opts Options) (*Log, error) {
 	content := bytes.TrimSuffix(last, []byte{'\n'})
 	seq, reason := checkTail(content, complete)
 	if reason != "" {
-		lineNo, err := lineNumber(f, start)
+		lineNo, err := lineNumber(l.f, start)
 		if err != nil {
 			return nil, err
 		}
 		return nil, &BreakError{Line: lineNo, Seq: seq, Reason: reason}
 	}
-	l.seq = seq
+	head, err := firstLine(l.f)
+	if err != nil {
+		return nil, err
+	}
+	hf, reason := parseLine(head, true)
+	if reason == "" && hf.Seq == nil {
+		reason = "line has no seq"
+	}
+	if reason != "" {
+		return nil, &BreakError{Line: 1, Reason: reason}
+	}
+	l.first = *hf.Seq
+	l.born, _ = time.Parse(time.RFC3339Nano, hf.Time)
+	l.seq, l.size = seq, size
 	sum := sha256.Sum256(content)
 	hex.Encode(l.prev[:], sum[:])
-	l.size = size
-	return l, nil
+	l.hasRecords = start > 0 || hf.Kind != string(KindRotate)
+	if hf.Kind == string(KindRotate) {
+		l.toPrune = hf.Pruned
+	}
+
+	// A closed file that starts where the active file starts is the active
+	// file under its closed name when a rotation stopped between linking
+	// it and renaming the new file into place: unlink that name.
+	if n := len(closed); n > 0 && closed[n-1].Seq == l.first {
+		fi, err := l.f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		ci, err := os.Stat(closed[n-1].Path)
+		if err != nil {
+			return nil, err
+		}
+		if !os.SameFile(fi, ci) {
+			return nil, fmt.Errorf("closed file %s starts at seq %d like the active file; move one of them away", closed[n-1].Path, l.first)
+		}
+		if err := os.Remove(closed[n-1].Path); err != nil {
+			return nil, fmt.Errorf("finish an interrupted rotation: %w", err)
+		}
+		if err := syncDir(l.dir); err != nil {
+			return nil, err
+		}
+		closed = closed[:n-1]
+	}
+	if n := len(closed); n > 0 && closed[n-1].Seq > l.first {
+		return nil, fmt.Errorf("closed file %s starts at seq %d, after the active file's first line (seq %d); move one of them away", closed[n-1].Path, closed[n-1].Seq, l.first)
+	}
+	return closed, nil
+}
+
+// firstLine returns the first line of f without its newline, or all of f
+// when it has no newline.
+func firstLine(f *os.File) ([]byte, error) {
+	var line []byte
+	chunk := make([]byte, 32<<10)
+	for pos := int64(0); ; {
+		n, err := f.ReadAt(chunk, pos)
+		if i := bytes.IndexByte(chunk[:n], '\n'); i >= 0 {
+			return append(line, chunk[:i]...), nil
+		}
+		line = append(line, chunk[:n]...)
+		pos += int64(n)
+		if errors.Is(err, io.EOF) {
+			return line, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read first line: %w", err)
+		}
+	}
 }
 
 // lastLine returns the last line of f (size bytes), with its newline if it
@@ -172,11 +380,18 @@ func lineNumber(f *os.File, offset int64) (int, error) {
 // written (and synced, with Options.Sync). It sets rec's Seq, Time and Prev,
 // masks ToolInput in a copy, and writes the line with a single write call.
 //
+// When a rotation is due, Write first rotates the file. A rotation that
+// fails leaves the log as it was: Write logs the failure, writes the line
+// to the old file and tries again at the next Write.
+//
 // When Write returns an error the record counts as not written: the chain
-// continues from the previous line, and a partial line is cut off the file
-// again. If that cut fails, the Log is unusable and every later Write
-// returns an error wrapping ErrTorn. After Close, Write returns an error
-// wrapping ErrClosed.
+// continues from the previous line, and whatever part of the line reached
+// the file is cut off again (and the cut synced, with Options.Sync), so a
+// full disk or an I/O error never leaves half a line. If that cut fails too,
+// Write returns an error wrapping ErrTorn and every later Write tries the
+// cut again before writing, so the Log takes writes again as soon as the
+// file can be cut (once space returns, say). After Close, Write returns an
+// error wrapping ErrClosed.
 //
 // Write does not keep rec or anything it points to after it returns; the
 // caller must not change ToolInput while Write runs.
@@ -186,23 +401,9 @@ func lineNumber(f *os.File, offset int64) (int, error) {
 // password, passwd, token, apikey, secret, authorization, credential,
 // privatekey, cookie, sessionid or accesskey, with "***".
 func (l *Log) Write(rec Record) error {
-	rec.Seq, rec.Time, rec.Prev = 0, time.Time{}, ""
-	if rec.ToolInput != nil {
-		masked, err := mask(rec.ToolInput)
-		if err != nil {
-			return fmt.Errorf("mask tool_input: %w", err)
-		}
-		rec.ToolInput = masked
-	}
-	var enc bytes.Buffer
-	je := json.NewEncoder(&enc)
-	je.SetEscapeHTML(false) // keep "&&", "<" and ">" of commands greppable
-	if err := je.Encode(rec); err != nil {
-		return fmt.Errorf("marshal audit record: %w", err)
-	}
-	body := bytes.TrimSuffix(enc.Bytes(), []byte{'\n'})
-	if len(body) < 2 || body[0] != '{' || bytes.IndexByte(body, '\n') >= 0 {
-		return errors.New("marshal audit record: not a one-line object")
+	body, err := encodeBody(rec)
+	if err != nil {
+		return err
 	}
 
 	l.mu.Lock()
@@ -210,20 +411,25 @@ func (l *Log) Write(rec Record) error {
 	if l.err != nil {
 		return l.err
 	}
-	seq := l.seq + 1
-	buf := append(l.buf[:0], `{"seq":`...)
-	buf = strconv.AppendInt(buf, seq, 10)
-	buf = append(buf, `,"time":"`...)
-	buf = l.now().UTC().AppendFormat(buf, time.RFC3339Nano)
-	buf = append(buf, `","prev":"`...)
-	buf = append(buf, l.prev[:]...)
-	buf = append(buf, '"')
-	if len(body) > 2 {
-		buf = append(buf, ',')
+	if l.dirty {
+		if err := l.cut(); err != nil {
+			return err
+		}
 	}
-	buf = append(buf, body[1:]...)
-	sum := sha256.Sum256(buf)
-	buf = append(buf, '\n')
+	now := l.opts.Now().UTC()
+	seq := l.seq + 1
+	buf, sum := appendLine(l.buf[:0], seq, l.prev[:], now, body)
+	if reason := l.rotationDue(now, len(buf)); reason != "" {
+		l.rotateOrLog(now, reason)
+		seq = l.seq + 1
+		buf, sum = appendLine(buf[:0], seq, l.prev[:], now, body)
+	}
+	if l.unsyncedDir {
+		if err := syncDir(l.dir); err != nil {
+			return fmt.Errorf("write audit record %d: sync directory %s after a rotation: %w", seq, l.dir, err)
+		}
+		l.unsyncedDir = false
+	}
 	if cap(buf) <= maxKeptBuffer {
 		l.buf = buf
 	}
@@ -232,7 +438,7 @@ func (l *Log) Write(rec Record) error {
 	if err == nil && n != len(buf) {
 		err = io.ErrShortWrite
 	}
-	if err == nil && l.sync {
+	if err == nil && l.opts.Sync {
 		if err = l.f.Sync(); err != nil {
 			n = len(buf) // the line may be in the file
 		}
@@ -240,9 +446,9 @@ func (l *Log) Write(rec Record) error {
 	if err != nil {
 		err = fmt.Errorf("write audit record %d to %s: %w", seq, l.path, err)
 		if n > 0 {
-			if terr := l.f.Truncate(l.size); terr != nil {
-				l.err = fmt.Errorf("audit log %s: %w at offset %d: %w", l.path, ErrTorn, l.size, terr)
-				return fmt.Errorf("%w; %w", err, l.err)
+			l.dirty = true
+			if cerr := l.cut(); cerr != nil {
+				return fmt.Errorf("%w; %w", err, cerr)
 			}
 		}
 		return err
@@ -250,31 +456,104 @@ func (l *Log) Write(rec Record) error {
 	l.seq = seq
 	hex.Encode(l.prev[:], sum[:])
 	l.size += int64(len(buf))
+	if l.first == 0 {
+		l.first, l.born = seq, now
+	}
+	l.hasRecords = true
 	return nil
 }
 
-// Head returns the seq and hex hash of the last line in the file (0 and 64
-// zeros for an empty file). Saving it outside the file lets a later Verify
-// detect an edit or truncation at the end, which the chain alone cannot.
+// encodeBody masks rec's ToolInput and encodes rec without its chain
+// fields as a one-line JSON object.
+func encodeBody(rec Record) ([]byte, error) {
+	rec.Seq, rec.Time, rec.Prev = 0, time.Time{}, ""
+	if rec.ToolInput != nil {
+		masked, err := mask(rec.ToolInput)
+		if err != nil {
+			return nil, fmt.Errorf("mask tool_input: %w", err)
+		}
+		rec.ToolInput = masked
+	}
+	var enc bytes.Buffer
+	je := json.NewEncoder(&enc)
+	je.SetEscapeHTML(false) // keep "&&", "<" and ">" of commands greppable
+	if err := je.Encode(rec); err != nil {
+		return nil, fmt.Errorf("marshal audit record: %w", err)
+	}
+	body := bytes.TrimSuffix(enc.Bytes(), []byte{'\n'})
+	if len(body) < 2 || body[0] != '{' || bytes.IndexByte(body, '\n') >= 0 {
+		return nil, errors.New("marshal audit record: not a one-line object")
+	}
+	return body, nil
+}
+
+// appendLine appends to buf the line of body (an encoded record) at seq
+// after the line whose hash is prev, with its newline, and returns it with
+// the SHA-256 of the line without its newline.
+func appendLine(buf []byte, seq int64, prev []byte, t time.Time, body []byte) ([]byte, [sha256.Size]byte) {
+	buf = append(buf, `{"seq":`...)
+	buf = strconv.AppendInt(buf, seq, 10)
+	buf = append(buf, `,"time":"`...)
+	buf = t.AppendFormat(buf, time.RFC3339Nano)
+	buf = append(buf, `","prev":"`...)
+	buf = append(buf, prev...)
+	buf = append(buf, '"')
+	if len(body) > 2 {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, body[1:]...)
+	sum := sha256.Sum256(buf)
+	return append(buf, '\n'), sum
+}
+
+// cut truncates the file back to the end of its last good line (and syncs
+// the cut, with Options.Sync) after a failed write. It clears l.dirty when
+// it succeeds and returns an error wrapping ErrTorn when it does not.
+func (l *Log) cut() error {
+	err := l.f.Truncate(l.size)
+	if err == nil && l.opts.Sync {
+		err = l.f.Sync()
+	}
+	if err != nil {
+		return fmt.Errorf("audit log %s: %w after offset %d: %w", l.path, ErrTorn, l.size, err)
+	}
+	l.dirty = false
+	return nil
+}
+
+// Head returns the seq and hex hash of the last line of the log (0 and 64
+// zeros for an empty log). Saving it outside the log lets a later Verify
+// detect an edit or truncation at the end, which the chain alone cannot;
+// Options.Head does that.
 func (l *Log) Head() (seq int64, hash string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.seq, string(l.prev[:])
 }
 
-// Close flushes the file to disk, releases its lock and closes it. Later
+// Close flushes the file to disk, finishes the background work (the
+// compression of closed files waiting for it, which can take a second or
+// two for a large file), writes a last checkpoint to Options.Head,
+// releases the lock and closes the file. Later
 // Writes fail with ErrClosed; a second Close returns an error wrapping
 // ErrClosed.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return fmt.Errorf("close audit log %s: %w", l.path, ErrClosed)
 	}
 	l.closed = true
 	l.err = fmt.Errorf("audit log %s: %w", l.path, ErrClosed)
 	serr := l.f.Sync()
 	cerr := l.f.Close()
+	l.mu.Unlock()
+
+	close(l.stop)
+	l.wg.Wait()
+	l.tidy() // what the last rotations left, had the worker stopped first
+	l.writeHead(true)
+	unlockFile(l.lock)
 	if cerr != nil {
 		return fmt.Errorf("close audit log %s: %w", l.path, cerr)
 	}

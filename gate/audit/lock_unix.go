@@ -30,3 +30,27 @@ func lockFile(f *os.File) error {
 	}
 	return nil
 }
+
+// unlockFile releases f's flock and closes f. The explicit unlock matters:
+// a child forked meanwhile (by any goroutine of the process, until it
+// execs) shares the lock, which closing f alone would leave held.
+func unlockFile(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = syscall.Flock(int(fd), syscall.LOCK_UN) })
+	}
+	f.Close()
+}
+
+// syncDir fsyncs the directory dir, so that the names created, renamed or
+// removed in it survive a crash of the machine.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}

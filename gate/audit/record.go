@@ -11,6 +11,7 @@ const (
 	KindRun      Kind = "run"      // a sandbox run ended
 	KindEgress   Kind = "egress"   // a sandbox run made a network request
 	KindQuery    Kind = "query"    // a query was opened or closed
+	KindRotate   Kind = "rotate"   // the first line of a file that continues the chain of an earlier file
 )
 
 // Outcome says how a sandbox run ended.
@@ -33,13 +34,15 @@ const (
 // whatever the caller put there. They are exported so that a line decodes
 // back into a Record.
 type Record struct {
-	// Seq is the 1-based position of the line in the file.
+	// Seq is the 1-based position of the line in the log; it goes on across
+	// rotated files.
 	Seq int64 `json:"seq,omitempty"`
 	// Time is when the line was written, in UTC; it is written in RFC 3339
 	// with nanoseconds.
 	Time time.Time `json:"time,omitzero"`
 	// Prev is the hex SHA-256 of the previous line's bytes without its
-	// newline, or 64 zeros on the first line.
+	// newline, or 64 zeros on the first line of the log. The first line of
+	// a rotated file carries the hash of the last line of the file before.
 	Prev string `json:"prev,omitempty"`
 
 	// Kind is what the record is about.
@@ -64,8 +67,11 @@ type Record struct {
 	// PolicyRevision and PolicyHash identify the policy that decided.
 	PolicyRevision string `json:"policy_revision,omitempty"`
 	PolicyHash     string `json:"policy_hash,omitempty"`
-	// Client is the name the client gave in hello.
+	// Client is the name the client gave in hello ("claude-code" for the
+	// Claude Code hook endpoint).
 	Client string `json:"client,omitempty"`
+	// Session is the Claude Code CLI session a query serves (Kind "query").
+	Session string `json:"session,omitempty"`
 	// ToolInput is the tool's input. Write masks values under secret-looking
 	// keys (see Write) in a copy; the caller's value is never modified.
 	ToolInput any `json:"tool_input,omitempty"`
@@ -95,4 +101,13 @@ type Record struct {
 	Port      int    `json:"port,omitempty"`
 	BytesUp   int64  `json:"bytes_up,omitempty"`
 	BytesDown int64  `json:"bytes_down,omitempty"`
+
+	// Rotate fields (Kind "rotate", always the first line of a file, with
+	// the rotation's cause in Reason).
+	// PrevFile names the file before this one (its name without directory
+	// and without ".gz"); seq-1 and prev are its last line's.
+	PrevFile string `json:"prev_file,omitempty"`
+	// Pruned names the oldest files this rotation removes to keep
+	// Options.Keep; a verifier accepts their absence.
+	Pruned []string `json:"pruned,omitempty"`
 }

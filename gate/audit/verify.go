@@ -1,12 +1,9 @@
 package audit
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,11 +29,15 @@ type Report struct {
 }
 
 // chainFields are the parts of a line Verify checks; the rest of the
-// record is covered by the next line's hash.
+// record is covered by the next line's hash. Kind, PrevFile and Pruned
+// matter on rotate lines.
 type chainFields struct {
-	Seq  *int64 `json:"seq"`
-	Time string `json:"time"`
-	Prev string `json:"prev"`
+	Seq      *int64   `json:"seq"`
+	Time     string   `json:"time"`
+	Prev     string   `json:"prev"`
+	Kind     string   `json:"kind"`
+	PrevFile string   `json:"prev_file"`
+	Pruned   []string `json:"pruned"`
 }
 
 // parseLine decodes the chain fields of content, a line without its
@@ -141,37 +142,16 @@ func hashLine(content []byte) string {
 // removal of whole lines at the end, can only be seen by comparing the
 // Report with a head saved elsewhere (see Report.LastHash).
 func Verify(r io.Reader) (Report, error) {
-	rep := Report{LastHash: zeroHash}
-	br := bufio.NewReaderSize(r, 64<<10)
-	var long []byte // a line longer than br's buffer
-	for {
-		line, err := br.ReadSlice('\n')
-		if errors.Is(err, bufio.ErrBufferFull) {
-			long = append(long, line...)
-			continue
-		}
-		if long != nil {
-			line = append(long, line...)
-			long = nil
-		}
-		if err != nil && !errors.Is(err, io.EOF) {
-			return rep, fmt.Errorf("read audit log: %w", err)
-		}
-		if len(line) == 0 {
-			return rep, nil
-		}
-		complete := line[len(line)-1] == '\n'
-		content := bytes.TrimSuffix(line, []byte{'\n'})
-		lineNo := rep.Lines + 1
-		seq, reason := checkLine(content, complete, rep.LastSeq+1, rep.LastHash, lineNo)
-		if reason != "" {
-			return rep, &BreakError{Line: lineNo, Seq: seq, Reason: reason}
-		}
-		rep.Lines, rep.LastSeq, rep.LastHash = lineNo, seq, hashLine(content)
-		if err != nil {
-			return rep, nil
-		}
+	var c Chain
+	err := eachLine(r, func(content []byte, complete bool) error { return c.Next(content, complete) })
+	rep, cerr := c.Report()
+	switch {
+	case cerr != nil:
+		return rep, cerr
+	case err != nil:
+		return rep, fmt.Errorf("read audit log: %w", err)
 	}
+	return rep, nil
 }
 
 // VerifyFile is Verify on the file at path; its errors name the file.

@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -21,16 +22,19 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 	tests := []struct {
 		name string
 		// setup breaks l; it returns the record to write.
-		setup func(l *Log) Record
+		setup func(t *testing.T, l *Log) Record
 		// wantErr is wrapped by Write's error.
 		wantErr error
 		// usable says whether the Log takes writes after the failure once
-		// its writer is restored.
+		// its writer and file are restored.
 		usable bool
+		// refusedUntilRestored says whether writes fail, with an error
+		// wrapping ErrTorn, until the file is restored.
+		refusedUntilRestored bool
 	}{
 		{
 			name: "a writer that fails before writing",
-			setup: func(l *Log) Record {
+			setup: func(_ *testing.T, l *Log) Record {
 				l.w = writerFunc(func([]byte) (int, error) { return 0, errDiskFull })
 				return Record{Kind: KindDecision}
 			},
@@ -39,7 +43,7 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 		},
 		{
 			name: "a writer that fails after half the line has its half cut off",
-			setup: func(l *Log) Record {
+			setup: func(_ *testing.T, l *Log) Record {
 				l.w = writerFunc(func(p []byte) (int, error) {
 					n, _ := l.f.Write(p[:len(p)/2])
 					return n, errDiskFull
@@ -51,7 +55,7 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 		},
 		{
 			name: "a short write without an error is a failure",
-			setup: func(l *Log) Record {
+			setup: func(_ *testing.T, l *Log) Record {
 				l.w = writerFunc(func(p []byte) (int, error) { return l.f.Write(p[:len(p)-1]) })
 				return Record{Kind: KindDecision}
 			},
@@ -60,14 +64,14 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 		},
 		{
 			name: "a tool_input that is not JSON fails before writing",
-			setup: func(*Log) Record {
+			setup: func(*testing.T, *Log) Record {
 				return Record{Kind: KindDecision, ToolInput: json.RawMessage(`{"command":`)}
 			},
 			usable: true,
 		},
 		{
 			name: "a tool_input with data after its JSON fails before writing",
-			setup: func(*Log) Record {
+			setup: func(*testing.T, *Log) Record {
 				return Record{Kind: KindDecision, ToolInput: json.RawMessage(`{"a":1} {"b":2}`)}
 			},
 			wantErr: errTrailingData,
@@ -75,14 +79,14 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 		},
 		{
 			name: "a tool_input that cannot be encoded fails before writing",
-			setup: func(*Log) Record {
+			setup: func(*testing.T, *Log) Record {
 				return Record{Kind: KindDecision, ToolInput: map[string]any{"c": make(chan int)}}
 			},
 			usable: true,
 		},
 		{
 			name: "a tool_input that contains itself fails before writing",
-			setup: func(*Log) Record {
+			setup: func(*testing.T, *Log) Record {
 				m := map[string]any{}
 				m["self"] = m
 				return Record{Kind: KindDecision, ToolInput: m}
@@ -92,23 +96,33 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 		},
 		{
 			name: "a file closed under the log",
-			setup: func(l *Log) Record {
+			setup: func(_ *testing.T, l *Log) Record {
 				l.f.Close()
 				return Record{Kind: KindDecision}
 			},
 			wantErr: os.ErrClosed,
 		},
 		{
-			name: "a partial line that cannot be cut makes the log refuse writes",
-			setup: func(l *Log) Record {
+			name: "a partial line that cannot be cut is cut by a later write",
+			setup: func(t *testing.T, l *Log) Record {
+				// A read-only descriptor of the same file cannot truncate it.
+				ro, err := os.Open(l.path)
+				if err != nil {
+					t.Fatalf("open read-only: %v", err)
+				}
+				t.Cleanup(func() { ro.Close() })
+				rw := l.f
 				l.w = writerFunc(func(p []byte) (int, error) {
-					n, _ := l.f.Write(p[:len(p)/2])
-					l.f.Close()
+					n, _ := rw.Write(p[:len(p)/2])
 					return n, errDiskFull
 				})
+				l.f = ro
+				t.Cleanup(func() { l.f = rw })
 				return Record{Kind: KindDecision}
 			},
-			wantErr: ErrTorn,
+			wantErr:              ErrTorn,
+			usable:               true,
+			refusedUntilRestored: true,
 		},
 	}
 	for _, tc := range tests {
@@ -119,14 +133,19 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Open: %v", err)
 			}
-			defer l.Close()
+			rw := l.f
+			defer func() { l.f = rw; l.Close() }()
 			for range 2 {
 				if err := l.Write(Record{Kind: KindQuery}); err != nil {
 					t.Fatalf("Write: %v", err)
 				}
 			}
 			seq, hash := l.Head()
-			rec := tc.setup(l)
+			good, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := tc.setup(t, l)
 			err = l.Write(rec)
 			if err == nil {
 				t.Fatalf("Write succeeded, want an error")
@@ -143,7 +162,15 @@ func TestFailedWriteLeavesTheChainAsItWas(t *testing.T) {
 				}
 				return
 			}
-			l.w = l.f
+			l.w = rw
+			if tc.refusedUntilRestored {
+				if err := l.Write(Record{Kind: KindQuery}); !errors.Is(err, ErrTorn) {
+					t.Errorf("Write before the file can be cut = %v, want an error wrapping ErrTorn", err)
+				}
+				l.f = rw
+			} else if now, err := os.ReadFile(path); err != nil || !bytes.Equal(now, good) {
+				t.Errorf("after the failed Write the file is %q (%v), want it as before: %q", now, err, good)
+			}
 			if err := l.Write(Record{Kind: KindQuery}); err != nil {
 				t.Fatalf("Write after failure: %v", err)
 			}

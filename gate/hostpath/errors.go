@@ -20,4 +20,9 @@ var (
 	// ErrUnknownUser means a ~user path names a user the system does not
 	// know, or one without an absolute home directory.
 	ErrUnknownUser = errors.New("unknown user")
+	// ErrProcessRelative means the path, or a symbolic link on its way,
+	// leads through a name the kernel resolves relative to the process that
+	// opens it (/proc/self, /proc/<pid>, /dev/fd, /dev/stdin, …): resolved
+	// here it would describe the sidecar's process, not the agent's.
+	ErrProcessRelative = errors.New("relative to the process that opens it: the sidecar would resolve it in its own process, not in the agent's")
 )

@@ -70,17 +70,24 @@ type Path struct {
 // Normalize returns an error wrapping ErrEmpty, ErrNUL, ErrTooLong (raw or
 // Abs longer than MaxPathBytes, or a component longer than MaxNameBytes),
 // ErrNotAbsolute (o.Home or o.Cwd set to a relative path, or needed and
-// unset), ErrUnknownUser or ErrSymlinkLoop; or the file system's error when
-// a component cannot be examined (for example fs.ErrPermission). Callers
-// deny on any error.
+// unset), ErrUnknownUser, ErrSymlinkLoop or ErrProcessRelative (Abs, a
+// link's target or a link's own place is process-relative, see
+// ProcessRelative); or the file system's error when a component cannot be
+// examined (for example fs.ErrPermission). Callers deny on any error.
 func Normalize(raw string, o Options) (Path, error) {
 	abs, err := absolute(raw, o)
 	if err != nil {
 		return Path{}, fmt.Errorf("normalize %s: %w", quote(raw), err)
 	}
+	if where, ok := ProcessRelative(abs); ok {
+		return Path{}, fmt.Errorf("normalize %s: %s is %w", quote(raw), where, ErrProcessRelative)
+	}
 	resolved, err := resolve(abs)
 	if err != nil {
 		return Path{}, fmt.Errorf("normalize %s: %w", quote(raw), err)
+	}
+	if where, ok := ProcessRelative(resolved); ok {
+		return Path{}, fmt.Errorf("normalize %s: it resolves to %s, which is %w", quote(raw), where, ErrProcessRelative)
 	}
 	return Path{Raw: raw, Abs: abs, Resolved: resolved}, nil
 }
@@ -218,6 +225,11 @@ func resolve(abs string) (string, error) {
 			resolved = next
 			continue
 		}
+		if Within(next, "/proc") {
+			// procfs links (self, net, <pid>/cwd, <pid>/fd/N) are "magic":
+			// what they lead to depends on who follows them.
+			return "", fmt.Errorf("resolve: the link %s is %w", quote(next), ErrProcessRelative)
+		}
 		links++
 		if links > MaxLinks {
 			return "", fmt.Errorf("resolve %s: more than %d links: %w", quote(next), MaxLinks, ErrSymlinkLoop)
@@ -231,6 +243,9 @@ func resolve(abs string) (string, error) {
 		}
 		if filepath.IsAbs(target) {
 			resolved = "/"
+			if where, ok := ProcessRelative(filepath.Clean(target)); ok {
+				return "", fmt.Errorf("resolve: the link %s leads to %s, which is %w", quote(next), where, ErrProcessRelative)
+			}
 		}
 		if rest != "" {
 			target += "/" + rest
@@ -238,6 +253,33 @@ func resolve(abs string) (string, error) {
 		rest = target
 	}
 	return resolved, nil
+}
+
+// processRelativeDirs are the paths the kernel resolves relative to the
+// process that opens them; below /proc, a number (a pid) counts too.
+var processRelativeDirs = []string{
+	"/proc/self", "/proc/thread-self", "/proc/net", "/proc/mounts",
+	"/dev/fd", "/dev/stdin", "/dev/stdout", "/dev/stderr",
+}
+
+// ProcessRelative reports whether p, an absolute clean path, lies in (or
+// is) a path the kernel resolves relative to the process that opens it:
+// /proc/self, /proc/thread-self, /proc/<pid> (with its task/<tid>), the
+// links /proc/net and /proc/mounts (to self), /dev/fd, /dev/stdin,
+// /dev/stdout and /dev/stderr. It returns the part of p that is.
+func ProcessRelative(p string) (string, bool) {
+	for _, d := range processRelativeDirs {
+		if Within(p, d) {
+			return d, true
+		}
+	}
+	if rest, ok := strings.CutPrefix(p, "/proc/"); ok {
+		pid, _, _ := strings.Cut(rest, "/")
+		if pid != "" && strings.Trim(pid, "0123456789") == "" {
+			return "/proc/" + pid, true
+		}
+	}
+	return "", false
 }
 
 // quote quotes p for an error message, shortened when long.

@@ -73,7 +73,17 @@ type FS struct {
 	Deps string `yaml:"deps" json:"deps"`
 	// Deny are host path globs ("~/.ssh/**", "**/.env") that no host file
 	// tool may touch and no mount may expose, even inside the workspace.
+	// Globs are matched by internal/pathglob: a relative glob matches at
+	// any depth, and case is ignored.
 	Deny []string `yaml:"deny" json:"deny"`
+	// WriteProtect are host path globs, in the syntax of Deny, that no host
+	// file tool may create, change or move into, even inside the workspace;
+	// reading them is not affected. They add to the built-in list
+	// (BuiltinWriteProtect), which is always in force.
+	WriteProtect []string `yaml:"write_protect" json:"write_protect"`
+	// WriteProtectAllow names groups of the built-in write-protect list to
+	// lift (only those whose Liftable is true).
+	WriteProtectAllow []string `yaml:"write_protect_allow" json:"write_protect_allow"`
 }
 
 // Tmpfs is a size-limited in-memory filesystem.
@@ -168,6 +178,8 @@ func Default() Policy {
 // Clone returns a deep copy of the sandbox section.
 func (s Sandbox) Clone() Sandbox {
 	s.FS.Deny = slices.Clone(s.FS.Deny)
+	s.FS.WriteProtect = slices.Clone(s.FS.WriteProtect)
+	s.FS.WriteProtectAllow = slices.Clone(s.FS.WriteProtectAllow)
 	s.Net.Allow = slices.Clone(s.Net.Allow)
 	s.Net.Deny = slices.Clone(s.Net.Deny)
 	return s

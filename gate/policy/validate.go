@@ -3,6 +3,7 @@ package policy
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -10,7 +11,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/hostdirs"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
 )
 
 // Validate checks a policy built in code (Load and Decode already validate)
@@ -117,28 +120,25 @@ func (v *validator) tools(t Tools) {
 	}
 }
 
-// forbiddenDeps are host directories never mounted into a sandbox.
-var forbiddenDeps = []string{"/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/home", "/run", "/var/run", "/var/lib/docker"}
-
 func (v *validator) sandbox(s Sandbox, pre string) {
 	v.positive(pre+"fs.workspace.size", float64(s.FS.Workspace.Size))
 	v.positive(pre+"fs.tmp.size", float64(s.FS.Tmp.Size))
 	if d := s.FS.Deps; d != "" {
-		clean := filepath.Clean(d)
 		switch {
 		case !filepath.IsAbs(d):
 			v.add(pre+"fs.deps", "%q must be an absolute host path", d)
-		case slices.Contains(forbiddenDeps, clean) || strings.HasPrefix(clean, "/home/") && strings.Count(clean, "/") == 2:
-			v.add(pre+"fs.deps", "%q may never be mounted into a sandbox", d)
-		case strings.Contains(clean, "docker.sock"):
+		case strings.Contains(filepath.Clean(d), "docker.sock"):
 			v.add(pre+"fs.deps", "the Docker socket may never be mounted into a sandbox")
+		default:
+			// The runner checks the resolved directory again before each run.
+			if err := hostdirs.Check(d, nil); err != nil {
+				v.add(pre+"fs.deps", "%q may never be mounted into a sandbox: %v", d, err)
+			}
 		}
 	}
-	for i, g := range s.FS.Deny {
-		if strings.TrimSpace(g) == "" {
-			v.add(fmt.Sprintf("%sfs.deny[%d]", pre, i), "empty glob")
-		}
-	}
+	v.globs(pre+"fs.deny", s.FS.Deny)
+	v.globs(pre+"fs.write_protect", s.FS.WriteProtect)
+	v.writeProtectAllow(pre+"fs.write_protect_allow", s.FS.WriteProtectAllow)
 	v.hostPatterns(pre+"net.allow", s.Net.Allow, nethost.ParseAllow)
 	v.hostPatterns(pre+"net.deny", s.Net.Deny, nethost.ParsePattern)
 	v.positive(pre+"proc.cpus", s.Proc.CPUs)
@@ -162,6 +162,53 @@ func (v *validator) sandbox(s Sandbox, pre string) {
 	}
 	if n := s.Output.MaxFilesBytes; n > MaxOutputFilesBytes {
 		v.add(pre+"output.max_files_bytes", "%s is over the most a run may return, %s", n, ByteSize(MaxOutputFilesBytes))
+	}
+}
+
+// globs checks a list of host path globs (fs.deny): each compiles with the
+// one matcher (internal/pathglob), and "~" is the only form of home
+// directory ("~user/..." is not expanded in globs).
+func (v *validator) globs(path string, globs []string) {
+	for i, g := range globs {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		switch {
+		case strings.TrimSpace(g) == "":
+			v.add(at, "empty glob")
+		case strings.HasPrefix(g, "~") && g != "~" && !strings.HasPrefix(g, "~/"):
+			v.add(at, "%q: only ~ and ~/ are expanded in globs, not ~user; write the home directory out", g)
+		default:
+			if _, err := pathglob.Compile([]string{g}); err != nil {
+				v.add(at, "%q is not a glob: %v", g, errors.Unwrap(err))
+			}
+		}
+	}
+}
+
+// writeProtectAllow checks the names of built-in write-protect groups to
+// lift: each must exist, be liftable, appear once, and come with the group
+// it lies within.
+func (v *validator) writeProtectAllow(path string, names []string) {
+	groups := map[string]ProtectGroup{}
+	var liftable []string
+	for _, g := range BuiltinWriteProtect() {
+		groups[g.Name] = g
+		if g.Liftable {
+			liftable = append(liftable, g.Name)
+		}
+	}
+	for i, n := range names {
+		at := fmt.Sprintf("%s[%d]", path, i)
+		g, ok := groups[n]
+		switch {
+		case !ok:
+			v.add(at, "%q is not a built-in write-protect group (liftable: %s)", n, strings.Join(liftable, ", "))
+		case !g.Liftable:
+			v.add(at, "%q cannot be lifted: %s (liftable: %s)", n, g.Why, strings.Join(liftable, ", "))
+		case slices.Index(names, n) < i:
+			v.add(at, "%q is listed twice", n)
+		case g.Within != "" && !slices.Contains(names, g.Within):
+			v.add(at, "%q lies within %q, which still protects it: lift %q too", n, g.Within, g.Within)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -49,11 +50,18 @@ type conn struct {
 
 	mu      sync.Mutex
 	queries map[string]*query
+	// attached are the Claude Code session queries this connection
+	// attached to and has not closed; it detaches them when it ends.
+	attached []*query
 }
 
-// query is one open query of a connection.
+// query is one open query: of a connection, or of a Claude Code session
+// (then shared by the hook endpoint and the connections attached to it).
 type query struct {
 	q *gate.Query
+	// closed is set when a session's query is closed under its attached
+	// connections; they then treat its id as unknown.
+	closed atomic.Bool
 	// authorized holds tool_use_ids allowed for the sandbox tool and not yet
 	// run, in the order they were allowed.
 	mu         sync.Mutex
@@ -113,6 +121,12 @@ func (c *conn) serve() {
 	close(c.jobs)
 	c.handlers.Wait()
 	c.removeWorkspaces()
+	c.mu.Lock()
+	for _, q := range c.attached {
+		c.s.cli.detach(q)
+	}
+	c.attached = nil
+	c.mu.Unlock()
 	close(c.out)
 	<-writerDone
 	_ = c.ws.Close()
@@ -236,35 +250,32 @@ func decisionWorker(jobs <-chan func()) {
 // stackBallast is sized for the stack one decision grows to.
 const stackBallast = 24 << 10
 
-// removeWorkspaces removes the workspaces of the connection's queries
-// once it ended: a query belongs to its connection.
+// removeWorkspaces removes the workspaces of the connection's own queries
+// once it ended: such a query belongs to its connection. A Claude Code
+// session's query it attached to outlives it, and so does its workspace.
 func (c *conn) removeWorkspaces() {
 	c.mu.Lock()
 	ids := make([]string, 0, len(c.queries))
-	for id := range c.queries {
-		ids = append(ids, id)
+	for id, q := range c.queries {
+		if !slices.Contains(c.attached, q) {
+			ids = append(ids, id)
+		}
 	}
 	c.mu.Unlock()
 	for _, id := range ids {
-		c.removeWorkspace(id)
-	}
-}
-
-// removeWorkspace removes the workspace of query id, if the sidecar keeps
-// workspaces and the query had one.
-func (c *conn) removeWorkspace(id string) {
-	if c.s.cfg.Workspaces == nil {
-		return
-	}
-	if err := c.s.cfg.Workspaces.Remove(id); err != nil {
-		c.s.log.Warn("remove a query's workspace", "query_id", id, "err", err)
+		c.s.removeWorkspace(id)
 	}
 }
 
 func (c *conn) query(id string) *query {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.queries[id]
+	q := c.queries[id]
+	if q != nil && q.closed.Load() {
+		delete(c.queries, id)
+		return nil
+	}
+	return q
 }
 
 func unknownQuery(reqID, queryID string) *wire.Error {

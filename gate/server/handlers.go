@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
@@ -15,49 +16,84 @@ import (
 )
 
 func (c *conn) openQuery(r *wire.OpenQuery) {
+	var (
+		q    *query
+		werr *wire.Error
+	)
+	if r.ClaudeCodeSession != "" {
+		q, werr = c.s.cli.attach(c.ctx, r.ClaudeCodeSession, c.client)
+	} else {
+		q, werr = c.s.openQuery(c.ctx, c.client, "", r.SandboxPolicy)
+	}
+	if werr != nil {
+		werr.ID = r.ID
+		c.sendError(werr)
+		return
+	}
+	eff, err := q.q.Effective(c.ctx)
+	if err != nil {
+		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
+		return
+	}
+	c.mu.Lock()
+	if r.ClaudeCodeSession != "" {
+		c.attached = append(c.attached, q)
+	}
+	c.queries[q.q.ID] = q
+	c.mu.Unlock()
+	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON})
+}
+
+// openQuery opens a query for client with a sandbox override (nil for
+// none) and writes its audit line; session names the Claude Code session
+// it serves, if any. The error has no ID: the caller sets it.
+func (s *Server) openQuery(ctx context.Context, client, session string, override []byte) (*query, *wire.Error) {
 	id := newID("q_")
-	q, err := c.s.cfg.Engine.OpenQuery(c.ctx, id, r.SandboxPolicy)
-	rec := audit.Record{Kind: audit.KindQuery, QueryID: id, Client: c.client, PolicyRevision: c.s.cfg.Engine.Revision()}
-	if len(r.SandboxPolicy) > 0 {
-		rec.ToolInput = r.SandboxPolicy
+	q, err := s.cfg.Engine.OpenQuery(ctx, id, override)
+	rec := audit.Record{Kind: audit.KindQuery, QueryID: id, Client: client, Session: session, PolicyRevision: s.cfg.Engine.Revision()}
+	if len(override) > 0 {
+		rec.ToolInput = json.RawMessage(override)
 	}
 	if err != nil {
 		var oe *gate.OverrideError
 		if errors.As(err, &oe) {
 			rec.Decision, rec.Rule, rec.Reason = gate.Deny, "override.rejected", oe.Error()+": "+fmt.Sprint(oe.Violations)
-			_ = c.s.cfg.Auditor.Write(rec)
-			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodePolicyOverrideRejected, Message: oe.Error(), Violations: oe.Violations})
-			return
+			_ = s.cfg.Auditor.Write(rec)
+			return nil, &wire.Error{Code: wire.CodePolicyOverrideRejected, Message: oe.Error(), Violations: oe.Violations}
 		}
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
-		return
+		return nil, &wire.Error{Code: wire.CodeInternal, Message: "open query: " + err.Error()}
 	}
-	eff, err := q.Effective(c.ctx)
+	eff, err := q.Effective(ctx)
 	if err != nil {
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
-		return
+		return nil, &wire.Error{Code: wire.CodeInternal, Message: "open query: " + err.Error()}
 	}
 	rec.Decision, rec.PolicyHash = gate.Allow, eff.Hash
-	if err := c.s.cfg.Auditor.Write(rec); err != nil {
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the audit log cannot be written, so no query is opened: " + err.Error()})
-		return
+	if err := s.cfg.Auditor.Write(rec); err != nil {
+		return nil, &wire.Error{Code: wire.CodeInternal, Message: "the audit log cannot be written, so no query is opened: " + err.Error()}
 	}
-	c.mu.Lock()
-	c.queries[id] = &query{q: q}
-	c.mu.Unlock()
-	c.send(wire.QueryOpened{ID: r.ID, QueryID: id, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON})
+	return &query{q: q}, nil
 }
 
 func (c *conn) closeQuery(r *wire.CloseQuery) {
 	c.mu.Lock()
-	_, ok := c.queries[r.QueryID]
+	q, ok := c.queries[r.QueryID]
 	delete(c.queries, r.QueryID)
+	session := false
+	if i := slices.Index(c.attached, q); ok && i >= 0 {
+		// A Claude Code session's query outlives the connection: closing
+		// it here only detaches it (its workspace stays with it).
+		c.attached = slices.Delete(c.attached, i, i+1)
+		c.s.cli.detach(q)
+		session = true
+	}
 	c.mu.Unlock()
 	if !ok {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
-	c.removeWorkspace(r.QueryID)
+	if !session {
+		c.s.removeWorkspace(r.QueryID)
+	}
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
 
@@ -72,32 +108,42 @@ func Call(r *wire.Decide) gate.Call {
 }
 
 func (c *conn) decide(r *wire.Decide) {
-	start := time.Now()
 	q := c.query(r.QueryID)
 	if q == nil {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
-	d, err := q.q.Decide(c.ctx, Call(r))
+	id, d := c.s.decide(c.ctx, q, c.client, Call(r))
+	c.send(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
+}
+
+// decide is the one decision path of the sidecar, for the WebSocket and
+// the Claude Code hook endpoint alike: it decides call in query q, writes
+// the audit line (an audit failure turns the decision into a deny),
+// remembers an allowed sandbox tool use for its run, and counts it. It
+// returns the decision's id and the decision.
+func (s *Server) decide(ctx context.Context, q *query, client string, call gate.Call) (string, gate.Decision) {
+	start := time.Now()
+	d, err := q.q.Decide(ctx, call)
 	if err != nil {
-		c.s.log.Warn("decision failed closed", "query_id", r.QueryID, "tool", r.ToolName, "err", err)
+		s.log.Warn("decision failed closed", "query_id", q.q.ID, "tool", call.ToolName, "err", err)
 	}
 	id := newID("d_")
-	if err := c.s.cfg.Auditor.Write(audit.Record{
-		Kind: audit.KindDecision, DecisionID: id, QueryID: r.QueryID, ToolUseID: r.ToolUseID,
-		Tool: r.ToolName, Event: r.Event, Decision: d.Decision, Rule: d.Rule, Reason: d.Reason,
-		PolicyRevision: d.Revision, PolicyHash: d.PolicyHash, Client: c.client, ToolInput: r.ToolInput,
+	if err := s.cfg.Auditor.Write(audit.Record{
+		Kind: audit.KindDecision, DecisionID: id, QueryID: q.q.ID, ToolUseID: call.ToolUseID,
+		Tool: call.ToolName, Event: call.Event, Decision: d.Decision, Rule: d.Rule, Reason: d.Reason,
+		PolicyRevision: d.Revision, PolicyHash: d.PolicyHash, Client: client, ToolInput: call.ToolInput,
 	}); err != nil {
-		c.s.log.Error("audit write failed; denying", "err", err)
+		s.log.Error("audit write failed; denying", "err", err)
 		d.Decision, d.Rule = gate.Deny, gate.RuleError
 		d.Reason = "gatekeeper could not write its audit log, so the call is denied"
 	}
-	if d.Decision == gate.Allow && r.ToolName == gate.SandboxTool && r.ToolUseID != "" {
-		q.authorize(r.ToolUseID)
+	if d.Decision == gate.Allow && call.ToolName == gate.SandboxTool && call.ToolUseID != "" {
+		q.authorize(call.ToolUseID)
 	}
-	c.s.metrics.decisions.WithLabelValues(d.Decision, d.Rule).Inc()
-	c.s.metrics.latency.Observe(time.Since(start).Seconds())
-	c.send(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
+	s.metrics.decisions.WithLabelValues(d.Decision, d.Rule).Inc()
+	s.metrics.latency.Observe(time.Since(start).Seconds())
+	return id, d
 }
 
 // run re-decides a run itself, runs it, streams its output and reports it.
@@ -134,7 +180,7 @@ func (c *conn) run(r *wire.Run) {
 		return
 	}
 	d, _ := q.q.Decide(c.ctx, gate.Call{Event: gate.EventRun, ToolName: gate.SandboxTool, ToolInput: raw, ToolUseID: r.ToolUseID,
-		MCPServer: &gate.MCPServer{Name: "sandboxed_code", Source: wire.SourceSDK}})
+		MCPServer: &gate.MCPServer{Name: gate.SandboxServer, Source: wire.SourceSDK}})
 	rec.PolicyRevision, rec.PolicyHash = d.Revision, d.PolicyHash
 	if d.Decision != gate.Allow {
 		deny(d.Rule, d.Reason)
@@ -223,6 +269,10 @@ func (c *conn) run(r *wire.Run) {
 	if err := c.s.cfg.Auditor.Write(rec); err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})
 		return
+	}
+	if o := c.s.cfg.RunObserver; o != nil {
+		spec.OnOutput = nil
+		o.ObserveRun(RunInfo{Spec: spec, Result: res, ToolUseID: r.ToolUseID, Policy: eff.JSON, PolicyHash: eff.Hash})
 	}
 	c.send(wire.RunResult{ID: r.ID, RunReport: report})
 }

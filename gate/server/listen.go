@@ -25,7 +25,7 @@ func Listen(addr string, allowRemote bool) (net.Listener, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listen %s: %w", addr, err)
 		}
-		if !allowRemote && !isLoopback(host) {
+		if !allowRemote && !IsLoopback(host) {
 			return nil, fmt.Errorf("listen %s: %q is not a loopback address; pass --allow-remote to listen beyond this machine", addr, host)
 		}
 		return net.Listen("tcp", hostport)
@@ -33,7 +33,9 @@ func Listen(addr string, allowRemote bool) (net.Listener, error) {
 	return nil, fmt.Errorf("listen %s: want unix:///path or tcp://host:port", addr)
 }
 
-func isLoopback(host string) bool {
+// IsLoopback reports whether host (a name or an IP literal, without a
+// port) is this machine: "localhost" or a loopback address.
+func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}

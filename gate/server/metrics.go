@@ -13,9 +13,14 @@ type metrics struct {
 	runs        *prometheus.CounterVec
 }
 
-func newMetrics() *metrics {
+// newMetrics registers the server's collectors on reg (a new registry when
+// nil).
+func newMetrics(reg *prometheus.Registry) *metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	m := &metrics{
-		reg: prometheus.NewRegistry(),
+		reg: reg,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_decisions_total", Help: "Tool-call decisions by result and rule.",
 		}, []string{"decision", "rule"}),

@@ -18,7 +18,7 @@ sandbox:
     enabled: true
     allow: ["*.example.com", "pypi.org", "api.local:8443", "*.amazonaws.com", "10.0.0.1"]
     deny: ["bad.example.com", "upgrade.example.com:443", "127.0.0.1"]
-ceilings: {net_hosts: ["*.example.com", "files.pythonhosted.org:443"]}
+ceilings: {net_hosts: ["*.example.com", "files.pythonhosted.org:443", "*.amazonaws.com"]}
 `
 
 // TestLookAlikeHostsInWebFetch sends WebFetch calls whose url spells a
@@ -68,6 +68,9 @@ func TestLookAlikeHostsInWebFetch(t *testing.T) {
 		{"the denied address in octal", "https://0177.0.0.1/", "deny", "net.host_denied", "host 127.0.0.1 "},
 		{"the denied address as mapped IPv6", "https://[::ffff:127.0.0.1]/", "deny", "net.host_denied", "host 127.0.0.1 "},
 		{"the denied address in full-width digits", "https://１２７.０.０.１/", "deny", "net.host_denied", "host 127.0.0.1 "},
+		{"the denied address as mapped IPv6 in hex", "https://[::ffff:7f00:1]/", "deny", "net.host_denied", "host 127.0.0.1 "},
+		{"the denied address with a trailing dot", "https://127.0.0.1./", "deny", "net.host_denied", "host 127.0.0.1 "},
+		{"the denied address in hex parts behind a backslash", `https:\\0x7f.1\x`, "deny", "net.host_denied", "host 127.0.0.1 "},
 		{"an http url is fetched on 443, which is denied", "http://upgrade.example.com/", "deny", "net.host_denied", `host upgrade.example.com is forbidden by sandbox.net.deny pattern "upgrade.example.com:443"`},
 		{"an http url with port 80 is fetched on 443 too", "http://upgrade.example.com:80/", "deny", "net.host_denied", "upgrade.example.com:443"},
 		{"an http url keeps another port", "http://api.local:8443/", "allow", "net.host_allowed", "api.local"},
@@ -116,6 +119,9 @@ func TestOverrideHostsWithinCeilingsAreCheckedInGo(t *testing.T) {
 		{"another port than the ceiling's", `["files.pythonhosted.org:80"]`, "sandbox.net.allow host files.pythonhosted.org:80 is not within ceilings.net_hosts"},
 		{"a look-alike suffix", `["notexample.com"]`, "sandbox.net.allow host notexample.com is not within ceilings.net_hosts"},
 		{"a broader wildcard", `["*.com"]`, `host pattern too broad: "*.com"`},
+		{"a host under a wildcard ceiling, no public suffix between", `["ec2.amazonaws.com"]`, ""},
+		{"a host across a public suffix below a wildcard ceiling", `["attacker.s3.amazonaws.com"]`, "sandbox.net.allow host attacker.s3.amazonaws.com is not within ceilings.net_hosts"},
+		{"a wildcard across a public suffix below a wildcard ceiling", `["*.attacker.s3.amazonaws.com"]`, "sandbox.net.allow host *.attacker.s3.amazonaws.com is not within ceilings.net_hosts"},
 		{"a non-canonical spelling", `["A.EXAMPLE.COM"]`, `"A.EXAMPLE.COM" is not written in canonical form; write "a.example.com"`},
 	}
 	for _, tc := range tests {

@@ -7,6 +7,7 @@ package server
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"net"
@@ -17,11 +18,13 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
@@ -46,6 +49,26 @@ type Auditor interface {
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
 
+// RunObserver is told about each run the runner finished, after its audit
+// line is written and before its result is sent (the live console keeps
+// recent runs' output this way). ObserveRun is called from the run's
+// goroutine: it must not block, and must copy what it keeps of info.
+type RunObserver interface {
+	ObserveRun(info RunInfo)
+}
+
+// RunInfo is one finished run as the server saw it.
+type RunInfo struct {
+	// Spec is what ran: code, files, timeout and the resolved sandbox.
+	Spec      runner.Spec
+	Result    runner.Result
+	ToolUseID string
+	// Policy is the query's effective policy (canonical JSON, as in
+	// query_opened) and PolicyHash its hash.
+	Policy     json.RawMessage
+	PolicyHash string
+}
+
 // Config wires a Server. Engine, Auditor and Token are required.
 type Config struct {
 	Engine  *gate.Engine
@@ -67,6 +90,14 @@ type Config struct {
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.
 	AllowedOrigins []string
+	// RunObserver, when set, is told about each finished run.
+	RunObserver RunObserver
+	// Registry is the Prometheus registry /metrics serves and the server's
+	// own collectors join; nil means a new one.
+	Registry *prometheus.Registry
+	// UI, when set, is served under /ui/ (the live console); it does its
+	// own authentication.
+	UI http.Handler
 	// Version is reported in welcome ("gatekeeper/<Version>").
 	Version string
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
@@ -82,7 +113,9 @@ type Config struct {
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
-	Logger                    *slog.Logger
+	// ClaudeCode bounds the Claude Code CLI sessions of the hook endpoint.
+	ClaudeCode ClaudeCodeConfig
+	Logger     *slog.Logger
 }
 
 // Server serves the protocol. Create it with New; it is safe for
@@ -94,6 +127,7 @@ type Server struct {
 	upgrader websocket.Upgrader
 
 	floods floods
+	cli    *cliSessions
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -138,8 +172,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.FloodGCPercent == 0 {
 		cfg.FloodGCPercent = 25
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(), conns: map[*conn]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
+	s.cli = newCLISessions(s, cfg.ClaudeCode)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
@@ -148,19 +183,30 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the HTTP handler: /v1/ws, /healthz and /metrics.
+// Handler returns the HTTP handler: /v1/ws, /healthz, /metrics, the
+// Claude Code hook endpoint and, with Config.UI, /ui/.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
+	if s.cfg.UI != nil {
+		mux.Handle("/ui/", s.cfg.UI)
+		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
+	}
 	return mux
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every
 // connection (cancelling their runs) and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+	return s.serve(ctx, ln, s.Handler())
+}
+
+// serve serves h on ln until ctx ends or serving fails.
+func (s *Server) serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
@@ -235,4 +281,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+}
+
+// removeWorkspace removes the workspace of query id, if the sidecar keeps
+// workspaces and the query had one: when the query ends.
+func (s *Server) removeWorkspace(id string) {
+	if s.cfg.Workspaces == nil {
+		return
+	}
+	if err := s.cfg.Workspaces.Remove(id); err != nil {
+		s.log.Warn("remove a query's workspace", "query_id", id, "err", err)
+	}
 }

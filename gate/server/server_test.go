@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
@@ -53,6 +54,10 @@ type options struct {
 	maxInFlight int
 	policy      string
 	ping, read  time.Duration
+	claudeCode  server.ClaudeCodeConfig
+	observer    server.RunObserver
+	ui          http.Handler
+	registry    *prometheus.Registry
 }
 
 func start(t testing.TB, o options) *harness {
@@ -80,8 +85,8 @@ func start(t testing.TB, o options) *harness {
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
-		PingInterval: o.ping, ReadTimeout: o.read, Workspaces: o.workspaces,
-		Artifacts: o.artifacts, StoreCode: artifacts.Always,
+		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
+		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

@@ -164,7 +164,7 @@ func isRequestType(t string) bool {
 // The keys each frame type defines; read-only lookup tables.
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
-	openQueryKeys  = []string{"type", "id", "sandbox_policy"}
+	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session"}
 	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
@@ -196,6 +196,15 @@ func decodeOpenQuery(r *reader) Request {
 	q := &OpenQuery{ID: r.requestID()}
 	if m := r.field("sandbox_policy", false, kindObject); m != nil {
 		q.SandboxPolicy = bytes.Clone(m.raw)
+	}
+	if m := r.field("claude_code_session", false, kindString); m != nil {
+		q.ClaudeCodeSession = r.str(m)
+		switch {
+		case q.ClaudeCodeSession == "" || utf8.RuneCountInString(q.ClaudeCodeSession) > MaxIDChars:
+			r.fail(CodeInvalidField, fmt.Sprintf(`field "claude_code_session" must be 1 to %d characters`, MaxIDChars))
+		case q.SandboxPolicy != nil:
+			r.fail(CodeInvalidField, `field "claude_code_session" excludes "sandbox_policy": a Claude Code session's query has the operator's base policy`)
+		}
 	}
 	return q
 }
@@ -238,22 +247,31 @@ func (r *reader) call(d *Decide, onWire bool) {
 // mcpServer decodes the mcp_server object, which Decode's scan already
 // checked for repeated and case-variant keys.
 func (r *reader) mcpServer(m *member) *MCPServer {
-	if r.err != nil {
+	sub := r.object(m, "mcp_server")
+	if sub == nil {
 		return nil
 	}
-	s := scanner{data: m.raw, foldTop: true}
-	if err := s.scan(); err != nil {
-		// Unreachable: m.raw is part of a frame that scanned.
-		r.fail(CodeInvalidField, fmt.Sprintf(`field "mcp_server": %v`, err))
-		return nil
-	}
-	sub := reader{typ: r.typ, id: r.id, members: s.members, prefix: "mcp_server."}
 	sub.known(mcpServerKeys)
 	srv := &MCPServer{}
 	srv.Name = sub.nonEmpty("name")
 	srv.Source = sub.enum("source", SourceSDK, SourceStdio, SourceSSE, SourceHTTP, SourceUnknown)
 	r.err = sub.err
 	return srv
+}
+
+// object returns a reader of the members of m, an object member named
+// field whose keys are compared ignoring case, or nil after a failure.
+func (r *reader) object(m *member, field string) *reader {
+	if r.err != nil {
+		return nil
+	}
+	s := scanner{data: m.raw, foldTop: true}
+	if err := s.scan(); err != nil {
+		// Unreachable: m.raw is part of a frame that scanned.
+		r.fail(CodeInvalidField, fmt.Sprintf(`field %q: %v`, field, err))
+		return nil
+	}
+	return &reader{typ: r.typ, id: r.id, members: s.members, prefix: field + "."}
 }
 
 func decodeRun(r *reader) Request {

@@ -22,6 +22,11 @@ type OpenQuery struct {
 	// repeated keys (see Decode) and not nested deeper than MaxDepth, or nil
 	// when absent. The policy package decodes and checks it.
 	SandboxPolicy json.RawMessage `json:"sandbox_policy,omitempty"`
+	// ClaudeCodeSession attaches the connection to the query of a Claude
+	// Code CLI session (its session_id, 1 to MaxIDChars characters), the
+	// query the hook endpoint decides in; "" when absent. It excludes
+	// SandboxPolicy: a session's query has the operator's base policy.
+	ClaudeCodeSession string `json:"claude_code_session,omitempty"`
 }
 
 // Decide asks for a decision on one tool call.

@@ -116,9 +116,13 @@ func (p Pattern) Allows(host string, port uint16) bool {
 	if !p.Match(host, port) {
 		return false
 	}
-	if !p.wildcard {
-		return true
-	}
+	return !p.wildcard || p.reaches(host)
+}
+
+// reaches reports whether host, a name below the wildcard p, has its
+// public suffix strictly above p's domain: whether the wildcard may allow
+// it. The one rule behind Allows and Covers.
+func (p Pattern) reaches(host string) bool {
 	suffix, _ := publicsuffix.PublicSuffix(host)
 	return strings.HasSuffix(p.host, "."+suffix)
 }
@@ -128,12 +132,15 @@ func (p Pattern) MatchAddr(addr netip.Addr, port uint16) bool {
 	return p.ip.IsValid() && p.ip == addr && (p.port == 0 || p.port == port)
 }
 
-// Covers reports whether every host and port q matches, p matches too: the
-// test of an override's allow pattern q against a ceilings.net_hosts entry
-// p. "*.example.com" covers "a.example.com", "*.a.example.com" and
-// "*.example.com"; a pattern without a port covers the same host with any
-// port; a wildcard never covers an IP address. The zero Pattern covers
-// nothing and is covered by nothing.
+// Covers reports whether every host and port q allows, p allows too
+// (Allows): the test of an override's allow pattern q against a
+// ceilings.net_hosts entry p. "*.example.com" covers "a.example.com",
+// "*.a.example.com" and "*.example.com"; "*.amazonaws.com" does not cover
+// "bucket.s3.amazonaws.com" or "*.bucket.s3.amazonaws.com", across the
+// public suffix "s3.amazonaws.com", which it does not allow either; a
+// pattern without a port covers the same host with any port; a wildcard
+// never covers an IP address. The zero Pattern covers nothing and is
+// covered by nothing.
 func (p Pattern) Covers(q Pattern) bool {
 	switch {
 	case p.host == "" || q.host == "":
@@ -143,7 +150,7 @@ func (p Pattern) Covers(q Pattern) bool {
 	case p.ip.IsValid() || q.ip.IsValid():
 		return p.ip == q.ip
 	case p.wildcard:
-		return strings.HasSuffix(q.host, "."+p.host) || (q.wildcard && q.host == p.host)
+		return q.wildcard && q.host == p.host || strings.HasSuffix(q.host, "."+p.host) && p.reaches(q.host)
 	default:
 		return !q.wildcard && q.host == p.host
 	}

@@ -272,6 +272,12 @@ func TestCovers(t *testing.T) {
 		{"a wildcard never covers an address", "*.example.com", "10.0.0.1", false},
 		{"an address does not cover a name", "10.0.0.1", "a.example.com", false},
 		{"IPv6 in any spelling", "[::1]", "[0:0:0:0:0:0:0:1]:8080", true},
+		// What a wildcard covers, it allows (Allows): never a host across a
+		// public suffix below it, which belongs to whoever registered it.
+		{"a wildcard covers a host with no public suffix between", "*.amazonaws.com", "ec2.amazonaws.com", true},
+		{"a wildcard does not cover a host across a public suffix below it", "*.amazonaws.com", "attacker.s3.amazonaws.com", false},
+		{"a wildcard does not cover a wildcard across a public suffix below it", "*.amazonaws.com", "*.attacker.s3.amazonaws.com", false},
+		{"a wildcard does not cover a host under a wildcard suffix rule", "*.amazonaws.com", "ec2-1-2-3-4.us-east-1.compute.amazonaws.com", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

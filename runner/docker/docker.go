@@ -69,6 +69,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"slices"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -280,6 +281,29 @@ func (r *Runner) readyCount() float64 {
 		return 0
 	}
 	return r.pool.readyCount()
+}
+
+// Status is what the engine says about itself.
+type Status struct {
+	// Version is the engine's version; Runtimes the OCI runtimes it has,
+	// sorted.
+	Version  string
+	Runtimes []string
+}
+
+// Status asks the engine for its version and runtimes now. An engine that
+// cannot be reached is an error wrapping runner.ErrUnavailable.
+func (r *Runner) Status(ctx context.Context) (Status, error) {
+	info, err := r.cli.Info(ctx)
+	if err != nil {
+		return Status{}, engineErr("engine info", err)
+	}
+	st := Status{Version: info.ServerVersion}
+	for name := range info.Runtimes {
+		st.Runtimes = append(st.Runtimes, name)
+	}
+	slices.Sort(st.Runtimes)
+	return st, nil
 }
 
 // Instance returns the runner's instance name.

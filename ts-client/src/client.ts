@@ -29,7 +29,10 @@ export interface GatekeeperClient {
    * before anything reaches the model; with an unreachable sidecar it
    * resolves, and every tool call is denied until the client reconnects
    * (Bash is then left out). It throws GatekeeperConfigError for options that would
-   * take tool calls out of gatekeeper's hands (see query()).
+   * take tool calls out of gatekeeper's hands or bring agent configuration
+   * in (see query()); those that point where the model may write are
+   * checked again against the policy's workspace_root once the sidecar
+   * has answered.
    */
   options(extra?: GatekeeperClientQueryOptions): Promise<Options>;
   /** close closes every query this client opened and its connection. */
@@ -51,8 +54,9 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
   return {
     async options(extra: GatekeeperClientQueryOptions = {}): Promise<Options> {
       if (closed) throw new Error('gatekeeper: the client is closed');
-      const { sandboxPolicy, onSandboxRun, ...caller } = extra;
-      checkCallerOptions(caller);
+      const { sandboxPolicy, trustAgentConfiguration, onSandboxRun, ...caller } = extra;
+      const trust = trustAgentConfiguration === true;
+      checkCallerOptions(caller, trust);
       const sq = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
       open.add(sq);
       const end = (): void => {
@@ -69,7 +73,12 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
       if (first.unavailable !== undefined) {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable; every tool call is denied until it is back', { reason: first.unavailable });
       }
-      return buildOptions(sq, caller, first, cfg.logger, cfg.decisionTimeoutMs, end, onSandboxRun).options;
+      try {
+        return buildOptions({ sq, caller, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSessionEnd: end, onSandboxRun }).options;
+      } catch (err) {
+        end();
+        throw err;
+      }
     },
     async close(): Promise<void> {
       closed = true;

@@ -11,10 +11,13 @@ import type {
   HookJSONOutput,
   McpServerConfig,
   Options,
+  PermissionRequestHookSpecificOutput,
   PermissionResult,
+  PermissionUpdate,
   PreToolUseHookSpecificOutput,
 } from '@anthropic-ai/claude-agent-sdk';
-import { GatekeeperConfigError, type GatekeeperLogger } from './config.js';
+import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName, workspaceRoot } from './agent-config.js';
+import type { GatekeeperLogger } from './config.js';
 import type { McpServerRef, McpSource } from './protocol.js';
 import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
@@ -44,6 +47,14 @@ export interface SandboxPolicy {
     deps?: string;
     /** Glob patterns of host paths no file tool may touch, e.g. `"~/.ssh/**"`. */
     deny?: string[];
+    /**
+     * Glob patterns of host paths no write tool (Write, Edit, MultiEdit,
+     * NotebookEdit) may create, change or move into; added to the operator's
+     * list (an override can add entries, never drop one).
+     */
+    write_protect?: string[];
+    /** Built-in write-protect groups the operator lifted; an override may not lift any more. */
+    write_protect_allow?: string[];
   };
   /** The sandbox's network. */
   net?: {
@@ -97,6 +108,32 @@ export interface GatekeeperOwnOptions {
    * short; what it throws is logged and does not reach the model.
    */
   onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
+  /**
+   * Accept agent configuration that gatekeeper otherwise refuses: non-empty
+   * `settingSources`, `strictMcpConfig: false`, `plugins`,
+   * `projectConfigRoot`, a settings file path or unlisted settings keys,
+   * sandbox settings naming programs, `extraArgs` beyond a short list,
+   * `executableArgs`, subagent `memory`, environment variables that load
+   * configuration, programs and PATH entries where the model can write,
+   * persisted permission updates, and the query's `updateSettings` and
+   * `reloadPlugins({addPlugins})`. The README's table lists them.
+   *
+   * What it costs: Claude Code then runs what that configuration says,
+   * outside gatekeeper. A settings file's command hooks, a plugin's hooks
+   * and a stdio MCP server are programs started on the host as the agent's
+   * user, and a CLAUDE.md `@import` reads a file into the model's context
+   * without a Read call. Whoever can write those files (the model, through
+   * a Write gatekeeper allowed, or the repository the agent works on) then
+   * runs code on the host. Turn it on only for configuration the model
+   * cannot write, and keep the policy's write-protect list on.
+   *
+   * Defaults stay isolated with it: `settingSources` is still `[]`,
+   * `strictMcpConfig` and `verbatimPrompts` still `true` unless given; only
+   * the `allowManagedHooksOnly` policy is left out. Nothing here unlocks
+   * `bypassPermissions`, `allowDangerouslySkipPermissions`,
+   * `permissionPromptToolName` or `disableAllHooks`.
+   */
+  trustAgentConfiguration?: boolean;
 }
 
 /** The PreToolUse matcher's hook timeout beyond the decision timeout, in seconds. */
@@ -104,47 +141,11 @@ const HOOK_TIMEOUT_SLACK_S = 5;
 
 /**
  * checkCallerOptions refuses SDK options that would take tool calls out of
- * gatekeeper's hands. It throws GatekeeperConfigError.
+ * gatekeeper's hands or bring agent configuration in (see
+ * agent-config.ts). It throws GatekeeperConfigError.
  */
-export function checkCallerOptions(o: Options): void {
-  if (o.permissionMode === 'bypassPermissions') {
-    throw new GatekeeperConfigError("gatekeeper refuses permissionMode 'bypassPermissions': it would run tools without asking gatekeeper");
-  }
-  if (o.allowDangerouslySkipPermissions === true) {
-    throw new GatekeeperConfigError('gatekeeper refuses allowDangerouslySkipPermissions: it would allow switching to bypassPermissions');
-  }
-  if (o.permissionPromptToolName !== undefined) {
-    throw new GatekeeperConfigError('gatekeeper refuses permissionPromptToolName: permission prompts go through its canUseTool; pass your own canUseTool instead');
-  }
-  if (typeof o.settings === 'object' && o.settings !== null) checkSettings(o.settings as Record<string, unknown>, 'options.settings');
-  if (o.mcpServers) checkServerNames(o.mcpServers);
-}
-
-/** checkSettings refuses settings that switch gatekeeper's hook or prompts off. */
-export function checkSettings(s: Record<string, unknown>, where: string): void {
-  if (s.disableAllHooks !== undefined && s.disableAllHooks !== false && s.disableAllHooks !== 'false') {
-    throw new GatekeeperConfigError(`gatekeeper refuses ${where}.disableAllHooks: gatekeeper decides tool calls in a PreToolUse hook`);
-  }
-  const perms = s.permissions;
-  if (typeof perms === 'object' && perms !== null && (perms as Record<string, unknown>).defaultMode === 'bypassPermissions') {
-    throw new GatekeeperConfigError(`gatekeeper refuses ${where}.permissions.defaultMode 'bypassPermissions'`);
-  }
-}
-
-/** checkServerNames refuses a caller's server that would stand in for ours. */
-export function checkServerNames(servers: Record<string, unknown>): void {
-  for (const name of Object.keys(servers)) {
-    if (normalizeServerName(name) === SANDBOX_SERVER) {
-      throw new GatekeeperConfigError(
-        `mcpServers.${name}: the MCP server name ${JSON.stringify(SANDBOX_SERVER)} is reserved by gatekeeper, whose ${RUN_TOOL} tool runs code in its sandbox; rename your server`,
-      );
-    }
-  }
-}
-
-/** normalizeServerName spells a server name as Claude Code does in tool names. */
-export function normalizeServerName(name: string): string {
-  return name.replace(/[^a-zA-Z0-9_-]/g, '_');
+export function checkCallerOptions(o: Options, trust = false, writable: readonly string[] = []): void {
+  checkAgentConfiguration(o, trust, writable);
 }
 
 /** configSource says how an mcpServers entry is configured. */
@@ -215,6 +216,17 @@ export class McpSources {
   }
 }
 
+/** The rule of the deny for a canUseTool answer sent out of band. */
+export const OUT_OF_BAND_RULE = 'client.out_of_band_answer';
+
+function outOfBand(toolName: string): Decision {
+  return {
+    decision: 'deny',
+    reason: `${toolName} is denied: the canUseTool handler answered out of band (it returned null), and gatekeeper can decide only an answer it sees`,
+    rule: OUT_OF_BAND_RULE,
+  };
+}
+
 /** forModel is the text the model reads for a deny or ask. */
 export function forModel(d: Decision): string {
   return `${d.reason} [gatekeeper rule: ${d.rule}]`;
@@ -243,21 +255,35 @@ export interface Built {
   withOurServer(servers: Record<string, McpServerConfig>): Record<string, McpServerConfig>;
 }
 
+/** What buildOptions composes. */
+export interface BuildParams {
+  /** The sidecar query every decision goes to. */
+  sq: SidecarQuery;
+  /** The caller's SDK options; they must have passed checkCallerOptions. */
+  caller: Options;
+  /** What opening the sidecar query gave. */
+  first: FirstOpen;
+  logger: GatekeeperLogger;
+  decisionTimeoutMs: number;
+  /** The caller's trustAgentConfiguration. */
+  trust: boolean;
+  /** Runs when the SDK query using these options ends (the SDK then closes its in-process MCP servers). */
+  onSessionEnd?: () => void;
+  /** The caller's onSandboxRun. */
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
+}
+
 /**
  * buildOptions composes the caller's SDK options with gatekeeper's, bound to
- * one sidecar query. The caller's options must have passed
- * checkCallerOptions. `onSessionEnd` runs when the SDK query using these
- * options ends (the SDK then closes its in-process MCP servers).
+ * one sidecar query. It checks the caller's options again now that the
+ * sidecar has said where the model may write (the policy's
+ * workspace_root), and throws GatekeeperConfigError for one that points
+ * there (a PATH entry, a program, the Claude Code executable).
  */
-export function buildOptions(
-  sq: SidecarQuery,
-  caller: Options,
-  first: FirstOpen,
-  logger: GatekeeperLogger,
-  decisionTimeoutMs: number,
-  onSessionEnd?: () => void,
-  onSandboxRun?: (run: SandboxRun) => void | Promise<void>,
-): Built {
+export function buildOptions(p: BuildParams): Built {
+  const { sq, caller, first, logger, decisionTimeoutMs, trust, onSessionEnd, onSandboxRun } = p;
+  const root = workspaceRoot(first.effectivePolicy);
+  if (root !== undefined) checkCallerOptions(caller, trust, [root]);
   const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
   const runs = new RunCorrelator();
   const server = sandboxedCodeServer(sq, runs, logger, onSandboxRun);
@@ -268,6 +294,15 @@ export function buildOptions(
 
   const noteAllowed = (toolName: string, toolUseId: string, input: unknown): void => {
     if (toolName === RUN_TOOL) runs.allowed(toolUseId, input);
+  };
+
+  // Permission updates a caller returns with an allow: persisting ones would
+  // make Claude Code write settings files outside any tool call.
+  const keepUpdates = (updates: PermissionUpdate[] | undefined, where: string): PermissionUpdate[] | undefined => {
+    if (updates === undefined) return undefined;
+    const { kept, dropped } = keptPermissionUpdates(updates, trust);
+    if (dropped.length > 0) logger.warn?.(`gatekeeper: dropped permission updates from ${where}`, { dropped });
+    return kept;
   };
 
   const gate: HookCallback = async (input, toolUseID) => {
@@ -287,7 +322,7 @@ export function buildOptions(
   // combined by the SDK, where a deny beats an ask beats an allow; the one
   // thing a hook could use to get past gatekeeper, an updatedInput, is
   // decided again here.
-  const wrapCallerHook = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
+  const wrapPreToolUse = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
     const out = await h(input, toolUseID, opts);
     if (input.hook_event_name !== 'PreToolUse') return out;
     const hso = (out as { hookSpecificOutput?: Partial<PreToolUseHookSpecificOutput> }).hookSpecificOutput;
@@ -300,6 +335,33 @@ export function buildOptions(
     }
     if (hso.permissionDecision === 'deny') return out;
     return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', permissionDecision: d.decision, permissionDecisionReason: forModel(d) } } as HookJSONOutput;
+  };
+
+  // The caller's PermissionRequest hooks answer the permission prompt that
+  // canUseTool answers too: Claude Code asks both at once and takes the
+  // first answer (measured: a canUseTool slower than the hook loses). An
+  // allow with an updatedInput runs the tool on that input, after
+  // gatekeeper decided on the old one, so the new input is decided again
+  // (event canUseTool: the same stage), and a deny replaces the allow. An
+  // ask is an allow here: the hook is answering the prompt, as a human
+  // would. Persisting permission updates are dropped (keepUpdates).
+  const wrapPermissionRequest = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
+    const out = await h(input, toolUseID, opts);
+    if (input.hook_event_name !== 'PermissionRequest') return out;
+    const hso = (out as { hookSpecificOutput?: Partial<PermissionRequestHookSpecificOutput> }).hookSpecificOutput;
+    if (hso?.hookEventName !== 'PermissionRequest' || hso.decision?.behavior !== 'allow') return out;
+    const decision = { ...hso.decision };
+    const updatedPermissions = keepUpdates(decision.updatedPermissions, 'a PermissionRequest hook');
+    if (updatedPermissions !== undefined) decision.updatedPermissions = updatedPermissions;
+    if (decision.updatedInput !== undefined && !sameJson(decision.updatedInput, input.tool_input)) {
+      const id = toolUseID ?? '';
+      const d = await sq.decide('canUseTool', input.tool_name, decision.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
+      if (d.decision === 'deny') {
+        return { ...out, hookSpecificOutput: { hookEventName: 'PermissionRequest', decision: { behavior: 'deny', message: forModel(d) } } };
+      }
+      noteAllowed(input.tool_name, id, decision.updatedInput);
+    }
+    return { ...out, hookSpecificOutput: { hookEventName: 'PermissionRequest', decision } };
   };
 
   const callerCanUseTool = caller.canUseTool;
@@ -317,17 +379,24 @@ export function buildOptions(
     }
     // allow: the caller may still deny; ask: the caller is the human.
     const r = await callerCanUseTool(toolName, input, opts);
-    if (r === null || r.behavior !== 'allow') return r;
+    // null says the answer went out another way, which gatekeeper cannot see
+    // (it could carry any input): deny instead of leaving the call waiting.
+    if (r === null) return { behavior: 'deny', message: forModel(outOfBand(toolName)) };
+    if (r.behavior !== 'allow') return r;
+    const updatedPermissions = keepUpdates(r.updatedPermissions, 'canUseTool');
+    const allowed: PermissionResult = updatedPermissions === undefined ? r : { ...r, updatedPermissions };
     if (r.updatedInput !== undefined && !sameJson(r.updatedInput, input)) {
       const d2 = await sq.decide('canUseTool', toolName, r.updatedInput, id, mcp, agentCwd);
       if (d2.decision === 'deny') return { behavior: 'deny', message: forModel(d2) };
       noteAllowed(toolName, id, r.updatedInput);
-      return r;
+      return allowed;
     }
     noteAllowed(toolName, id, input);
-    return r;
+    return allowed;
   };
 
+  const wrapAll = (ms: HookCallbackMatcher[] | undefined, wrap: (h: HookCallback) => HookCallback): HookCallbackMatcher[] =>
+    (ms ?? []).map((m) => ({ ...m, hooks: m.hooks.map(wrap) }));
   const hooks: Partial<Record<HookEvent, HookCallbackMatcher[]>> = { ...(caller.hooks ?? {}) };
   hooks.PreToolUse = [
     {
@@ -335,8 +404,9 @@ export function buildOptions(
       timeout: Math.ceil(decisionTimeoutMs / 1000) + HOOK_TIMEOUT_SLACK_S,
       onFailure: 'block',
     },
-    ...(caller.hooks?.PreToolUse ?? []).map((m) => ({ ...m, hooks: m.hooks.map(wrapCallerHook) })),
+    ...wrapAll(caller.hooks?.PreToolUse, wrapPreToolUse),
   ];
+  if (caller.hooks?.PermissionRequest !== undefined) hooks.PermissionRequest = wrapAll(caller.hooks.PermissionRequest, wrapPermissionRequest);
   if (onSessionEnd) {
     // Claude Code runs no SessionEnd hook of an SDK host, but the SDK closes
     // its in-process MCP servers when the query ends: that is the signal.
@@ -353,6 +423,7 @@ export function buildOptions(
 
   const options: Options = {
     ...caller,
+    ...isolation(caller, trust),
     permissionMode: caller.permissionMode ?? 'default',
     hooks,
     canUseTool,

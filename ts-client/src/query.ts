@@ -5,7 +5,8 @@
 import { query as sdkQuery, type McpServerConfig, type Options, type PermissionMode, type Query } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError, resolveConfig, type GatekeeperOptions } from './config.js';
 import { Connection } from './connection.js';
-import { buildOptions, checkCallerOptions, checkSettings, type Built, type GatekeeperOwnOptions } from './options.js';
+import { checkSettings } from './agent-config.js';
+import { buildOptions, checkCallerOptions, type Built, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
 
 /** GatekeeperQueryOptions are the SDK's Options plus gatekeeper's own. */
@@ -43,7 +44,6 @@ const FORWARDED = [
   'getContextUsage',
   'usage_EXPERIMENTAL_MAY_CHANGE_DO_NOT_RELY_ON_THIS_API_YET',
   'readFile',
-  'reloadPlugins',
   'reloadSkills',
   'reloadOutputStyles',
   'accountInfo',
@@ -58,7 +58,7 @@ const FORWARDED = [
 ] as const satisfies readonly (keyof Query)[];
 
 /** Methods gatekeeper implements itself. */
-type Guarded = 'next' | 'return' | 'throw' | 'close' | 'setPermissionMode' | 'setMcpServers' | 'applyFlagSettings' | 'updateSettings';
+type Guarded = 'next' | 'return' | 'throw' | 'close' | 'setPermissionMode' | 'setMcpServers' | 'applyFlagSettings' | 'updateSettings' | 'reloadPlugins';
 /** A Query method that is neither forwarded nor guarded breaks the build here. */
 type Unhandled = Exclude<keyof Query, (typeof FORWARDED)[number] | Guarded | typeof Symbol.asyncIterator | typeof Symbol.asyncDispose>;
 const everyMethodHandled: [Unhandled] extends [never] ? true : Unhandled = true;
@@ -81,14 +81,22 @@ void everyMethodHandled;
  * query is closed when the iteration ends, throws, is returned from, or the
  * query is closed or aborted.
  *
- * It throws GatekeeperConfigError at once for options that would take tool calls out
- * of gatekeeper's hands: permissionMode 'bypassPermissions',
+ * Claude Code loads no agent configuration from files: settingSources
+ * defaults to [] and strictMcpConfig to true. It throws
+ * GatekeeperConfigError at once for options that would take tool calls out
+ * of gatekeeper's hands (permissionMode 'bypassPermissions',
  * allowDangerouslySkipPermissions, permissionPromptToolName, settings with
- * disableAllHooks, or an MCP server of the caller named `sandboxed_code`.
+ * disableAllHooks, an MCP server of the caller named `sandboxed_code`) and,
+ * unless `trustAgentConfiguration` is set, for options that bring agent
+ * configuration in (see agent-config.ts and SECURITY.md). An option that
+ * points where the model may write is checked again against the policy's
+ * workspace_root when the sidecar has opened the query: such a refusal is
+ * the first step's error, before Claude Code starts.
  */
 export function query(params: GatekeeperQueryParams): Query {
-  const { sandboxPolicy, gatekeeper, onSandboxRun, ...sdkOptions } = params.options ?? {};
-  checkCallerOptions(sdkOptions);
+  const { sandboxPolicy, gatekeeper, trustAgentConfiguration, onSandboxRun, ...sdkOptions } = params.options ?? {};
+  const trust = trustAgentConfiguration === true;
+  checkCallerOptions(sdkOptions, trust);
   const cfg = resolveConfig(gatekeeper);
   const conn = new Connection(cfg);
   const signal = sdkOptions.abortController?.signal;
@@ -124,7 +132,7 @@ export function query(params: GatekeeperQueryParams): Query {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable at start; every tool call is denied until it is back', { reason: first.unavailable });
       }
       if (finished || signal?.aborted) throw new Error('gatekeeper: the query was closed before it started');
-      built = buildOptions(s, sdkOptions, first, cfg.logger, cfg.decisionTimeoutMs, undefined, onSandboxRun);
+      built = buildOptions({ sq: s, caller: sdkOptions, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSandboxRun });
       inner = sdkQuery({ prompt: params.prompt, options: built.options });
       return inner;
     })());
@@ -183,12 +191,25 @@ export function query(params: GatekeeperQueryParams): Query {
       return q.setMcpServers(built.withOurServer(servers));
     },
     async applyFlagSettings(settings: Parameters<Query['applyFlagSettings']>[0]): Promise<void> {
-      checkSettings(settings as Record<string, unknown>, 'applyFlagSettings');
+      checkSettings(settings as Record<string, unknown>, 'applyFlagSettings', trust);
       return (await started()).applyFlagSettings(settings);
     },
     async updateSettings(source: Parameters<Query['updateSettings']>[0], settings: Record<string, unknown>): Promise<void> {
-      checkSettings(settings, 'updateSettings');
+      if (!trust) {
+        throw new GatekeeperConfigError(
+          `gatekeeper refuses updateSettings: it writes a settings file (${source}) outside any tool call; set trustAgentConfiguration: true to accept what that costs (SECURITY.md, "Agent configuration boundary (client)")`,
+        );
+      }
+      checkSettings(settings, 'updateSettings', trust);
       return (await started()).updateSettings(source, settings);
+    },
+    async reloadPlugins(opts?: Parameters<Query['reloadPlugins']>[0]): ReturnType<Query['reloadPlugins']> {
+      if (!trust && opts?.addPlugins !== undefined && opts.addPlugins.length > 0) {
+        throw new GatekeeperConfigError(
+          'gatekeeper refuses reloadPlugins({addPlugins}): a plugin brings hooks that run commands on the host, MCP servers, skills and agents; set trustAgentConfiguration: true to accept what that costs (SECURITY.md, "Agent configuration boundary (client)")',
+        );
+      }
+      return (await started()).reloadPlugins(opts);
     },
     [Symbol.asyncIterator](): Query {
       return proxy;

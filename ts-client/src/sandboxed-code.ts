@@ -193,7 +193,9 @@ export function runReport(r: RunResultReply): SandboxRunReport {
       if (f.omitted !== undefined) out.note = `content not returned: ${f.omitted}`;
       else if (IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined) out.note = 'shown to you as an image';
       else if (f.text !== undefined) {
-        const n = Math.min(f.text.length, INLINE_FILE_CHARS, room);
+        let n = Math.min(f.text.length, INLINE_FILE_CHARS, room);
+        // Never cut a character in two (a surrogate pair).
+        if (n > 0 && n < f.text.length && f.text.charCodeAt(n - 1) >= 0xd800 && f.text.charCodeAt(n - 1) <= 0xdbff) n -= 1;
         out.text = f.text.slice(0, n);
         room -= n;
         if (n < f.text.length) out.note = `only its first ${String(n)} of ${String(f.text.length)} characters are shown; read the rest with a run`;

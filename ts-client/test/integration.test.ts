@@ -2,16 +2,16 @@
 // binary, and the loopback fake model. HOME is a temp dir (for the SDK and
 // the sidecar alike); the real one is never touched.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSdkMcpServer, query as sdkQuery, tool, type HookCallback } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
 import { connect, GatekeeperError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, initTools, makeSandbox } from './helpers/agent.js';
-import { agent, only, world, type World } from './helpers/world.js';
+import { agent, closeWorld, only, sharedWorld, world } from './helpers/world.js';
 import { resolveConfig } from '../src/config.js';
 import { Connection } from '../src/connection.js';
 import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
@@ -19,19 +19,10 @@ import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
 const RUN = 'mcp__sandboxed_code__run';
 
 /** The common world: the issue's policy, one sidecar for the tests that do not change it. */
-let common: World;
-
-before(async () => {
-  common = await world();
-});
-
-after(async () => {
-  await common.sidecar.stop();
-  rmSync(common.dirs.root, { recursive: true, force: true });
-});
+const shared = sharedWorld();
 
 test('run: python print("hello") comes back as hello in the tool_result', async () => {
-  const { box } = await agent(common, [{ type: 'tool_use', name: RUN, input: { language: 'python', code: 'print("hello")' }, id: 'toolu_py' }, { type: 'text', text: 'done' }]);
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: RUN, input: { language: 'python', code: 'print("hello")' }, id: 'toolu_py' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_py');
   assert.equal(r.is_error, false, r.text);
   const out = JSON.parse(r.text) as { stdout: string; exit_code: number; timed_out: boolean };
@@ -41,8 +32,8 @@ test('run: python print("hello") comes back as hello in the tool_result', async 
 });
 
 test('Bash denied by the policy is left out of the session, and never runs', async () => {
-  const marker = join(common.dirs.root, 'bash-marker');
-  const { box, run } = await agent(common, [{ type: 'tool_use', name: 'Bash', input: { command: `touch ${marker}` }, id: 'toolu_bash' }, { type: 'text', text: 'done' }]);
+  const marker = join(shared.world.dirs.root, 'bash-marker');
+  const { box, run } = await agent(shared.world, [{ type: 'tool_use', name: 'Bash', input: { command: `touch ${marker}` }, id: 'toolu_bash' }, { type: 'text', text: 'done' }]);
   assert.equal(initTools(run).includes('Bash'), false);
   const r = only(box, 'toolu_bash');
   assert.equal(r.is_error, true);
@@ -61,13 +52,13 @@ test('Bash that the policy sends to a human is denied with gatekeeper\'s reason 
     assert.match(r.text, /tool "Bash" needs a human's approval under the gatekeeper policy \[gatekeeper rule: tools.ask_list\]/);
     assert.equal(existsSync(marker), false);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
 test('Read of ~/.ssh/id_rsa is denied with the rule that matched, and the key never reaches the model', async () => {
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' }, { type: 'text', text: 'done' }]);
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_key');
   assert.equal(r.is_error, true);
   assert.match(r.text, /Read of .*\.ssh\/id_rsa is forbidden by the policy's fs.deny pattern .* \[gatekeeper rule: host_fs.deny_glob\]/);
@@ -76,8 +67,8 @@ test('Read of ~/.ssh/id_rsa is denied with the rule that matched, and the key ne
 });
 
 test('Write outside the workspace is denied, and the file is not written', async () => {
-  const target = join(common.dirs.root, 'outside.txt');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Write', input: { file_path: target, content: 'pwned' }, id: 'toolu_w' }, { type: 'text', text: 'done' }]);
+  const target = join(shared.world.dirs.root, 'outside.txt');
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Write', input: { file_path: target, content: 'pwned' }, id: 'toolu_w' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_w');
   assert.equal(r.is_error, true);
   assert.match(r.text, /Write of .*outside\.txt is outside the workspace .* \[gatekeeper rule: host_fs.outside_workspace\]/);
@@ -96,7 +87,7 @@ test('a tool the policy does not list is denied, and its handler never runs', as
       }),
     ],
   });
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'mcp__notes__add', input: { text: 'hi' }, id: 'toolu_n' }, { type: 'text', text: 'done' }], { mcpServers: { notes } });
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'mcp__notes__add', input: { text: 'hi' }, id: 'toolu_n' }, { type: 'text', text: 'done' }], { mcpServers: { notes } });
   const r = only(box, 'toolu_n');
   assert.equal(r.is_error, true);
   assert.match(r.text, /tool "mcp__notes__add" is not allowlisted by the gatekeeper policy \[gatekeeper rule: tools.not_allowlisted\]/);
@@ -104,21 +95,21 @@ test('a tool the policy does not list is denied, and its handler never runs', as
 });
 
 test('Read inside the workspace is allowed and the model gets the content', async () => {
-  const file = join(common.dirs.ws, 'notes.txt');
+  const file = join(shared.world.dirs.ws, 'notes.txt');
   writeFileSync(file, 'the workspace says hi\n');
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_r' }, { type: 'text', text: 'done' }]);
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_r' }, { type: 'text', text: 'done' }]);
   const r = only(box, 'toolu_r');
   assert.equal(r.is_error, false, r.text);
   assert.match(r.text, /the workspace says hi/);
 });
 
 test('a rejected override fails the query before any request reaches the model, listing the violations', async () => {
-  const box = await makeSandbox([{ type: 'text', text: 'never' }], common.dirs.root);
+  const box = await makeSandbox([{ type: 'text', text: 'never' }], shared.world.dirs.root);
   try {
     const run = await drain(
       query({
         prompt: 'hi',
-        options: { ...box.sdkOptions(), gatekeeper: { url: common.sidecar.url, tokenFile: common.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
+        options: { ...box.sdkOptions(), gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
       }),
     );
     assert.ok(run.error instanceof GatekeeperError, String(run.error));
@@ -149,7 +140,7 @@ test('the same prompt with and without a sandboxPolicy: a higher timeout lets a 
     assert.equal(o2.timed_out, false, r2.text);
     assert.equal(o2.stdout, 'slept\n');
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
@@ -182,14 +173,14 @@ test('sidecar killed mid-query: the next call is denied as unavailable; restarte
     assert.equal(r4?.is_error, true, 'after the restart, denies are gatekeeper\'s own again');
     assert.match(r4?.text ?? '', /host_fs.deny_glob/);
   } finally {
-    await w.sidecar.stop();
+    await closeWorld(w);
   }
 });
 
 test("caller hooks compose: the caller's deny beats gatekeeper's allow, the caller's allow does not beat gatekeeper's deny", async () => {
-  const file = join(common.dirs.ws, 'c.txt');
+  const file = join(shared.world.dirs.ws, 'c.txt');
   writeFileSync(file, 'caller test\n');
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
   const callerHook: HookCallback = async (input) => {
     if (input.hook_event_name !== 'PreToolUse') return {};
     const path = (input.tool_input as { file_path?: string }).file_path;
@@ -202,7 +193,7 @@ test("caller hooks compose: the caller's deny beats gatekeeper's allow, the call
     };
   };
   const { box } = await agent(
-    common,
+    shared.world,
     [
       { type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_mine' },
       { type: 'tool_use', name: 'Read', input: { file_path: key }, id: 'toolu_key' },
@@ -220,13 +211,13 @@ test("caller hooks compose: the caller's deny beats gatekeeper's allow, the call
 });
 
 test("a caller hook's updatedInput is decided again by gatekeeper", async () => {
-  const file = join(common.dirs.ws, 'd.txt');
+  const file = join(shared.world.dirs.ws, 'd.txt');
   writeFileSync(file, 'harmless\n');
-  const key = join(common.dirs.home, '.ssh', 'id_rsa');
+  const key = join(shared.world.dirs.home, '.ssh', 'id_rsa');
   const swap: HookCallback = async () => ({
     hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: 'allow', updatedInput: { file_path: key } },
   });
-  const { box } = await agent(common, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_swap' }, { type: 'text', text: 'done' }], {
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_swap' }, { type: 'text', text: 'done' }], {
     hooks: { PreToolUse: [{ matcher: 'Read', hooks: [swap] }] },
   });
   const r = only(box, 'toolu_swap');
@@ -236,11 +227,11 @@ test("a caller hook's updatedInput is decided again by gatekeeper", async () => 
 });
 
 test("a caller canUseTool composes: its deny wins, its allow does not beat gatekeeper's deny", async () => {
-  const inside = join(common.dirs.ws, 'by-caller.txt');
-  const outside = join(common.dirs.root, 'outside-2.txt');
+  const inside = join(shared.world.dirs.ws, 'by-caller.txt');
+  const outside = join(shared.world.dirs.root, 'outside-2.txt');
   const asked: string[] = [];
   const { box } = await agent(
-    common,
+    shared.world,
     [
       { type: 'tool_use', name: 'Write', input: { file_path: inside, content: 'x' }, id: 'toolu_in' },
       { type: 'tool_use', name: 'Write', input: { file_path: outside, content: 'x' }, id: 'toolu_out' },
@@ -261,12 +252,12 @@ test("a caller canUseTool composes: its deny wins, its allow does not beat gatek
 });
 
 test('the real sidecar refuses a wrong token, and the client fails closed saying so', async () => {
-  const conn = new Connection(resolveConfig({ url: common.sidecar.url, token: 'not-the-token', decisionTimeoutMs: 2000 }, {}));
+  const conn = new Connection(resolveConfig({ url: shared.world.sidecar.url, token: 'not-the-token', decisionTimeoutMs: 2000 }, {}));
   const sq = new SidecarQuery(conn, undefined);
   try {
     const first = await sq.firstOpen(2000);
     assert.match(first.unavailable ?? '', /HTTP 401/);
-    const d = await sq.decide('PreToolUse', 'Read', { file_path: join(common.dirs.ws, 'x') }, 'toolu_tok');
+    const d = await sq.decide('PreToolUse', 'Read', { file_path: join(shared.world.dirs.ws, 'x') }, 'toolu_tok');
     assert.equal(d.decision, 'deny');
     assert.equal(d.rule, UNAVAILABLE_RULE);
   } finally {
@@ -276,23 +267,23 @@ test('the real sidecar refuses a wrong token, and the client fails closed saying
 });
 
 test('connect(): options() for a plain SDK query() against the real sidecar', async () => {
-  const file = join(common.dirs.ws, 'e.txt');
+  const file = join(shared.world.dirs.ws, 'e.txt');
   writeFileSync(file, 'via connect\n');
   const box = await makeSandbox(
     [
       { type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_ok' },
-      { type: 'tool_use', name: 'Write', input: { file_path: join(common.dirs.root, 'x.txt'), content: 'x' }, id: 'toolu_no' },
+      { type: 'tool_use', name: 'Write', input: { file_path: join(shared.world.dirs.root, 'x.txt'), content: 'x' }, id: 'toolu_no' },
       { type: 'text', text: 'done' },
     ],
-    common.dirs.root,
+    shared.world.dirs.root,
   );
-  const client = connect({ url: common.sidecar.url, tokenFile: common.sidecar.tokenFile });
+  const client = connect({ url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile });
   try {
     const run = await drain(sdkQuery({ prompt: 'go', options: await client.options(box.sdkOptions()) }));
     assert.equal(run.error, undefined, String(run.error));
     assert.match(only(box, 'toolu_ok').text, /via connect/);
     assert.match(only(box, 'toolu_no').text, /host_fs.outside_workspace/);
-    await assert.rejects(client.options({ sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
+    await assert.rejects(client.options({ cwd: shared.world.dirs.ws, sandboxPolicy: { proc: { memory: '8g' } } }), (err: unknown) => err instanceof GatekeeperError && err.violations.length > 0);
   } finally {
     await client.close();
     await box.fake.close();

@@ -1,5 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import type { PermissionUpdate } from '@anthropic-ai/claude-agent-sdk';
+import { keptPermissionUpdates } from '../src/agent-config.js';
 import { GatekeeperConfigError } from '../src/config.js';
 import { bashAllowed, checkCallerOptions, configSource, McpSources, sameJson } from '../src/options.js';
 import { formatRunResult, RunCorrelator, toolUseIdOf } from '../src/sandboxed-code.js';
@@ -49,7 +51,8 @@ test('Bash stays available only when the effective policy allows or asks for it'
 });
 
 test('checkCallerOptions accepts ordinary options', () => {
-  assert.doesNotThrow(() => checkCallerOptions({ permissionMode: 'default', mcpServers: { notes: { command: 'x' } }, settings: { model: 'x' } }));
+  // A cwd of its own: npm's PATH holds this package's node_modules/.bin, which the PATH check refuses inside a workspace.
+  assert.doesNotThrow(() => checkCallerOptions({ cwd: '/nonexistent/ws', permissionMode: 'default', mcpServers: { notes: { command: 'x' } }, settings: { model: 'x' } }));
   assert.throws(() => checkCallerOptions({ mcpServers: { 'sandboxed.code': { command: 'x' } } }), GatekeeperConfigError, 'a name that normalizes to ours');
   assert.throws(() => checkCallerOptions({ settings: { permissions: { defaultMode: 'bypassPermissions' } } }), /bypassPermissions/);
 });
@@ -81,4 +84,24 @@ test('sameJson ignores key order only', () => {
   assert.equal(sameJson({ a: 1, b: { c: 2, d: 3 } }, { b: { d: 3, c: 2 }, a: 1 }), true);
   assert.equal(sameJson({ a: [1, 2] }, { a: [2, 1] }), false);
   assert.equal(sameJson({ file_path: '/a' }, { file_path: '/b' }), false);
+});
+
+test('keptPermissionUpdates keeps session updates, drops persisting ones unless trusted, and always drops bypassPermissions', () => {
+  const rule = (destination: PermissionUpdate['destination']): PermissionUpdate => ({ type: 'addRules', rules: [{ toolName: 'Write' }], behavior: 'allow', destination });
+  const mode = (m: 'bypassPermissions' | 'acceptEdits'): PermissionUpdate => ({ type: 'setMode', mode: m, destination: 'session' });
+  const cases: { name: string; u: PermissionUpdate; trust: boolean; kept: boolean }[] = [
+    { name: 'a session rule', u: rule('session'), trust: false, kept: true },
+    { name: 'a project settings rule', u: rule('projectSettings'), trust: false, kept: false },
+    { name: 'a local settings rule', u: rule('localSettings'), trust: false, kept: false },
+    { name: 'a user settings rule', u: rule('userSettings'), trust: false, kept: false },
+    { name: 'a command-line rule', u: rule('cliArg'), trust: false, kept: false },
+    { name: 'a project settings rule, trusted', u: rule('projectSettings'), trust: true, kept: true },
+    { name: 'acceptEdits for the session', u: mode('acceptEdits'), trust: false, kept: true },
+    { name: 'bypassPermissions for the session', u: mode('bypassPermissions'), trust: false, kept: false },
+    { name: 'bypassPermissions, trusted', u: mode('bypassPermissions'), trust: true, kept: false },
+  ];
+  for (const c of cases) {
+    const got = keptPermissionUpdates([c.u], c.trust);
+    assert.deepEqual(got, c.kept ? { kept: [c.u], dropped: [] } : { kept: [], dropped: [c.u] }, c.name);
+  }
 });

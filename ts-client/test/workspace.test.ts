@@ -3,12 +3,12 @@
 // hands files back to the model; the real Agent SDK and Claude Code, the
 // real gatekeeper binary with its Docker sandbox, the loopback fake model.
 
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import type { SandboxRun, SandboxRunReport } from '../src/index.js';
 import type { FakeToolResult } from '../src/testing/index.js';
-import { agent, only, world, type World } from './helpers/world.js';
+import { agent, closeWorld, only, sharedWorld, world, type World } from './helpers/world.js';
 
 const RUN = 'mcp__sandboxed_code__run';
 
@@ -29,18 +29,10 @@ function workspacesOnDisk(w: World): string[] {
   return existsSync(w.sidecar.workspaces) ? readdirSync(w.sidecar.workspaces) : [];
 }
 
-let common: World;
-
-before(async () => {
-  common = await world();
-});
-
-after(async () => {
-  await common.sidecar.stop();
-  rmSync(common.dirs.root, { recursive: true, force: true });
-});
+const shared = sharedWorld();
 
 test('a file written in one run is there in the next run of the query, not in another query, and gone when the query ends', async () => {
+  const common = shared.world;
   let during: string[] = [];
   const a = await agent(common, [
     { type: 'tool_use', name: RUN, input: { language: 'python', code: 'open("notes.txt", "w").write("from run 1\\n")\nprint("written")' }, id: 'toolu_w' },
@@ -83,8 +75,7 @@ test('a sidecar killed with -9 leaves no workspace behind after its next start',
     assert.equal(before.length, 1, 'the query had a workspace on disk when the sidecar was killed');
     assert.deepEqual(after, [], 'the restarted sidecar removed it (Cleanup)');
   } finally {
-    await w.sidecar.stop();
-    rmSync(w.dirs.root, { recursive: true, force: true });
+    await closeWorld(w);
   }
 });
 
@@ -98,7 +89,7 @@ png = b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 2, 2, 8
 open("chart.png", "wb").write(png)
 print(len(png))`;
   const runs: SandboxRun[] = [];
-  const { box } = await agent(common, [{ type: 'tool_use', name: RUN, input: { language: 'python', code }, id: 'toolu_png' }, { type: 'text', text: 'done' }], {
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: RUN, input: { language: 'python', code }, id: 'toolu_png' }, { type: 'text', text: 'done' }], {
     onSandboxRun: (r) => void runs.push(r),
   });
   const r = only(box, 'toolu_png');
@@ -120,7 +111,7 @@ test('a binary file sent in base64 arrives intact, and comes back in base64 when
   const bytes = Buffer.from(Array.from({ length: 256 }, (_, i) => i));
   const runs: SandboxRun[] = [];
   const { box } = await agent(
-    common,
+    shared.world,
     [
       {
         type: 'tool_use',

@@ -91,8 +91,18 @@ export interface WorldOptions {
   policy?: PolicyParams;
   /** Extra environment of the sidecar (on top of PATH, HOME and DOCKER_HOST). */
   env?: Record<string, string>;
+  /** Serves the live console (`serve --ui`) on a loopback TCP port the system picks, instead of the Unix socket. */
+  ui?: boolean;
   /** Prepares files before the sidecar starts (deps dirs, planted symlinks). */
   prepare?: (w: Dirs) => PolicyParams | void;
+  /** Also serve the Claude Code hook endpoint on a loopback TCP port (--hook-listen). */
+  hookListen?: boolean;
+  /**
+   * Use this policy file (such as the shipped sandbox.policy.yaml) instead
+   * of one written from the knobs, with its workspace_root set to the
+   * world's workspace.
+   */
+  policyFrom?: string;
 }
 
 /** Dirs is the temp tree of a world. */
@@ -110,8 +120,12 @@ export interface Dirs {
 /** World is a running sidecar in its temp tree. */
 export interface World {
   dirs: Dirs;
-  /** The client's `url` (unix://…). */
+  /** The client's `url` (unix://…, or ws://127.0.0.1:PORT with `ui`). */
   url: string;
+  /** With `ui`: the console's base, http://127.0.0.1:PORT. */
+  httpBase?: string;
+  /** With `ui`: the one-time login address `serve --ui` printed. */
+  loginURL?: string;
   socketPath: string;
   tokenFile: string;
   policyFile: string;
@@ -119,15 +133,21 @@ export interface World {
   /** The sidecar's --instance: the label value of its containers. */
   instance: string;
   pid: number;
+  /** The Claude Code HTTP hook URL (GATEKEEPER_HOOK_URL), when started with hookListen. */
+  hookUrl?: string;
+  /** The bearer token. */
+  token(): string;
+  /** Sends the sidecar a signal (SIGKILL to lose it mid-session, SIGSTOP to hang it). */
+  signal(sig: NodeJS.Signals): void;
   /** The sidecar's own log so far. */
   log(): string;
   /** Stops the sidecar (SIGTERM, then SIGKILL) and removes the temp tree; again, it does nothing. */
   stop(): Promise<void>;
 }
 
-function healthz(socketPath: string): Promise<number> {
+function healthz(where: { socketPath: string } | { host: string; port: number }): Promise<number> {
   return new Promise((done) => {
-    const req = request({ socketPath, path: '/healthz', method: 'GET', timeout: 500 }, (res) => {
+    const req = request({ ...where, path: '/healthz', method: 'GET', timeout: 500 }, (res) => {
       res.resume();
       done(res.statusCode ?? 0);
     });
@@ -159,11 +179,13 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const policyFile = join(dirs.gk, 'policy.yaml');
   const auditLog = join(dirs.gk, 'audit.jsonl');
   const logFile = join(dirs.gk, 'sidecar.log');
-  writeFileSync(policyFile, policyYaml(dirs.ws, policy));
+  const text = o.policyFrom === undefined ? policyYaml(dirs.ws, policy) : readFileSync(o.policyFrom, 'utf8').replace(/^workspace_root:.*$/m, `workspace_root: ${JSON.stringify(dirs.ws)}`);
+  writeFileSync(policyFile, text);
   const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
-  const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  const args = ['serve', '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  if (o.hookListen === true) args.push('--hook-listen', 'tcp://127.0.0.1:0');
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -191,29 +213,52 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const log = (): string => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : '');
   let stopped = false;
   const deadline = Date.now() + 20_000;
+  let url = `unix://${socketPath}`;
+  let httpBase: string | undefined;
+  let loginURL: string | undefined;
   for (;;) {
     if (exited) throw new Error(`gatekeeper serve exited at start:\n${log()}`);
-    if ((await healthz(socketPath)) === 200) break;
+    if (o.ui === true) {
+      // The port is the system's pick: read it from what serve printed.
+      const m = /^GATEKEEPER_URL=ws:\/\/(127\.0\.0\.1:(\d+))$/m.exec(log());
+      const ui = /^GATEKEEPER_UI=(\S+)$/m.exec(log());
+      if (m !== null && ui !== null && (await healthz({ host: '127.0.0.1', port: Number(m[2]) })) === 200) {
+        url = `ws://${m[1] ?? ''}`;
+        httpBase = `http://${m[1] ?? ''}`;
+        loginURL = ui[1];
+        break;
+      }
+    } else if ((await healthz({ socketPath })) === 200) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new Error(`gatekeeper serve not ready within 20 s:\n${log()}`);
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  const hookUrl = /^GATEKEEPER_HOOK_URL=(\S+)$/m.exec(log())?.[1];
+  if (o.hookListen === true && hookUrl === undefined) throw new Error(`gatekeeper serve printed no GATEKEEPER_HOOK_URL:\n${log()}`);
   return {
     dirs,
-    url: `unix://${socketPath}`,
+    url,
+    httpBase,
+    loginURL,
     socketPath,
     tokenFile,
     policyFile,
     auditLog,
     instance,
     pid: child.pid ?? 0,
+    ...(hookUrl !== undefined ? { hookUrl } : {}),
+    token: () => readFileSync(tokenFile, 'utf8').trim(),
+    signal: (sig) => {
+      if (!exited) child.kill(sig);
+    },
     log,
     stop: async () => {
       if (stopped) return;
       stopped = true;
       if (!exited) {
+        child.kill('SIGCONT'); // a hung (stopped) sidecar cannot handle SIGTERM
         await new Promise<void>((done) => {
           const t = setTimeout(() => {
             child.kill('SIGKILL');
@@ -262,6 +307,10 @@ export interface AuditRecord {
   time: string;
   kind: 'decision' | 'run' | 'egress' | 'query';
   query_id?: string;
+  /** The client's name (hello.client; "claude-code" for the hook endpoint). */
+  client?: string;
+  /** The Claude Code session a query serves. */
+  session?: string;
   run_id?: string;
   tool_use_id?: string;
   tool?: string;

@@ -17,6 +17,8 @@ export interface Sandbox {
   fake: FakeModel;
   /** Options for the SDK: cwd, env, settings isolation, a bounded run. */
   sdkOptions(): Options;
+  /** sdkOptions without the settings isolation, left to the client as an agent builder would. */
+  clientOptions(): Options;
   /** Claude Code's stderr, for failure messages. */
   stderr: string[];
   cleanup(): Promise<void>;
@@ -30,21 +32,22 @@ export async function makeSandbox(script: FakeScriptStep[], root?: string): Prom
   mkdirSync(ws, { recursive: true });
   const fake = await startFakeModel({ script });
   const stderr: string[] = [];
+  const clientOptions = (): Options => ({
+    cwd: ws,
+    env: fake.env(home),
+    maxTurns: 8,
+    stderr: (d: string) => {
+      stderr.push(d);
+    },
+  });
   return {
     root: dir,
     home,
     ws,
     fake,
     stderr,
-    sdkOptions: () => ({
-      cwd: ws,
-      env: fake.env(home),
-      settingSources: [],
-      maxTurns: 8,
-      stderr: (d: string) => {
-        stderr.push(d);
-      },
-    }),
+    clientOptions,
+    sdkOptions: () => ({ ...clientOptions(), settingSources: [] }),
     cleanup: async () => {
       await fake.close();
       if (root === undefined) rmSync(dir, { recursive: true, force: true });

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
+	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
+)
+
+// sidecarFlags are how `hook` and `mcp` reach the sidecar.
+type sidecarFlags struct {
+	url, token, tokenFile *string
+}
+
+func addSidecarFlags(fs *flag.FlagSet) sidecarFlags {
+	return sidecarFlags{
+		url:       fs.String("url", defaultSocket(), "the sidecar: unix:///path.sock, tcp://127.0.0.1:PORT or http://127.0.0.1:PORT"),
+		token:     fs.String("token", "", "the bearer token (set GATEKEEPER_TOKEN rather than this flag: arguments are visible to other users)"),
+		tokenFile: fs.String("token-file", "", "file holding the bearer token; wins over --token"),
+	}
+}
+
+func (f sidecarFlags) resolve() (sidecar.Endpoint, func() (string, error), error) {
+	ep, err := sidecar.ParseURL(*f.url)
+	token := func() (string, error) { return sidecar.Token(*f.token, *f.tokenFile) }
+	return ep, token, err
+}
+
+// cmdHook is a Claude Code command hook. It fails closed: whatever goes
+// wrong, flags included, it denies on stderr and exits 2.
+func cmdHook(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("hook", `hook [--url URL] [--token-file FILE] [--timeout D] < hook-input.json
+
+A Claude Code command hook: forwards the hook input on stdin to the sidecar
+and prints its answer. On any failure it denies and exits 2.`, stderr)
+	sf := addSidecarFlags(fs)
+	timeout := fs.Duration("timeout", 10*time.Second, "longest wait for the sidecar's answer; then the call is denied")
+	if err := parse(fs, args, env); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		fmt.Fprintf(stderr, "gatekeeper hook cannot start (%v), so this tool call is denied [gatekeeper rule: %s]\n", err, claudecode.UnavailableRule)
+		return exitError(2)
+	}
+	ep, token, err := sf.resolve()
+	if err != nil {
+		fmt.Fprintf(stderr, "gatekeeper hook cannot start (%v), so this tool call is denied [gatekeeper rule: %s]\n", err, claudecode.UnavailableRule)
+		return exitError(2)
+	}
+	if code := claudecode.RunHook(ctx, claudecode.HookOptions{Sidecar: ep, Token: token, Timeout: *timeout}, stdin, stdout, stderr); code != 0 {
+		return exitError(code)
+	}
+	return nil
+}
+
+// cmdMCP is the sandboxed_code MCP server Claude Code starts per session.
+func cmdMCP(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := newFlags("mcp", `mcp [--url URL] [--token-file FILE]
+
+The stdio MCP server sandboxed_code for Claude Code (from managed-mcp.json):
+its tool run runs code in gatekeeper's sandbox, in the query of the Claude
+Code session named by CLAUDE_CODE_SESSION_ID.`, stderr)
+	sf := addSidecarFlags(fs)
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error (logs go to stderr)")
+	if err := parse(fs, args, env); err != nil {
+		return err
+	}
+	log := newLogger(stderr, *logLevel)
+	ep, token, err := sf.resolve()
+	if err != nil {
+		return err
+	}
+	sessionID, _ := env("CLAUDE_CODE_SESSION_ID")
+	if sessionID == "" {
+		return errors.New("mcp: CLAUDE_CODE_SESSION_ID is not set: Claude Code sets it for the MCP servers it starts")
+	}
+	sess := &sidecar.Session{Endpoint: ep, Token: token, ID: sessionID, Client: "gatekeeper-mcp/" + version}
+	// Attached from the start: the sidecar trusts this session's
+	// sandboxed_code server once a connection holding the token is.
+	holdCtx, stopHold := context.WithCancel(ctx)
+	defer stopHold()
+	attached := make(chan struct{}, 1)
+	go sess.Hold(holdCtx, time.Second,
+		func() {
+			log.Debug("attached to the Claude Code session", "session_id", sessionID)
+			select {
+			case attached <- struct{}{}:
+			default:
+			}
+		},
+		func(err error) { log.Warn("not attached to the sidecar; runs are denied until it is back", "err", err) })
+	// Answer the CLI only once attached (or after a while, so a sidecar
+	// that is down does not hold the CLI up: its calls are denied anyway).
+	select {
+	case <-attached:
+	case <-time.After(3 * time.Second):
+	case <-ctx.Done():
+	}
+	srv := &claudecode.MCPServer{Sandbox: sess, Version: version}
+	return srv.Serve(ctx, stdin, stdout)
+}
+
+// cmdClaudeCode is `claude-code install` and `claude-code uninstall`.
+func cmdClaudeCode(sub string, args []string, env envLookup, stdout, stderr io.Writer) error {
+	if sub == "uninstall" {
+		fs := newFlags("claude-code uninstall", "claude-code uninstall [--path DIR] [--force]", stderr)
+		dir := fs.String("path", claudecode.DefaultManagedDir(), "the managed settings directory")
+		force := fs.Bool("force", false, "restore files even if they changed since install")
+		if err := parse(fs, args, env); err != nil {
+			return err
+		}
+		changes, err := claudecode.Uninstall(*dir, *force)
+		printChanges(stdout, changes)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Claude Code's managed settings in %s are as they were before gatekeeper installed them\n", *dir)
+		return nil
+	}
+	fs := newFlags("claude-code install", `claude-code install [--path DIR] [--hook command|http] [--print] [--force]
+
+Writes Claude Code's managed settings (managed-settings.json and
+managed-mcp.json in DIR) so every tool call of the CLI is decided by the
+gatekeeper sidecar and code runs in its sandbox; see docs/CLAUDE-CODE.md.`, stderr)
+	dir := fs.String("path", claudecode.DefaultManagedDir(), "the managed settings directory")
+	hook := fs.String("hook", claudecode.HookCommand, "command: the CLI runs `gatekeeper hook` per call (reaches the sidecar's socket); http: the CLI POSTs to --hook-url, with the token from "+claudecode.TokenEnv)
+	url := fs.String("url", defaultSocket(), "the sidecar address the command hook and the MCP server use")
+	tokenFile := fs.String("token-file", defaultTokenFile(), "the token file the command hook and the MCP server read")
+	hookURL := fs.String("hook-url", "", "the HTTP hook URL: the address of `gatekeeper serve --hook-listen` with path "+wire.HookPath)
+	bin := fs.String("gatekeeper", "", "the gatekeeper binary the CLI runs (default: this one)")
+	timeout := fs.Int("hook-timeout", 30, "seconds the CLI waits for one hook call before blocking it")
+	print := fs.Bool("print", false, "print the files instead of writing them")
+	force := fs.Bool("force", false, "replace settings gatekeeper did not write (uninstall restores them)")
+	if err := parse(fs, args, env); err != nil {
+		return err
+	}
+	if *bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		*bin = exe
+	}
+	abs := func(p string) string {
+		if a, err := filepath.Abs(p); err == nil {
+			return a
+		}
+		return p
+	}
+	o := claudecode.InstallOptions{Dir: abs(*dir), Hook: *hook, Gatekeeper: abs(*bin), Sidecar: *url, TokenFile: abs(*tokenFile), HookURL: *hookURL, HookTimeout: *timeout}
+	if *print {
+		files, err := claudecode.Files(o)
+		if err != nil {
+			return err
+		}
+		names := make([]string, 0, len(files))
+		for n := range files {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			fmt.Fprintf(stdout, "# %s\n%s", filepath.Join(o.Dir, n), files[n])
+		}
+		return nil
+	}
+	changes, err := claudecode.Install(o, *force)
+	printChanges(stdout, changes)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Claude Code is under gatekeeper: managed settings written to %s\n", o.Dir)
+	return nil
+}
+
+func printChanges(w io.Writer, changes []claudecode.Change) {
+	for _, c := range changes {
+		if string(c.Old) == string(c.New) && (c.Old == nil) == (c.New == nil) {
+			continue
+		}
+		if c.NotOurs {
+			fmt.Fprintf(w, "%s holds settings gatekeeper did not write:\n", c.Path)
+		}
+		fmt.Fprint(w, c.Diff())
+	}
+}

@@ -1,0 +1,184 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+)
+
+// Style says how Format writes a record.
+type Style struct {
+	// Color uses ANSI colours (for a terminal).
+	Color bool
+	// Location is the time zone of the time column; nil means UTC.
+	Location *time.Location
+}
+
+const (
+	ansiReset  = "\x1b[0m"
+	ansiDim    = "\x1b[2m"
+	ansiRed    = "\x1b[31m"
+	ansiGreen  = "\x1b[32m"
+	ansiYellow = "\x1b[33m"
+)
+
+// Verdict is how a record's result is shown, in the terminal and the
+// browser alike: an icon and a word, so that colour is never the only
+// sign, and a tone the colour comes from (allow, deny, ask, warn, info).
+type Verdict struct {
+	Icon string `json:"icon"`
+	Word string `json:"word"`
+	Tone string `json:"tone"`
+}
+
+// VerdictOf returns the Verdict of rec: for a run that was allowed, how it
+// ended; otherwise its decision.
+func VerdictOf(r *audit.Record) Verdict {
+	if r.Kind == audit.KindRun && r.Decision != "deny" && r.Outcome != "" {
+		switch r.Outcome {
+		case audit.OutcomeExited:
+			if r.ExitCode != nil && *r.ExitCode != 0 {
+				return Verdict{"▲", fmt.Sprintf("EXIT %d", *r.ExitCode), "warn"}
+			}
+			return Verdict{"✔", "EXITED", "allow"}
+		case audit.OutcomeTimedOut:
+			return Verdict{"⏱", "TIMEOUT", "warn"}
+		case audit.OutcomeOOMKilled:
+			return Verdict{"▲", "OOM", "warn"}
+		case audit.OutcomeCancelled:
+			return Verdict{"■", "CANCEL", "warn"}
+		case audit.OutcomeError:
+			return Verdict{"✘", "ERROR", "deny"}
+		}
+	}
+	switch r.Decision {
+	case "allow":
+		return Verdict{"✔", "ALLOW", "allow"}
+	case "deny":
+		return Verdict{"✘", "DENY", "deny"}
+	case "ask":
+		return Verdict{"?", "ASK", "ask"}
+	}
+	return Verdict{"·", strings.ToUpper(string(r.Kind)), "info"}
+}
+
+// toneColor is the terminal colour of each tone.
+var toneColor = map[string]string{"allow": ansiGreen, "deny": ansiRed, "ask": ansiYellow, "warn": ansiYellow}
+
+// Format writes rec as one line for a terminal: time, seq, verdict, kind,
+// event, tool, rule, query, then the reason (decisions) or the outcome,
+// exit code, duration, peak memory, runtime and image (runs). Everything
+// the model or a policy wrote is made safe for a terminal: control
+// characters (escape sequences included) are written as \x.. escapes.
+func Format(w io.Writer, rec *audit.Record, st Style) error {
+	loc := st.Location
+	if loc == nil {
+		loc = time.UTC
+	}
+	paint := func(color, s string) string {
+		if !st.Color || color == "" {
+			return s
+		}
+		return color + s + ansiReset
+	}
+	v := VerdictOf(rec)
+	var b strings.Builder
+	b.WriteString(paint(ansiDim, rec.Time.In(loc).Format("15:04:05.000")))
+	fmt.Fprintf(&b, " %s ", paint(ansiDim, fmt.Sprintf("#%-5d", rec.Seq)))
+	b.WriteString(paint(toneColor[v.Tone], fmt.Sprintf("%s %-7s", v.Icon, v.Word)))
+	fmt.Fprintf(&b, " %-8s %-10s %-26s %-28s %s", rec.Kind, safe(rec.Event), safe(rec.Tool), safe(rec.Rule), paint(ansiDim, shortID(rec.QueryID)))
+	switch rec.Kind {
+	case audit.KindRun:
+		var parts []string
+		if rec.Outcome != "" {
+			parts = append(parts, string(rec.Outcome))
+		}
+		if rec.ExitCode != nil {
+			parts = append(parts, fmt.Sprintf("exit %d", *rec.ExitCode))
+		}
+		if rec.Outcome != "" && rec.Outcome != audit.OutcomeError {
+			peak := "peak unknown" // the runner saw no memory figure
+			if rec.PeakMemoryBytes > 0 {
+				peak = "peak " + bytesText(rec.PeakMemoryBytes)
+			}
+			parts = append(parts, fmt.Sprintf("%d ms", rec.DurationMS), peak)
+		}
+		if rec.Runtime != "" {
+			parts = append(parts, safe(rec.Runtime))
+		}
+		if rec.Image != "" {
+			parts = append(parts, safe(rec.Image))
+		}
+		if rec.Truncated {
+			parts = append(parts, "output truncated")
+		}
+		if rec.Error != "" {
+			parts = append(parts, safe(rec.Error))
+		}
+		if rec.Reason != "" {
+			parts = append(parts, safe(rec.Reason))
+		}
+		b.WriteString("  " + strings.Join(parts, " · "))
+	case audit.KindEgress:
+		fmt.Fprintf(&b, "  %s:%d ↑%s ↓%s %s", safe(rec.Host), rec.Port, bytesText(rec.BytesUp), bytesText(rec.BytesDown), safe(rec.Reason+rec.Error))
+	case audit.KindQuery:
+		in := "no override"
+		if rec.ToolInput != nil {
+			raw, _ := json.Marshal(rec.ToolInput)
+			in = "override " + string(raw)
+		}
+		fmt.Fprintf(&b, "  %s %s", safe(in), safe(rec.Reason))
+	default:
+		b.WriteString("  " + safe(rec.Reason))
+	}
+	_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
+	return err
+}
+
+// safe makes s harmless on a terminal: control characters, which could
+// move the cursor or rewrite the screen, become \x.. or \u.... escapes.
+func safe(s string) string {
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unsafeRune(r) {
+			if r < 0x100 {
+				fmt.Fprintf(&b, `\x%02x`, r)
+			} else {
+				fmt.Fprintf(&b, `\u%04x`, r)
+			}
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unsafeRune(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
+}
+
+// shortID shortens q_3fa8c1d2-… to its first 10 characters.
+func shortID(id string) string {
+	if len(id) > 10 {
+		return id[:10]
+	}
+	return id
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}

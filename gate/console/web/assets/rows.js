@@ -1,0 +1,75 @@
+// rows.js: one table row per audit record, shared by the stream and the
+// query view.
+import { bytes, h, pretty, shortID, time, verdict } from './dom.js';
+
+/** details is the last column: the reason of a decision, the end of a run, the override of a query, the host of an egress request. */
+export function details(rec) {
+  switch (rec.kind) {
+    case 'run': {
+      const parts = [];
+      if (rec.outcome) parts.push(rec.outcome.replace('_', ' '));
+      if (rec.exit_code !== undefined) parts.push(`exit ${rec.exit_code}`);
+      if (rec.outcome && rec.outcome !== 'error') parts.push(`${rec.duration_ms ?? 0} ms`, rec.peak_memory_bytes ? `peak ${bytes(rec.peak_memory_bytes)}` : 'peak unknown');
+      if (rec.runtime) parts.push(rec.runtime);
+      if (rec.image) parts.push(rec.image);
+      if (rec.truncated) parts.push('output truncated');
+      if (rec.error) parts.push(rec.error);
+      if (rec.reason) parts.push(rec.reason);
+      return parts.join(' · ');
+    }
+    case 'egress':
+      return `${rec.host}:${rec.port} ↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)} ${rec.reason ?? ''}${rec.error ?? ''}`;
+    case 'query':
+      return `${rec.tool_input === undefined ? 'no override' : `override ${JSON.stringify(rec.tool_input)}`}${rec.reason ? ` — ${rec.reason}` : ''}`;
+    default:
+      return rec.reason ?? '';
+  }
+}
+
+export const COLUMNS = ['Time', 'Seq', 'Result', 'Kind', 'Event', 'Tool', 'Rule', 'Query', 'Details'];
+
+/** row renders one record; a click opens its full audit line below it. */
+export function row(v, rec) {
+  const tr = h('tr', { class: ['rec', `tone-${v.tone}`], 'data-seq': rec.seq, 'data-kind': rec.kind, 'data-decision': rec.decision ?? '', tabindex: 0 },
+    h('td', { class: 'time' }, time(rec.time)),
+    h('td', { class: 'seq' }, `#${rec.seq}`),
+    h('td', { class: 'result' }, verdict(v)),
+    h('td', { class: 'kind' }, rec.kind),
+    h('td', { class: 'event' }, rec.event ?? ''),
+    h('td', { class: 'tool', title: rec.tool ?? '' }, rec.tool ?? ''),
+    h('td', { class: 'rule', title: rec.rule ?? '' }, rec.rule ?? ''),
+    h('td', { class: 'query' }, rec.query_id ? h('a', { href: `#/query/${encodeURIComponent(rec.query_id)}`, title: rec.query_id }, shortID(rec.query_id)) : ''),
+    h('td', { class: 'details' }, rec.kind === 'run' && rec.run_id ? h('a', { href: `#/run/${encodeURIComponent(rec.run_id)}`, class: 'open-run' }, 'run ▸') : '', ' ', details(rec)),
+  );
+  const toggle = (e) => {
+    if (e.target instanceof Element && e.target.closest('a')) return;
+    const next = tr.nextElementSibling;
+    if (next?.classList.contains('line')) {
+      next.remove();
+      return;
+    }
+    tr.after(h('tr', { class: 'line' }, h('td', { colspan: COLUMNS.length }, auditLine(rec))));
+  };
+  tr.addEventListener('click', toggle);
+  tr.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') toggle(e);
+  });
+  return tr;
+}
+
+/** auditLine shows a record as the audit log holds it, with links to its run and query. */
+export function auditLine(rec) {
+  return h('div', { class: 'audit-line' },
+    h('div', { class: 'links' },
+      `audit line #${rec.seq}`,
+      rec.run_id ? [' · ', h('a', { href: `#/run/${encodeURIComponent(rec.run_id)}` }, `run ${rec.run_id}`)] : '',
+      rec.query_id ? [' · ', h('a', { href: `#/query/${encodeURIComponent(rec.query_id)}` }, `query ${rec.query_id}`)] : ''),
+    h('pre', { class: 'json' }, pretty(rec)));
+}
+
+/** table makes an empty records table; rows go in its tbody. */
+export function table() {
+  const tbody = h('tbody');
+  const t = h('table', { class: 'records' }, h('thead', {}, h('tr', {}, COLUMNS.map((c) => h('th', { scope: 'col' }, c)))), tbody);
+  return { table: t, tbody };
+}

@@ -1,0 +1,246 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+)
+
+// HookClient is the audit log's client name for the hook endpoint.
+const HookClient = "claude-code"
+
+// managedScope is the scope the CLI reports in a hook input's
+// mcp_server.source for a server of managed-mcp.json.
+const managedScope = "enterprise"
+
+// ClaudeCodeConfig bounds the Claude Code CLI sessions the hook endpoint
+// keeps. Each session is one gatekeeper query.
+type ClaudeCodeConfig struct {
+	// MaxSessions is how many sessions may be open at once (default 256);
+	// a hook call of a new session beyond it is denied.
+	MaxSessions int
+	// SessionIdle closes a session no hook has called for this long and no
+	// connection is attached to (default 1h).
+	SessionIdle time.Duration
+}
+
+// HookHandler returns the handler of a listener that serves only the hook
+// endpoint and /healthz, for the loopback TCP address Claude Code's HTTP
+// hooks need.
+func (s *Server) HookHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
+	return mux
+}
+
+// ServeHooks serves HookHandler on ln until ctx ends.
+func (s *Server) ServeHooks(ctx context.Context, ln net.Listener) error {
+	return s.serve(ctx, ln, s.HookHandler())
+}
+
+// hook answers one Claude Code hook call. A tool event is decided in the
+// session's query on the one decision path of the sidecar; whatever keeps
+// it from being decided (an unreadable input, too many sessions, an audit
+// failure) is a deny the model can read. An input whose event cannot be
+// read at all gets 400, and a body over the frame limit 413: the CLI
+// treats both as a failed hook, which onFailure "block" turns into a block.
+func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(10 * time.Second))
+	body, err := io.ReadAll(io.LimitReader(r.Body, s.cfg.MaxFrameBytes+1))
+	switch {
+	case err != nil:
+		hookFailed(w, http.StatusBadRequest, "read hook input: "+err.Error())
+		return
+	case int64(len(body)) > s.cfg.MaxFrameBytes:
+		hookFailed(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the hook input is larger than %d bytes", s.cfg.MaxFrameBytes))
+		return
+	}
+	in, werr := wire.DecodeHook(body)
+	event := in.Event
+	if werr != nil {
+		s.log.Warn("unreadable hook input", "event", event, "err", werr.Message)
+		if event != wire.HookPreToolUse && event != wire.HookPermissionRequest {
+			hookFailed(w, http.StatusBadRequest, werr.Message)
+			return
+		}
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(
+			"gatekeeper could not read this hook input ("+werr.Message+"), so the call is denied", gate.RuleError)})
+		return
+	}
+	switch event {
+	case wire.HookSessionEnd:
+		s.cli.end(in.SessionID)
+		s.answer(w, wire.HookAnswer{Event: event})
+		return
+	case wire.HookPreToolUse, wire.HookPermissionRequest:
+	default:
+		s.answer(w, wire.HookAnswer{Event: event})
+		return
+	}
+	sess, werr := s.cli.get(r.Context(), in.SessionID)
+	if werr != nil {
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(werr.Message+", so the call is denied", gate.RuleError)})
+		return
+	}
+	call := gate.Call{Event: event, ToolName: in.ToolName, ToolInput: in.ToolInput, ToolUseID: in.ToolUseID, Cwd: in.Cwd,
+		MCPServer: sess.provenance(in.MCPServer)}
+	_, d := s.decide(r.Context(), sess.q, HookClient, call)
+	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: forModel(d.Reason, d.Rule)})
+}
+
+// forModel is the text the model reads for a deny or an ask, naming the
+// rule as @gatekeeper/client's forModel does.
+func forModel(reason, rule string) string { return reason + " [gatekeeper rule: " + rule + "]" }
+
+func (s *Server) answer(w http.ResponseWriter, a wire.HookAnswer) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(wire.EncodeHookAnswer(a))
+}
+
+// hookFailed answers a hook call gatekeeper cannot read with an HTTP error.
+func hookFailed(w http.ResponseWriter, status int, msg string) {
+	http.Error(w, "gatekeeper: "+msg, status)
+}
+
+// cliSessions maps Claude Code session ids onto queries. A session's query
+// is opened with the operator's base policy on first use, by a hook call
+// or by `gatekeeper mcp` attaching to it, and closed at SessionEnd or
+// when it has been idle for SessionIdle with nothing attached; its
+// workspace (the runs of `gatekeeper mcp`) goes with it.
+type cliSessions struct {
+	s    *Server
+	max  int
+	idle time.Duration
+
+	mu   sync.Mutex
+	byID map[string]*cliSession
+}
+
+// cliSession is one session; its fields are guarded by cliSessions.mu.
+type cliSession struct {
+	q *query
+	// attested is set once a connection attached to the session: that is
+	// `gatekeeper mcp`, the sandboxed_code server Claude Code started for
+	// this session, proving with the token that it is gatekeeper's own.
+	attested bool
+	attached int
+	last     time.Time
+}
+
+// sessionView is what a hook call needs of a session, copied under the lock.
+type sessionView struct {
+	q        *query
+	attested bool
+}
+
+func newCLISessions(s *Server, cfg ClaudeCodeConfig) *cliSessions {
+	if cfg.MaxSessions <= 0 {
+		cfg.MaxSessions = 256
+	}
+	if cfg.SessionIdle <= 0 {
+		cfg.SessionIdle = time.Hour
+	}
+	return &cliSessions{s: s, max: cfg.MaxSessions, idle: cfg.SessionIdle, byID: map[string]*cliSession{}}
+}
+
+// get returns the session id, opening its query if it is new.
+func (c *cliSessions) get(ctx context.Context, id string) (sessionView, *wire.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sess, werr := c.lockedGet(ctx, id, HookClient)
+	if werr != nil {
+		return sessionView{}, werr
+	}
+	return sessionView{q: sess.q, attested: sess.attested}, nil
+}
+
+// attach attaches a connection of client to session id, opening its query
+// if it is new, and marks the session attested. The connection must call
+// detach when it ends.
+func (c *cliSessions) attach(ctx context.Context, id, client string) (*query, *wire.Error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sess, werr := c.lockedGet(ctx, id, client)
+	if werr != nil {
+		return nil, werr
+	}
+	sess.attested = true
+	sess.attached++
+	return sess.q, nil
+}
+
+// detach undoes one attach of the query q.
+func (c *cliSessions) detach(q *query) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, sess := range c.byID {
+		if sess.q == q && sess.attached > 0 {
+			sess.attached--
+			sess.last = time.Now()
+		}
+	}
+}
+
+// end closes session id (at the CLI's SessionEnd).
+func (c *cliSessions) end(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sess, ok := c.byID[id]; ok {
+		sess.q.closed.Store(true)
+		delete(c.byID, id)
+		c.s.removeWorkspace(sess.q.q.ID)
+	}
+}
+
+func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSession, *wire.Error) {
+	now := time.Now()
+	for sid, sess := range c.byID {
+		if sess.attached == 0 && now.Sub(sess.last) > c.idle {
+			sess.q.closed.Store(true)
+			delete(c.byID, sid)
+			c.s.removeWorkspace(sess.q.q.ID)
+		}
+	}
+	if sess, ok := c.byID[id]; ok {
+		sess.last = now
+		return sess, nil
+	}
+	if len(c.byID) >= c.max {
+		return nil, &wire.Error{Code: wire.CodeTooManyRequests, Message: fmt.Sprintf("gatekeeper already serves its maximum of %d Claude Code sessions", c.max)}
+	}
+	q, werr := c.s.openQuery(ctx, client, id, nil)
+	if werr != nil {
+		return nil, werr
+	}
+	sess := &cliSession{q: q, last: now}
+	c.byID[id] = sess
+	return sess, nil
+}
+
+// provenance turns the CLI's mcp_server into the decision's: the CLI's
+// scope is passed on as the source, except that the sandboxed_code server
+// of managed-mcp.json in a session `gatekeeper mcp` attested is
+// gate.SourceGatekeeper, the one source besides the SDK's in-process
+// server that the built-in policy trusts to run code. A CLI that reports
+// that value itself gets "unknown".
+func (v sessionView) provenance(srv *wire.MCPServer) *gate.MCPServer {
+	if srv == nil {
+		return nil
+	}
+	src := srv.Source
+	switch {
+	case src == gate.SourceGatekeeper:
+		src = wire.SourceUnknown
+	case src == managedScope && srv.Name == gate.SandboxServer && v.attested:
+		src = gate.SourceGatekeeper
+	}
+	return &gate.MCPServer{Name: srv.Name, Source: src}
+}

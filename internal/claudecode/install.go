@@ -1,0 +1,389 @@
+package claudecode
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+)
+
+// The files install writes into the managed settings directory, and the
+// record it keeps there of what it wrote and what was there before.
+const (
+	SettingsFile = "managed-settings.json"
+	MCPFile      = "managed-mcp.json"
+	stateFile    = ".gatekeeper-install.json"
+)
+
+// Hook kinds install can wire.
+const (
+	HookCommand = "command"
+	HookHTTP    = "http"
+)
+
+// TokenEnv is the environment variable an HTTP hook's Authorization header
+// reads the token from.
+const TokenEnv = "GATEKEEPER_TOKEN"
+
+// ErrNotOurs means a file install would overwrite (or uninstall would
+// restore over) holds settings gatekeeper did not write; --force overrides.
+var ErrNotOurs = errors.New("settings gatekeeper did not write")
+
+// DefaultManagedDir is the CLI's managed settings directory on this OS,
+// as its settings documentation and the pinned binary name it.
+func DefaultManagedDir() string {
+	switch runtime.GOOS {
+	case "darwin":
+		return "/Library/Application Support/ClaudeCode"
+	case "windows":
+		return `C:\Program Files\ClaudeCode`
+	}
+	return "/etc/claude-code"
+}
+
+// InstallOptions say how the CLI reaches gatekeeper.
+type InstallOptions struct {
+	// Dir is the managed settings directory.
+	Dir string
+	// Hook is HookCommand (the CLI runs `gatekeeper hook` per call) or
+	// HookHTTP (the CLI POSTs to HookURL).
+	Hook string
+	// Gatekeeper is the absolute path of the gatekeeper binary that the
+	// command hook and the MCP server run.
+	Gatekeeper string
+	// Sidecar is the address the command hook and `gatekeeper mcp` use:
+	// the sidecar's socket (unix:///…) or a TCP address.
+	Sidecar string
+	// TokenFile is the token file they read; it must be readable by every
+	// user who runs the CLI.
+	TokenFile string
+	// HookURL is the HTTP hook's URL, the sidecar's --hook-listen address
+	// with the hook path.
+	HookURL string
+	// HookTimeout is how long the CLI waits for one hook call, in seconds;
+	// then onFailure "block" blocks the call.
+	HookTimeout int
+}
+
+// denied are the tools the managed settings deny outright, besides the
+// hooks: the CLI's tools that run a command on the host. The policy denies
+// them too (tools.deny_list); here they also disappear from the model's
+// tool list.
+var denied = []string{"Bash", "PowerShell"}
+
+// Files returns the managed settings files for o, by name.
+//
+// managed-settings.json puts a hook on every tool call (PreToolUse, and
+// PermissionRequest where the CLI would prompt) and on SessionEnd, with
+// onFailure "block", and locks the CLI so no other settings file can
+// change that: allowManagedHooksOnly (user and project hooks do not run),
+// allowManagedPermissionRulesOnly (their permissions.allow rules are
+// ignored), allowManagedMcpServersOnly with an empty allowedMcpServers
+// (their MCP servers do not start); for HTTP hooks the URL and the token
+// variable are allowlisted too. managed-mcp.json defines the one MCP server
+// the CLI may start, sandboxed_code, which is `gatekeeper mcp`, always
+// loaded. docs/CLAUDE-CODE.md cites the CLI's documentation for each key.
+func Files(o InstallOptions) (map[string][]byte, error) {
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	var hook map[string]any
+	switch o.Hook {
+	case HookCommand:
+		hook = map[string]any{
+			"type": "command", "command": o.Gatekeeper,
+			"args":    []string{"hook", "--url", o.Sidecar, "--token-file", o.TokenFile, "--timeout", strconv.Itoa(o.HookTimeout-2) + "s"},
+			"timeout": o.HookTimeout, "onFailure": "block",
+		}
+	case HookHTTP:
+		hook = map[string]any{
+			"type": "http", "url": o.HookURL,
+			"headers":        map[string]string{"Authorization": "Bearer ${" + TokenEnv + "}"},
+			"allowedEnvVars": []string{TokenEnv},
+			"timeout":        o.HookTimeout, "onFailure": "block",
+		}
+	}
+	every := []any{map[string]any{"matcher": "*", "hooks": []any{hook}}}
+	settings := map[string]any{
+		"allowManagedHooksOnly":           true,
+		"allowManagedPermissionRulesOnly": true,
+		"allowManagedMcpServersOnly":      true,
+		"allowedMcpServers":               []string{},
+		"permissions":                     map[string]any{"deny": denied},
+		"hooks": map[string]any{
+			"PreToolUse":        every,
+			"PermissionRequest": every,
+			"SessionEnd":        []any{map[string]any{"hooks": []any{hook}}},
+		},
+	}
+	if o.Hook == HookHTTP {
+		settings["allowedHttpHookUrls"] = []string{o.HookURL}
+		settings["httpHookAllowedEnvVars"] = []string{TokenEnv}
+	}
+	mcp := map[string]any{"mcpServers": map[string]any{
+		gate.SandboxServer: map[string]any{
+			"type": "stdio", "command": o.Gatekeeper,
+			"args":       []string{"mcp", "--url", o.Sidecar, "--token-file", o.TokenFile},
+			"alwaysLoad": true,
+		},
+	}}
+	out := map[string][]byte{}
+	for name, v := range map[string]any{SettingsFile: settings, MCPFile: mcp} {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		out[name] = append(b, '\n')
+	}
+	return out, nil
+}
+
+func (o InstallOptions) validate() error {
+	var errs []error
+	if !filepath.IsAbs(o.Dir) {
+		errs = append(errs, fmt.Errorf("the managed settings directory %q is not an absolute path", o.Dir))
+	}
+	if !filepath.IsAbs(o.Gatekeeper) {
+		errs = append(errs, fmt.Errorf("the gatekeeper binary %q is not an absolute path", o.Gatekeeper))
+	}
+	if !filepath.IsAbs(o.TokenFile) {
+		errs = append(errs, fmt.Errorf("the token file %q is not an absolute path", o.TokenFile))
+	}
+	if o.Sidecar == "" {
+		errs = append(errs, errors.New("no sidecar address"))
+	}
+	switch o.Hook {
+	case HookCommand:
+	case HookHTTP:
+		if o.HookURL == "" {
+			errs = append(errs, errors.New("an HTTP hook needs the sidecar's hook URL (serve --hook-listen)"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("hook kind %q is neither %q nor %q", o.Hook, HookCommand, HookHTTP))
+	}
+	if o.HookTimeout < 5 {
+		errs = append(errs, fmt.Errorf("a hook timeout of %d s is too short; give at least 5", o.HookTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// state is what install records in stateFile: for each file it wrote, the
+// digest of what it wrote and what was there before, so that uninstall
+// restores exactly that.
+type state struct {
+	Version int                   `json:"version"`
+	Files   map[string]*fileState `json:"files"`
+	// CreatedDir means the directory did not exist before.
+	CreatedDir bool `json:"created_dir"`
+}
+
+type fileState struct {
+	Written string `json:"written_sha256"`
+	// Previous is the file's content before the first install, nil when
+	// it did not exist; PreviousMode its permission bits.
+	Previous     []byte      `json:"previous"`
+	PreviousMode fs.FileMode `json:"previous_mode,omitempty"`
+}
+
+// Change is one file an install or uninstall writes or removes.
+type Change struct {
+	Path string
+	// Old and New are the content before and after; nil means absent.
+	Old, New []byte
+	// NotOurs means Old holds settings gatekeeper did not write.
+	NotOurs bool
+}
+
+// Diff is a unified diff of the change.
+func (c Change) Diff() string { return unifiedDiff(c.Path, c.Old, c.New) }
+
+// Install writes the files of o into o.Dir and returns what it changed.
+// A file that exists and that gatekeeper did not write (or that changed
+// since it did) is not touched, and the error wraps ErrNotOurs, unless
+// force is set; the changes are returned either way, for their diffs.
+// What each file held before the first install is kept in the directory,
+// for Uninstall.
+func Install(o InstallOptions, force bool) ([]Change, error) {
+	files, err := Files(o)
+	if err != nil {
+		return nil, err
+	}
+	st, err := readState(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		_, statErr := os.Stat(o.Dir)
+		st = &state{Version: 1, Files: map[string]*fileState{}, CreatedDir: errors.Is(statErr, fs.ErrNotExist)}
+	}
+	var changes []Change
+	var notOurs []string
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		path := filepath.Join(o.Dir, name)
+		old, mode, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		fsOld := st.Files[name]
+		c := Change{Path: path, Old: old, New: files[name], NotOurs: old != nil && (fsOld == nil || digest(old) != fsOld.Written)}
+		if c.NotOurs {
+			notOurs = append(notOurs, path)
+		}
+		if fsOld == nil {
+			st.Files[name] = &fileState{Previous: old, PreviousMode: mode}
+		}
+		changes = append(changes, c)
+	}
+	if len(notOurs) > 0 && !force {
+		return changes, fmt.Errorf("%w: %v (pass --force to replace them; uninstall then restores them)", ErrNotOurs, notOurs)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("managed settings directory: %w", err)
+	}
+	for _, c := range changes {
+		st.Files[filepath.Base(c.Path)].Written = digest(c.New)
+	}
+	// The record first: a crash between the writes leaves files uninstall
+	// can still recognise or restore.
+	if err := writeState(o.Dir, st); err != nil {
+		return nil, err
+	}
+	for _, c := range changes {
+		if err := writeFile(c.Path, c.New, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return changes, nil
+}
+
+// Uninstall restores every file Install wrote in dir to what it held
+// before (byte for byte, with its mode) or removes it if it did not exist,
+// removes the record, and the directory if Install created it and it is
+// empty. A file changed since Install wrote it is not touched, and the
+// error wraps ErrNotOurs, unless force is set.
+func Uninstall(dir string, force bool) ([]Change, error) {
+	st, err := readState(dir)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, fmt.Errorf("gatekeeper has not installed Claude Code settings in %s (no %s there)", dir, stateFile)
+	}
+	var changes []Change
+	var notOurs []string
+	for _, name := range slices.Sorted(maps.Keys(st.Files)) {
+		fst := st.Files[name]
+		path := filepath.Join(dir, name)
+		cur, _, err := readFile(path)
+		if err != nil {
+			return nil, err
+		}
+		c := Change{Path: path, Old: cur, New: fst.Previous, NotOurs: cur != nil && digest(cur) != fst.Written}
+		if c.NotOurs {
+			notOurs = append(notOurs, path)
+		}
+		changes = append(changes, c)
+	}
+	if len(notOurs) > 0 && !force {
+		return changes, fmt.Errorf("%w: %v changed since gatekeeper installed it (pass --force to restore it anyway)", ErrNotOurs, notOurs)
+	}
+	for _, c := range changes {
+		fst := st.Files[filepath.Base(c.Path)]
+		if fst.Previous == nil {
+			if err := os.Remove(c.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, err
+			}
+			continue
+		}
+		if err := writeFile(c.Path, fst.Previous, fst.PreviousMode); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
+		return nil, err
+	}
+	if st.CreatedDir {
+		_ = os.Remove(dir) // only if empty
+	}
+	return changes, nil
+}
+
+func readState(dir string) (*state, error) {
+	data, err := os.ReadFile(filepath.Join(dir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", stateFile, err)
+	}
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil || st.Version != 1 || st.Files == nil {
+		return nil, fmt.Errorf("%s in %s is not a record gatekeeper can read", stateFile, dir)
+	}
+	return &st, nil
+}
+
+func writeState(dir string, st *state) error {
+	b, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return err
+	}
+	// The previous files may be anyone's settings: readable by root only.
+	return writeFile(filepath.Join(dir, stateFile), append(b, '\n'), 0o600)
+}
+
+// readFile returns a file's content and permission bits, or nil content
+// when it does not exist.
+func readFile(path string) ([]byte, fs.FileMode, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	return data, fi.Mode().Perm(), nil
+}
+
+// writeFile replaces path atomically with data and mode.
+func writeFile(path string, data []byte, mode fs.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".gatekeeper-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
+
+func digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

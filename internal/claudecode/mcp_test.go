@@ -1,0 +1,249 @@
+package claudecode
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
+)
+
+// fakeSandbox stands in for the sidecar in protocol tests; it claims
+// nothing about isolation (the CLI tests run the real sidecar and engine).
+type fakeSandbox struct {
+	mu    sync.Mutex
+	calls []fakeCall
+	// result or err is what Run returns; block makes it wait for ctx.
+	result *wire.RunResult
+	err    error
+	block  bool
+}
+
+type fakeCall struct {
+	toolUseID string
+	req       sidecar.RunRequest
+}
+
+func (f *fakeSandbox) Run(ctx context.Context, toolUseID string, r sidecar.RunRequest) (*wire.RunResult, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fakeCall{toolUseID, r})
+	f.mu.Unlock()
+	if f.block {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return f.result, f.err
+}
+
+// session drives a server over pipes, one JSON-RPC message per line.
+type session struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Scanner
+	err chan error
+}
+
+func serve(t *testing.T, sb Sandbox) *session {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	s := &session{t: t, in: inW, out: bufio.NewScanner(outR), err: make(chan error, 1)}
+	go func() {
+		s.err <- (&MCPServer{Sandbox: sb, Version: "test"}).Serve(t.Context(), inR, outW)
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR) // replies nobody reads must not block Serve
+		if err := <-s.err; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return s
+}
+
+func (s *session) send(msg string) {
+	s.t.Helper()
+	if _, err := io.WriteString(s.in, msg+"\n"); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *session) recv() map[string]any {
+	s.t.Helper()
+	if !s.out.Scan() {
+		s.t.Fatalf("no reply: %v", s.out.Err())
+	}
+	var m map[string]any
+	if err := json.Unmarshal(s.out.Bytes(), &m); err != nil {
+		s.t.Fatalf("reply %s: %v", s.out.Bytes(), err)
+	}
+	return m
+}
+
+func (s *session) call(msg string) map[string]any {
+	s.t.Helper()
+	s.send(msg)
+	return s.recv()
+}
+
+func TestMCPHandshakeAsClaudeCodeDoesIt(t *testing.T) {
+	t.Parallel()
+	s := serve(t, &fakeSandbox{})
+	// Claude Code 2.1.330 probes with server/discover first, then falls
+	// back to initialize.
+	if r := s.call(`{"jsonrpc":"2.0","id":"server-discover-probe-1","method":"server/discover","params":{}}`); r["error"].(map[string]any)["code"] != float64(rpcMethodNotFound) {
+		t.Fatalf("server/discover: %v", r)
+	}
+	r := s.call(`{"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}},"jsonrpc":"2.0","id":0}`)
+	res := r["result"].(map[string]any)
+	if r["id"] != float64(0) || res["protocolVersion"] != "2025-11-25" || res["serverInfo"].(map[string]any)["name"] != "gatekeeper" {
+		t.Fatalf("initialize: %v", r)
+	}
+	if r := s.call(`{"method":"initialize","params":{"protocolVersion":"1999-01-01"},"jsonrpc":"2.0","id":1}`); r["result"].(map[string]any)["protocolVersion"] != protocolVersions[0] {
+		t.Errorf("an unknown version is answered with %v, want our newest", r)
+	}
+	s.send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`) // no reply
+	tools := s.call(`{"method":"tools/list","jsonrpc":"2.0","id":2}`)["result"].(map[string]any)["tools"].([]any)
+	want, _ := json.Marshal(runTool)
+	got, _ := json.Marshal(tools[0])
+	if len(tools) != 1 || string(got) != string(want) {
+		t.Errorf("tools/list: %s", got)
+	}
+	if r := s.call(`{"jsonrpc":"2.0","id":3,"method":"ping"}`); r["result"] == nil {
+		t.Errorf("ping: %v", r)
+	}
+	if r := s.call(`not json`); r["error"].(map[string]any)["code"] != float64(rpcParseError) {
+		t.Errorf("a line that is not JSON: %v", r)
+	}
+}
+
+func TestMCPRunToolCalls(t *testing.T) {
+	t.Parallel()
+	ok := &wire.RunResult{RunReport: wire.RunReport{ExitCode: 0, Reason: "exited", Stdout: "42\n", DurationMS: 31}}
+	call := func(args, meta string) string {
+		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":` + args + `,"_meta":` + meta + `}}`
+	}
+	withID := `{"claudecode/toolUseId":"toolu_1","progressToken":2}`
+	tests := []struct {
+		name, msg string
+		sandbox   *fakeSandbox
+		// wantText is in the first content text; wantError is isError.
+		wantText  string
+		wantError bool
+		// wantRun is the request handed to the sandbox, nil for none.
+		wantRun *sidecar.RunRequest
+	}{
+		{name: "a run with its tool use id runs and reports the result", msg: call(`{"language":"python","code":"print(6*7)","files":{"a.csv":"1"},"timeout_s":1.5}`, withID),
+			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0 (exited) after 31 ms",
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "print(6*7)", Files: map[string]wire.FileContent{"a.csv": {Data: "1"}}, TimeoutMS: ptr(int64(1500))}},
+		{name: "a binary file in base64 and named outputs are passed on", msg: call(`{"language":"python","code":"x","files":{"a.bin":{"base64":"AP8="}},"outputs":["out"]}`, withID),
+			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0",
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "x", Files: map[string]wire.FileContent{"a.bin": {Data: "\x00\xff", Base64: true}}, Outputs: []string{"out"}}},
+		{name: "a file object with another key does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"AA==","mode":"755"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
+		{name: "bad base64 does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"!!"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
+		{name: "a null in outputs does not run", msg: call(`{"language":"python","code":"x","outputs":[null]}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "outputs must be a list of strings", wantError: true},
+		{name: "a fraction of a millisecond rounds up", msg: call(`{"language":"sh","code":"","timeout_s":0.0001}`, withID),
+			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0", wantRun: &sidecar.RunRequest{Language: "sh", TimeoutMS: ptr(int64(1))}},
+		{name: "a run without a tool use id does not run", msg: call(`{"language":"python","code":"x"}`, `{}`),
+			sandbox: &fakeSandbox{result: ok}, wantText: "cannot tell which allowed tool call", wantError: true},
+		{name: "a refused run names the rule", msg: call(`{"language":"python","code":"x"}`, withID),
+			sandbox:  &fakeSandbox{err: &sidecar.RefusedError{Code: "run_denied", Rule: "run.no_prior_allow", Message: "no allowed call is waiting"}},
+			wantText: "gatekeeper refused to run the code: no allowed call is waiting [gatekeeper rule: run.no_prior_allow]", wantError: true,
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "x"}},
+		{name: "an unavailable runner says so", msg: call(`{"language":"node","code":"x"}`, withID),
+			sandbox:  &fakeSandbox{err: &sidecar.RefusedError{Code: "runner_unavailable", Message: "no engine"}},
+			wantText: "gatekeeper could not run the code (runner_unavailable): no engine", wantError: true, wantRun: &sidecar.RunRequest{Language: "node", Code: "x"}},
+		{name: "an unreachable sidecar says so", msg: call(`{"language":"python","code":"x"}`, withID),
+			sandbox: &fakeSandbox{err: errors.New("connect: refused")}, wantText: "gatekeeper is unavailable (connect: refused), so the code did not run", wantError: true,
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "x"}},
+		{name: "an unknown language does not run", msg: call(`{"language":"ruby","code":"x"}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "language must be", wantError: true},
+		{name: "a missing code does not run", msg: call(`{"language":"python"}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "code is required", wantError: true},
+		{name: "a zero timeout does not run", msg: call(`{"language":"python","code":"x","timeout_s":0}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "timeout_s must be", wantError: true},
+		{name: "an unknown argument does not run", msg: call(`{"language":"python","code":"x","image":"evil"}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "unknown field", wantError: true},
+		{name: "a file that is not text does not run", msg: call(`{"language":"python","code":"x","files":{"a":null}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := serve(t, tc.sandbox)
+			r := s.call(tc.msg)
+			res, _ := r["result"].(map[string]any)
+			if res == nil {
+				t.Fatalf("no result: %v", r)
+			}
+			blocks := res["content"].([]any)
+			text, _ := blocks[len(blocks)-1].(map[string]any)["text"].(string)
+			if !strings.Contains(text, tc.wantText) || (res["isError"] == true) != tc.wantError {
+				t.Errorf("result %v, want text %q and isError %v", res, tc.wantText, tc.wantError)
+			}
+			if !tc.wantError && res["structuredContent"] == nil {
+				t.Errorf("a finished run has no structuredContent: %v", res)
+			}
+			switch {
+			case tc.wantRun == nil && len(tc.sandbox.calls) != 0:
+				t.Errorf("the sandbox ran %+v", tc.sandbox.calls)
+			case tc.wantRun != nil && (len(tc.sandbox.calls) != 1 || tc.sandbox.calls[0].toolUseID != "toolu_1" || !reflect.DeepEqual(tc.sandbox.calls[0].req, *tc.wantRun)):
+				t.Errorf("the sandbox got %+v, want toolu_1 with %+v", tc.sandbox.calls, *tc.wantRun)
+			}
+		})
+	}
+}
+
+func TestMCPCancelledCallStopsItsRun(t *testing.T) {
+	t.Parallel()
+	sb := &fakeSandbox{block: true}
+	s := serve(t, sb)
+	s.send(`{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"run","arguments":{"language":"python","code":"x"},"_meta":{"claudecode/toolUseId":"t"}}}`)
+	s.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":9}}`)
+	// The cancelled call sends nothing; the next request is answered.
+	if r := s.call(`{"jsonrpc":"2.0","id":10,"method":"ping"}`); r["id"] != float64(10) {
+		t.Fatalf("after a cancel: %v", r)
+	}
+	if r := s.call(`{"jsonrpc":"2.0","id":11,"method":"tools/call","params":{"name":"nope","arguments":{}}}`); r["error"].(map[string]any)["code"] != float64(rpcInvalidParams) {
+		t.Fatalf("an unknown tool: %v", r)
+	}
+}
+
+// TestFormatRunResultMatchesTheSDKClient checks the Go formatting against
+// testdata/run-results, which the CLI tests (walkthroughs/test) also check
+// @gatekeeper/client's formatRunResult against.
+func TestFormatRunResultMatchesTheSDKClient(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join("testdata", "run-results", "*.json"))
+	if err != nil || len(files) < 3 {
+		t.Fatalf("run-results: %v %v", files, err)
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		must(t, err)
+		var c struct {
+			RunResult  wire.RunResult  `json:"run_result"`
+			Text       string          `json:"text"`
+			Structured json.RawMessage `json:"structured"`
+		}
+		must(t, json.Unmarshal(data, &c))
+		if got := FormatRunResult(&c.RunResult); got != c.Text {
+			t.Errorf("%s: text\n%s\nwant\n%s", f, got, c.Text)
+		}
+		// Go escapes <, > and & where JavaScript does not: the same string.
+		var compact, want bytes.Buffer
+		must(t, json.Compact(&compact, c.Structured))
+		json.HTMLEscape(&want, compact.Bytes())
+		if got, _ := json.Marshal(structured(&c.RunResult)); string(got) != want.String() {
+			t.Errorf("%s: structuredContent %s, want %s", f, got, c.Structured)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
