@@ -493,7 +493,12 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	}
 	if snap != nil {
 		<-snap.done // the output has ended, so the receiver has its stream's end
-		<-inputDone
+		select {
+		case <-inputDone:
+		case <-time.After(drainTimeout):
+			s.attach.Close() // a container that ended without reading its input
+			<-inputDone
+		}
 		r.takeSnapshot(&res, spec, snap, ended, snapLate, inputErr)
 	}
 	return res, nil
