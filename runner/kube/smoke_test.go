@@ -33,6 +33,8 @@ type cluster struct {
 	namespace  string
 	netns      string
 	gateway    string // the Pod network's gateway address, inside netns
+	nodeIP     string // the node's address in netns: API server, kubelet
+	hostIP     string // the host's end of the veth
 	image      string
 }
 
@@ -44,9 +46,11 @@ func requireCluster(t *testing.T) cluster {
 		namespace:  os.Getenv("GATEKEEPER_KUBE_NAMESPACE"),
 		netns:      os.Getenv("GATEKEEPER_KUBE_NETNS"),
 		gateway:    os.Getenv("GATEKEEPER_KUBE_POD_GATEWAY"),
+		nodeIP:     os.Getenv("GATEKEEPER_KUBE_NODE_IP"),
+		hostIP:     os.Getenv("GATEKEEPER_KUBE_HOST_IP"),
 		image:      os.Getenv("GATEKEEPER_KUBE_IMAGE"),
 	}
-	if c.kubectl == "" || c.kubeconfig == "" || c.namespace == "" || c.netns == "" || c.gateway == "" || c.image == "" {
+	if c.kubectl == "" || c.kubeconfig == "" || c.namespace == "" || c.netns == "" || c.gateway == "" || c.nodeIP == "" || c.hostIP == "" || c.image == "" {
 		t.Fatal(`no cluster: run scripts/ensure-kube up, then eval "$(scripts/ensure-kube env)" (make test-kube does both)`)
 	}
 	if out, err := c.run(t, nil, "get", "pods"); err != nil {
@@ -98,14 +102,16 @@ for m in (l.split() for l in open("/proc/self/mounts")):
     if m[1] in ("/", "/workspace", "/tmp"):
         out["fstype" + m[1]] = m[2]
         out["opts" + m[1]] = m[3]
-host, port = os.environ["PROBE_TARGET"].rsplit(":", 1)
-try:
-    s = socket.create_connection((host, int(port)), timeout=5)
-    s.sendall(os.environ["PROBE_TOKEN"].encode() + b"\n")
-    s.close()
-    out["connect"] = 0
-except OSError as e:
-    out["connect"] = e.errno or -1
+for target in os.environ["PROBE_TARGETS"].split():
+    name, addr = target.split("=", 1)
+    host, port = addr.rsplit(":", 1)
+    try:
+        s = socket.create_connection((host, int(port)), timeout=5)
+        s.sendall((os.environ["PROBE_TOKEN"] + "-" + name + "\n").encode())
+        s.close()
+        out["connect_" + name] = 0
+    except OSError as e:
+        out["connect_" + name] = e.errno or -1
 for k, v in out.items():
     print("%s=%s" % (k, v))
 `
@@ -122,7 +128,7 @@ func parseProbe(out string) map[string]string {
 }
 
 // hardenedPod is the Pod the backend is to build, with the probe as its program.
-func hardenedPod(name, class, image, target, token string) map[string]any {
+func hardenedPod(name, class, image, targets, token string) map[string]any {
 	res := map[string]any{"cpu": "250m", "memory": "128Mi", "ephemeral-storage": "64Mi"}
 	return map[string]any{
 		"apiVersion": "v1",
@@ -144,7 +150,7 @@ func hardenedPod(name, class, image, target, token string) map[string]any {
 				"imagePullPolicy": "Never",
 				"command":         []any{"python3", "-c", probe},
 				"env": []any{
-					map[string]any{"name": "PROBE_TARGET", "value": target},
+					map[string]any{"name": "PROBE_TARGETS", "value": targets},
 					map[string]any{"name": "PROBE_TOKEN", "value": token},
 				},
 				"securityContext": map[string]any{
@@ -162,8 +168,8 @@ func hardenedPod(name, class, image, target, token string) map[string]any {
 	}
 }
 
-// tokenListener listens inside the cluster's network namespace and records
-// each line a client sends. It is closed when the test ends.
+// tokenListener listens on one address and records each line a client
+// sends. It is closed when the test ends.
 type tokenListener struct {
 	ln   net.Listener
 	mu   sync.Mutex
@@ -171,7 +177,9 @@ type tokenListener struct {
 	done chan struct{}
 }
 
-func listenInNetns(t *testing.T, netns, addr string) *tokenListener {
+// listen listens on addr in the network namespace netns, or in the test's
+// own namespace when netns is empty.
+func listen(t *testing.T, netns, addr string) *tokenListener {
 	t.Helper()
 	type result struct {
 		ln  net.Listener
@@ -179,6 +187,11 @@ func listenInNetns(t *testing.T, netns, addr string) *tokenListener {
 	}
 	ch := make(chan result, 1)
 	go func() {
+		if netns == "" {
+			ln, err := net.Listen("tcp", addr)
+			ch <- result{ln, err}
+			return
+		}
 		// The thread enters netns and is never unlocked, so the runtime
 		// discards it when this goroutine ends: no other goroutine ever
 		// runs in the cluster's namespace. A socket keeps the namespace it
@@ -199,7 +212,7 @@ func listenInNetns(t *testing.T, netns, addr string) *tokenListener {
 	}()
 	r := <-ch
 	if r.err != nil {
-		t.Fatalf("listen on %s in %s: %v", addr, netns, r.err)
+		t.Fatalf("listen on %s in netns %q: %v", addr, netns, r.err)
 	}
 	l := &tokenListener{ln: r.ln, done: make(chan struct{})}
 	go l.serve()
@@ -287,13 +300,15 @@ const (
 
 // TestHardenedPodRunsUnderEachRuntimeClass runs the sandbox image as the
 // hardened Pod under each RuntimeClass and checks, from inside, what each
-// setting must give, and that only gvisor-nonet is cut off from a listener
-// in the cluster's network.
+// setting must give; that only gvisor-nonet is cut off from a listener on
+// the Pod network's gateway; and that no Pod reaches the host through the
+// veth or the node's own address (API server).
 func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 	t.Parallel()
 	c := requireCluster(t)
-	ln := listenInNetns(t, c.netns, net.JoinHostPort(c.gateway, "0"))
-	target := ln.ln.Addr().String()
+	gateway := listen(t, c.netns, net.JoinHostPort(c.gateway, "0"))
+	host := listen(t, "", net.JoinHostPort(c.hostIP, "0"))
+	targets := fmt.Sprintf("gateway=%s host=%s node=%s", gateway.ln.Addr(), host.ln.Addr(), net.JoinHostPort(c.nodeIP, "6443"))
 	for _, tc := range []struct {
 		class   string
 		seccomp string // runc loads the filter into the process; gVisor applies it in its own kernel
@@ -309,7 +324,7 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 			t.Parallel()
 			token := fmt.Sprintf("smoke-%s-%d-%d", tc.class, os.Getpid(), time.Now().UnixNano())
 			name := fmt.Sprintf("smoke-%s-%d", tc.class, time.Now().UnixNano()%1_000_000_000)
-			logs, took := runPod(t, c, hardenedPod(name, tc.class, c.image, target, token))
+			logs, took := runPod(t, c, hardenedPod(name, tc.class, c.image, targets, token))
 			t.Logf("%s: Pod create -> completed in %s", tc.class, took.Round(10*time.Millisecond))
 			s := parseProbe(logs)
 			wait := time.Duration(0)
@@ -331,8 +346,11 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 				{"no new privileges", s["NoNewPrivs"] == "1"},
 				{"seccomp mode " + tc.seccomp, s["Seccomp"] == tc.seccomp},
 				{"interfaces " + tc.ifaces, s["ifaces"] == tc.ifaces},
-				{fmt.Sprintf("connects to the listener: %t", tc.network), (s["connect"] == "0") == tc.network},
-				{fmt.Sprintf("listener got the token: %t", tc.network), ln.received(token, wait) == tc.network},
+				{fmt.Sprintf("connects to the gateway listener: %t", tc.network), (s["connect_gateway"] == "0") == tc.network},
+				{fmt.Sprintf("gateway listener got the token: %t", tc.network), gateway.received(token+"-gateway", wait) == tc.network},
+				{"cannot connect to the host's end of the veth", s["connect_host"] != "0" && s["connect_host"] != ""},
+				{"host listener got nothing", !host.received(token+"-host", 0)},
+				{"cannot connect to the API server on the node's address", s["connect_node"] != "0" && s["connect_node"] != ""},
 			} {
 				if !check.ok {
 					t.Errorf("%s: want %s; the probe saw:\n%s", tc.class, check.what, logs)
@@ -347,7 +365,7 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 func TestNamespaceRefusesUnhardenedPods(t *testing.T) {
 	t.Parallel()
 	c := requireCluster(t)
-	pod := hardenedPod(fmt.Sprintf("smoke-unhardened-%d", time.Now().UnixNano()%1_000_000_000), "runc", c.image, "127.0.0.1:1", "x")
+	pod := hardenedPod(fmt.Sprintf("smoke-unhardened-%d", time.Now().UnixNano()%1_000_000_000), "runc", c.image, "", "x")
 	container := pod["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
 	container["securityContext"].(map[string]any)["allowPrivilegeEscalation"] = true
 	body, err := json.Marshal(pod)
