@@ -129,6 +129,8 @@ func TestOverrideHostsWithinCeilingsAreCheckedInGo(t *testing.T) {
 		{"another port than the ceiling's", `["files.pythonhosted.org:80"]`, "sandbox.net.allow host files.pythonhosted.org:80 is not within ceilings.net_hosts"},
 		{"a look-alike suffix", `["notexample.com"]`, "sandbox.net.allow host notexample.com is not within ceilings.net_hosts"},
 		{"a broader wildcard", `["*.com"]`, `host pattern too broad: "*.com"`},
+		{"a wildcard over a wildcard DNS service", `["*.nip.io"]`, `host pattern too broad: "*.nip.io" would match every host under "nip.io", a wildcard DNS service`},
+		{"a wildcard below a wildcard DNS service", `["*.x.sslip.io"]`, `every host under "sslip.io", a wildcard DNS service`},
 		{"a host under a wildcard ceiling, no public suffix between", `["ec2.amazonaws.com"]`, ""},
 		{"a host across a public suffix below a wildcard ceiling", `["attacker.s3.amazonaws.com"]`, "sandbox.net.allow host attacker.s3.amazonaws.com is not within ceilings.net_hosts"},
 		{"a wildcard across a public suffix below a wildcard ceiling", `["*.attacker.s3.amazonaws.com"]`, "sandbox.net.allow host *.attacker.s3.amazonaws.com is not within ceilings.net_hosts"},

@@ -11,7 +11,8 @@
 //     WHATWG URL parser (Node's new URL, which Claude Code uses) does;
 //   - Pattern is one sandbox.net.allow, sandbox.net.deny or
 //     ceilings.net_hosts entry, with Match, Allows and Covers;
-//   - Pattern.CheckAllow refuses allow patterns that span a public suffix;
+//   - Pattern.CheckAllow refuses allow patterns that span a public suffix
+//     or a wildcard DNS service (nip.io);
 //   - Glob is the syntax of the built-in always-denied host lists;
 //   - MetadataHosts, ModelVendorHosts and ClassifyAddr are the built-in
 //     blocks no policy lifts, and CheckBuiltin applies them to a host as
