@@ -6,6 +6,8 @@
 #   make screenshot    regenerate docs/console.png, the README's picture of the console
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
 #   make build         build bin/gatekeeper
+#   make kube          bring up the single-node test cluster (scripts/ensure-kube; see docs/KUBERNETES.md)
+#   make test-kube     bring it up and run its smoke test; make kube-down takes it down
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -14,7 +16,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image chromium test test-go test-fuzz test-ts test-cli walkthroughs test-console screenshot demo bench clean
+.PHONY: all build engine image chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs test-console screenshot demo bench clean
 
 all: build
 
@@ -29,6 +31,14 @@ engine:
 image: build engine
 	$(BIN) image build
 
+# kube: a real single-node Kubernetes cluster in its own network namespace; the
+# first run builds it from Go modules (cached), later runs only start it.
+kube: build engine image
+	scripts/ensure-kube up
+
+kube-down:
+	scripts/ensure-kube down
+
 test: build engine image test-go test-fuzz test-ts test-cli walkthroughs test-console
 	@echo "make test: all suites passed"
 
@@ -39,6 +49,10 @@ test-go:
 # A short run of every fuzz target; the corpus lives in each package's testdata/fuzz.
 test-fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz
+
+# The smoke test of the cluster (build tag kube): hardened Pods under each RuntimeClass.
+test-kube: kube
+	eval "$$(scripts/ensure-kube env)" && $(GO) test -tags kube -count=1 -v -timeout 10m ./runner/kube/
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test

@@ -255,6 +255,19 @@ func withinTerms(ms []withinMatch) []*ast.Term {
 	return out
 }
 
+// blockTerms renders built-in blocks as input.url.builtin's
+// {"block", "reason"} objects.
+func blockTerms(bs []nethost.Block) []*ast.Term {
+	out := make([]*ast.Term, len(bs))
+	for i, b := range bs {
+		out[i] = ast.ObjectTerm(
+			ast.Item(ast.StringTerm("block"), ast.StringTerm(b.Kind)),
+			ast.Item(ast.StringTerm("reason"), ast.StringTerm(b.Reason)),
+		)
+	}
+	return out
+}
+
 func stringTerms(ss []string) []*ast.Term {
 	out := make([]*ast.Term, len(ss))
 	for i, s := range ss {
@@ -273,6 +286,9 @@ type urlFact struct {
 	// AllowMatches and DenyMatches are the sandbox.net.allow patterns that
 	// allow, and the sandbox.net.deny patterns that match, Host on Port.
 	AllowMatches, DenyMatches []string
+	// Builtin is the built-in block (nethost.CheckBuiltin) that refuses
+	// Host on Port whatever the policy says: none, or one.
+	Builtin []nethost.Block
 }
 
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
@@ -340,6 +356,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 			ast.Item(ast.StringTerm("port"), ast.StringTerm(u.Port)),
 			ast.Item(ast.StringTerm("allow_matches"), ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
 			ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
+			ast.Item(ast.StringTerm("builtin"), ast.ArrayTerm(blockTerms(u.Builtin)...)),
 			ast.Item(ast.StringTerm("error"), ast.StringTerm(u.Error)),
 		)))
 	}
@@ -445,7 +462,12 @@ func containsDotDot(s string) bool {
 // user info, and an http URL fetched over https (url.protocol = "https:",
 // so "http://h/" goes to h:443 and "http://h:8080/" to h:8080). The net
 // patterns are matched here, by the same functions as the egress proxy's:
-// deny patterns with Match, allow patterns with Allows.
+// deny patterns with Match, allow patterns with Allows; and so are the
+// built-in blocks (nethost.CheckBuiltin: metadata, model vendors, and
+// non-public IP literals not themselves allowlisted). The agent process
+// resolves a name WebFetch fetches, not the sidecar: a name that resolves
+// to a blocked address passes here (the egress proxy, which resolves
+// itself, catches it for sandboxes).
 func webFetchURL(eff *Effective, in map[string]any) urlFact {
 	s, ok := in["url"].(string)
 	if !ok {
@@ -474,6 +496,10 @@ func webFetchURL(eff *Effective, in map[string]any) urlFact {
 		if p.Match(u.Host, port) {
 			f.DenyMatches = append(f.DenyMatches, p.String())
 		}
+	}
+	f.Builtin = []nethost.Block{}
+	if b, ok := nethost.CheckBuiltin(u.Host, port, eff.netAllow); ok {
+		f.Builtin = append(f.Builtin, b)
 	}
 	return f
 }

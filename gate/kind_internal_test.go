@@ -5,8 +5,10 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	oparego "github.com/open-policy-agent/opa/v1/rego"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	builtin "github.com/gatekeeper-ai/gatekeeper/rego"
 )
 
@@ -37,19 +39,32 @@ func TestToolKindAgreesWithRego(t *testing.T) {
 	}
 }
 
+// TestBuiltinBlockRulesAgreeWithNethost pins the Rego copy of the built-in
+// block kinds (_builtin_rules) to nethost.BlockKinds: a kind the sidecar
+// reports in url.builtin without a rule would deny only when the host is not
+// allowlisted, and then under another rule's name.
+func TestBuiltinBlockRulesAgreeWithNethost(t *testing.T) {
+	t.Parallel()
+	c := builtinCompiler(t)
+	rs, err := oparego.New(oparego.Query("data.gatekeeper._builtin_rules"), oparego.Compiler(c)).Eval(t.Context())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("data.gatekeeper._builtin_rules: %v %v", rs, err)
+	}
+	got := rs[0].Expressions[0].Value.(map[string]any)
+	want := map[string]any{}
+	for _, k := range nethost.BlockKinds() {
+		want[k] = "net." + k
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Rego's _builtin_rules is %v; nethost.BlockKinds() wants %v", got, want)
+	}
+}
+
 // builtinSet evaluates data.gatekeeper.<name>, a set of strings of the
 // built-in policy, and returns it sorted.
 func builtinSet(t *testing.T, name string) []string {
 	t.Helper()
-	mods, err := builtin.Builtin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := builtin.Compile(mods)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rs, err := oparego.New(oparego.Query("data.gatekeeper."+name), oparego.Compiler(c)).Eval(t.Context())
+	rs, err := oparego.New(oparego.Query("data.gatekeeper."+name), oparego.Compiler(builtinCompiler(t))).Eval(t.Context())
 	if err != nil || len(rs) != 1 {
 		t.Fatalf("data.gatekeeper.%s: %v %v", name, rs, err)
 	}
@@ -59,4 +74,18 @@ func builtinSet(t *testing.T, name string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// builtinCompiler compiles the built-in policy alone.
+func builtinCompiler(t *testing.T) *ast.Compiler {
+	t.Helper()
+	mods, err := builtin.Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := builtin.Compile(mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -39,10 +39,12 @@
 #                  and, for a directory Grep searches, deny_within the files below it that the search
 #                  would read and a deny glob matches ([{"path", "glob"}], at most 3) and within_error
 #                  why they could not all be checked
-#   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "error"}
+#   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "builtin", "error"}
 #                  where host is normalized as the egress proxy does, port is the port fetched (an
-#                  http URL is fetched over https), and allow_matches / deny_matches are the
-#                  sandbox.net.allow / .deny patterns that match host and port
+#                  http URL is fetched over https), allow_matches / deny_matches are the
+#                  sandbox.net.allow / .deny patterns that match host and port, and builtin the
+#                  built-in block that refuses them whatever the policy says ([] or
+#                  [{"block": "metadata" | "model_vendor" | "private_address", "reason"}])
 package gatekeeper
 
 import data.gatekeeper.core
@@ -241,7 +243,35 @@ deny contains {
 	input.tool_name == "WebFetch"
 	input.url.error == ""
 	not _net_allowed
+	count(_builtin_denials) == 0 # a built-in block says more: allowing the host would not help
 }
+
+# The built-in blocks: hosts no policy reaches, decided by the egress
+# proxy's own tables and functions (internal/nethost.CheckBuiltin), which
+# the sidecar applies to the host and port fetched and reports in
+# url.builtin: cloud metadata endpoints by name or address (net.metadata),
+# model vendor APIs (net.model_vendor), and IP literals in a non-public
+# range that sandbox.net.allow does not list literally, or that nothing may
+# allow (unspecified, multicast, broadcast: net.private_address). The agent
+# process resolves a name itself: a name that resolves to such an address
+# is not seen here (the egress proxy, which resolves for sandboxes, refuses
+# it there). A test pins these rules to nethost.BlockKinds.
+_builtin_rules := {
+	"metadata": "net.metadata",
+	"model_vendor": "net.model_vendor",
+	"private_address": "net.private_address",
+}
+
+_builtin_denials contains {
+	"rule": _builtin_rules[b.block],
+	"reason": sprintf("WebFetch: %s", [b.reason]),
+} if {
+	input.tool_name == "WebFetch"
+	input.url.error == ""
+	some b in input.url.builtin
+}
+
+deny contains d if some d in _builtin_denials
 
 allow contains {
 	"rule": "net.host_allowed",

@@ -209,6 +209,44 @@ test_webfetch_without_match_facts_is_not_allowed if {
 	d.rule == "net.host_not_allowed"
 }
 
+_builtin(host, allow, deny, kind, reason) := {"url": object.union(u, {"builtin": [{"block": kind, "reason": reason}]})} if {
+	u := _url(host, allow, deny).url
+}
+
+test_webfetch_metadata_is_denied_even_when_allowlisted if {
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("169.254.169.254", ["169.254.169.254"], [], "metadata", "host 169.254.169.254 is a cloud metadata endpoint, which no policy can allow"))
+	d.decision == "deny"
+	d.rule == "net.metadata"
+	d.reason == "WebFetch: host 169.254.169.254 is a cloud metadata endpoint, which no policy can allow"
+}
+
+test_webfetch_model_vendor_is_denied_even_when_allowlisted if {
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("api.openai.com", ["api.openai.com"], [], "model_vendor", "x"))
+	d.rule == "net.model_vendor"
+}
+
+test_webfetch_private_address_is_denied if {
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("127.0.0.1", [], [], "private_address", "x"))
+	d.rule == "net.private_address"
+}
+
+test_webfetch_builtin_block_reports_itself_rather_than_the_allow_list if {
+	# net.host_not_allowed would sort first; allowing the host would not help.
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("metadata.google.internal", [], [], "metadata", "x"))
+	d.rule == "net.metadata"
+}
+
+test_webfetch_builtin_block_of_an_unknown_kind_still_needs_the_allow_list if {
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("example.com", [], [], "new_kind", "x"))
+	d.rule == "net.host_not_allowed"
+}
+
+test_webfetch_net_deny_is_still_reported_with_a_builtin_block if {
+	d := gatekeeper.decision with input as _in("WebFetch", _builtin("api.openai.com", ["api.openai.com"], ["api.openai.com"], "model_vendor", "x"))
+	d.decision == "deny"
+	d.rule == "net.host_denied"
+}
+
 test_webfetch_bad_url if {
 	d := gatekeeper.decision with input as _in("WebFetch", {"url": {"raw": "ftp://x", "host": "", "port": "", "allow_matches": [], "deny_matches": [], "error": "not http or https"}})
 	d.rule == "net.bad_url"

@@ -97,7 +97,7 @@ try {
     {
       say: 'the model WebFetches the cloud metadata address',
       call: { name: 'WebFetch', input: { url: 'http://169.254.169.254/latest/meta-data/', prompt: 'summarize' } },
-      check: (o, t) => expectDenied(t, o, 'net.host_not_allowed'),
+      check: (o, t) => expectDenied(t, o, 'net.metadata'),
     },
     {
       say: 'the model WebFetches a URL with credentials in it',

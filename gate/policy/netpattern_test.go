@@ -25,6 +25,9 @@ func TestNetPatternsOverPublicSuffixesAreRefused(t *testing.T) {
 		{"S3 buckets in net.allow", allow, `"*.s3.amazonaws.com"`, `host pattern too broad`},
 		{"an unknown top-level domain in net.allow", allow, `"*.internal"`, `"internal", a top-level domain`},
 		{"a public suffix with a port in net.allow", allow, `"*.com:443"`, `host pattern too broad: "*.com:443"`},
+		{"a wildcard DNS service in net.allow", allow, `"*.nip.io"`, `p.yaml:5:12: sandbox.net.allow[0]: host pattern too broad: "*.nip.io" would match every host under "nip.io", a wildcard DNS service`},
+		{"a wildcard below a wildcard DNS service in net.allow", allow, `"*.dev.sslip.io"`, `every host under "sslip.io", a wildcard DNS service`},
+		{"a wildcard DNS service in ceilings.net_hosts", ceiling, `"*.traefik.me"`, `p.yaml:4:14: ceilings.net_hosts[0]: host pattern too broad: "*.traefik.me"`},
 		{"a generic top-level domain in ceilings.net_hosts", ceiling, `"*.com"`, `p.yaml:4:14: ceilings.net_hosts[0]: host pattern too broad: "*.com"`},
 		{"a private-section suffix in ceilings.net_hosts", ceiling, `"*.herokuapp.com"`, `ceilings.net_hosts[0]: host pattern too broad`},
 		{"a bare star", allow, `"*"`, `sandbox.net.allow[0]: bad host pattern "*": only a leading "*." wildcard`},
@@ -47,6 +50,8 @@ func TestNetPatternsOverPublicSuffixesAreRefused(t *testing.T) {
 		{"an exact host that is a suffix", allow, `"github.io"`, ""},
 		{"an address with a port", allow, `"127.0.0.1:8080"`, ""},
 		{"a bracketed IPv6 address", ceiling, `"[::1]:443"`, ""},
+		{"an exact host under a wildcard DNS service", allow, `"203.0.113.7.nip.io"`, ""},
+		{"a wildcard DNS service in net.deny", deny, `"*.nip.io"`, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -78,6 +83,7 @@ func TestOverrideNetPatternsOverPublicSuffixesAreRefused(t *testing.T) {
 	tests := []struct{ name, raw, want string }{
 		{"a generic top-level domain", `{"net":{"enabled":true,"allow":["*.com"]}}`, `sandbox_policy:1:32: sandbox.net.allow[0]: host pattern too broad: "*.com"`},
 		{"a private-section suffix after a good entry", `{"net":{"enabled":true,"allow":["pypi.org","*.github.io"]}}`, `sandbox.net.allow[1]: host pattern too broad: "*.github.io"`},
+		{"a wildcard DNS service", `{"net":{"enabled":true,"allow":["*.xip.io"]}}`, `sandbox_policy:1:32: sandbox.net.allow[0]: host pattern too broad: "*.xip.io" would match every host under "xip.io", a wildcard DNS service`},
 		{"a non-canonical spelling", `{"net":{"allow":["PYPI.ORG"]}}`, `sandbox.net.allow[0]: "PYPI.ORG" is not written in canonical form; write "pypi.org"`},
 	}
 	for _, tc := range tests {

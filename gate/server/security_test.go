@@ -420,3 +420,71 @@ func TestWriteProtectCoversEveryMemoryFileClaudeCodeLoads(t *testing.T) {
 	)
 	c.check(t, c.open(""), cases)
 }
+
+// TestWriteProtectCoversOtherAgentsConfiguration: with the shipped policy,
+// no host write tool may plant the project configuration through which
+// another AI coding tool, opened on the project later by the user, starts
+// an MCP server or runs a hook or command on the host (Cursor's mcp.json
+// and hooks.json, Gemini CLI's and Qwen Code's settings.json, Codex's
+// config.toml, Windsurf's hooks.json, Continue's mcpServers, Amazon Q's
+// agents, Kiro's hooks, Roo Code's mcp.json, Cline's and Copilot's hooks,
+// aider's lint-cmd, opencode's and Crush's configs). Reading them, and
+// writing those tools' instruction files, stays allowed.
+func TestWriteProtectCoversOtherAgentsConfiguration(t *testing.T) {
+	t.Parallel()
+	const wp = "host_fs.write_protected"
+	paths := map[string]string{ // path written → the shipped glob that refuses it
+		".cursor/mcp.json":                  "**/.cursor",
+		".cursor/hooks.json":                "**/.cursor",
+		".cursor/hooks/before-shell.sh":     "**/.cursor",
+		".cursor/environment.json":          "**/.cursor",
+		".gemini/settings.json":             "**/.gemini",
+		".qwen/settings.json":               "**/.qwen",
+		".codex/config.toml":                "**/.codex",
+		".windsurf/hooks.json":              "**/.windsurf",
+		".continue/mcpServers/x.yaml":       "**/.continue",
+		".amazonq/mcp.json":                 "**/.amazonq",
+		".amazonq/cli-agents/dev.json":      "**/.amazonq",
+		".kiro/settings/mcp.json":           "**/.kiro",
+		".kiro/hooks/on-save.kiro.hook":     "**/.kiro",
+		".roo/mcp.json":                     "**/.roo",
+		".clinerules/hooks/PreToolUse":      "**/.clinerules/hooks",
+		".github/hooks/hooks.json":          "**/.github/hooks",
+		".aider.conf.yml":                   "**/.aider.conf.yml",
+		"opencode.json":                     "**/opencode.json",
+		"opencode.jsonc":                    "**/opencode.jsonc",
+		".opencode.json":                    "**/.opencode.json",
+		".opencode/plugin/x.js":             "**/.opencode",
+		"crushrc":                           "**/crushrc",
+		".crushrc":                          "**/.crushrc",
+		"crush.json":                        "**/crush.json",
+		".crush.json":                       "**/.crush.json",
+		".Cursor/MCP.json":                  "**/.cursor",
+		"pkg/.GEMINI/settings.json":         "**/.gemini",
+		"web/.github/hooks/pre-tool.json":   "**/.github/hooks",
+		"services/api/.aider.conf.yml":      "**/.aider.conf.yml",
+		"services/api/.codex/config.toml":   "**/.codex",
+		"services/api/.roo/mcp.json":        "**/.roo",
+		"services/api/.windsurf/hooks.json": "**/.windsurf",
+	}
+	var cases []decideCase
+	for p, glob := range paths {
+		cases = append(cases, decideCase{"another agent's configuration " + p, "Write", write(p), "deny", wp, fmt.Sprintf("(sandbox.fs.write_protect, pattern %q)", glob)})
+	}
+	cases = append(cases,
+		decideCase{"an Edit that creates Cursor's MCP list", "Edit", map[string]any{"file_path": ".cursor/mcp.json", "old_string": "", "new_string": "{}"}, "deny", wp, ""},
+		decideCase{"Cursor's MCP list stays readable", "Read", map[string]any{"file_path": ".cursor/mcp.json"}, "allow", "host_fs.inside_workspace", ""},
+		decideCase{"aider's config stays readable", "Read", map[string]any{"file_path": ".aider.conf.yml"}, "allow", "host_fs.inside_workspace", ""},
+		decideCase{"Cursor's rules file is instructions, left writable", "Write", write(".cursorrules"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"Windsurf's rules file is instructions, left writable", "Write", write(".windsurfrules"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"GEMINI.md is instructions, left writable", "Write", write("GEMINI.md"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"Copilot's instructions are left writable", "Write", write(".github/copilot-instructions.md"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"a CI workflow is left writable", "Write", write(".github/workflows/ci.yml"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"Cline's rules are left writable", "Write", write(".clinerules/style.md"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"a look-alike of opencode's config stays writable", "Write", write("opencode.json.example"), "allow", "host_fs.inside_workspace", ""},
+		decideCase{"a look-alike of Cursor's directory stays writable", "Write", write(".cursor-notes/x.md"), "allow", "host_fs.inside_workspace", ""},
+	)
+	h := start(t, options{policy: shippedPolicy(t)})
+	c := h.connect(t)
+	c.check(t, c.open(""), cases)
+}

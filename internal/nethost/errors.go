@@ -11,7 +11,8 @@ var (
 	// ErrBadPattern means a host pattern or glob does not parse.
 	ErrBadPattern = errors.New("bad host pattern")
 	// ErrTooBroad means an allow pattern would match every host under a
-	// public suffix (see Pattern.CheckAllow).
+	// public suffix, or every host of a wildcard DNS service (see
+	// Pattern.CheckAllow).
 	ErrTooBroad = errors.New("host pattern too broad")
 	// ErrBadURL means a URL is not an http or https URL whose host can be
 	// read and normalized.

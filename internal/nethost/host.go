@@ -1,7 +1,8 @@
-// Package nethost is gatekeeper's one implementation of host names and host
-// patterns, shared by the gate (WebFetch, policy validation, override
-// ceilings) and the egress proxy (runner/egress), so that what the policy
-// says about a host means the same thing wherever it is enforced:
+// Package nethost is gatekeeper's one implementation of host names, host
+// patterns and the built-in host blocks, shared by the gate (WebFetch,
+// policy validation, override ceilings) and the egress proxy
+// (runner/egress), so that what the policy says about a host means the
+// same thing wherever it is enforced:
 //
 //   - Normalize turns any spelling of a host (case, IDN, full-width and
 //     ignorable characters, every IPv4 spelling) into the one canonical
@@ -10,8 +11,12 @@
 //     WHATWG URL parser (Node's new URL, which Claude Code uses) does;
 //   - Pattern is one sandbox.net.allow, sandbox.net.deny or
 //     ceilings.net_hosts entry, with Match, Allows and Covers;
-//   - Pattern.CheckAllow refuses allow patterns that span a public suffix;
-//   - Glob is the syntax of the built-in always-denied host lists.
+//   - Pattern.CheckAllow refuses allow patterns that span a public suffix
+//     or a wildcard DNS service (nip.io);
+//   - Glob is the syntax of the built-in always-denied host lists;
+//   - MetadataHosts, ModelVendorHosts and ClassifyAddr are the built-in
+//     blocks no policy lifts, and CheckBuiltin applies them to a host as
+//     written (the gate's WebFetch) with the proxy's own functions.
 //
 // Everything here is pure: no I/O, no state, safe for concurrent use.
 package nethost

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/net/publicsuffix"
@@ -170,6 +171,14 @@ func (p Pattern) Covers(q Pattern) bool {
 //
 // Exact hosts are never too broad ("github.io" is one host), and neither
 // is a wildcard below a suffix ("*.example.co.uk", "*.me.github.io").
+//
+// It also refuses a wildcard at or below a wildcard DNS service
+// (WildcardDNSServices: "*.nip.io", "*.app.sslip.io"): such a domain is not
+// a public suffix, but its name servers answer a name under it with
+// whatever address the name spells ("10.0.0.1.nip.io" is 10.0.0.1), so the
+// wildcard reaches every address there is. An exact host under one is one
+// host ("203.0.113.7.nip.io").
+//
 // Patterns that could match every host at all ("*", "*.", CIDR ranges,
 // wildcards over addresses) do not parse. Errors wrap ErrTooBroad.
 func (p Pattern) CheckAllow() error {
@@ -178,6 +187,10 @@ func (p Pattern) CheckAllow() error {
 	}
 	suffix, icann := publicsuffix.PublicSuffix(p.host)
 	if suffix != p.host {
+		if svc, ok := wildcardDNSService(p.host); ok {
+			return fmt.Errorf("%w: %q would match every host under %q, a wildcard DNS service that answers a name under it with any address the name spells (10.0.0.1.%s is 10.0.0.1), so it would reach every address; allow the exact hosts you need",
+				ErrTooBroad, p.String(), svc, svc)
+		}
 		return nil
 	}
 	var what string
@@ -191,6 +204,44 @@ func (p Pattern) CheckAllow() error {
 	}
 	return fmt.Errorf("%w: %q would match every host under %q, %s; allow the hosts themselves, or a wildcard under one domain you trust (such as \"*.example.%s\")",
 		ErrTooBroad, p.String(), p.host, what, p.host)
+}
+
+// wildcardDNS are public DNS services that resolve a name under them to an
+// address written in the name, whatever it is, each checked against its
+// own documentation:
+//
+//   - nip.io and sslip.io (one service, github.com/cunnie/sslip.io:
+//     "127-0-0-1.sslip.io" is 127.0.0.1, and 10.0.0.1.nip.io is 10.0.0.1);
+//   - xip.io, the original such service (now gone, so whoever holds the
+//     domain next answers for it);
+//   - traefik.me (github.com/pyrou/traefik.me: "10.0.0.1.traefik.me
+//     resolves to 10.0.0.1", every other name to 127.0.0.1);
+//   - rbndr.us (github.com/taviso/rbndr: "7f000001.c0a80001.rbndr.us"
+//     answers 127.0.0.1 or 192.168.0.1 at random, for DNS rebinding);
+//   - 1u.ms (github.com/neex/1u.ms: "make-1.2.3.4-rr.1u.ms" is 1.2.3.4,
+//     "make-1.2.3.4-rebind-169.254-169.254-rr.1u.ms" rebinds, and
+//     "make-example.com-rr.1u.ms" is a CNAME to any name).
+//
+// Services that answer every name with loopback only (localtest.me, lvh.me)
+// are not listed: they reach no address but the loopback one, which the
+// egress proxy refuses unless it is allowlisted as a literal.
+var wildcardDNS = []string{"nip.io", "sslip.io", "xip.io", "traefik.me", "rbndr.us", "1u.ms"}
+
+// WildcardDNSServices returns the domains of the wildcard DNS services
+// CheckAllow refuses wildcards over. The caller owns the returned slice.
+func WildcardDNSServices() []string {
+	return slices.Clone(wildcardDNS)
+}
+
+// wildcardDNSService returns the wildcard DNS service the normalized name
+// is, or lies under.
+func wildcardDNSService(name string) (string, bool) {
+	for _, svc := range wildcardDNS {
+		if name == svc || strings.HasSuffix(name, "."+svc) {
+			return svc, true
+		}
+	}
+	return "", false
 }
 
 // ParseAllow parses an allow-list pattern: ParsePattern, then CheckAllow.

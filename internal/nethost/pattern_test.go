@@ -220,6 +220,19 @@ func TestCheckAllowRefusesPublicSuffixWidePatterns(t *testing.T) {
 		{"a private-section suffix: Cloud Storage buckets", "*.googleapis.com", true},
 		{"a private-section suffix made by a wildcard rule", "*.eu-west-1.compute.amazonaws.com", true},
 		{"a wildcard suffix with a port", "*.com:443", true},
+		{"a wildcard DNS service: nip.io", "*.nip.io", true},
+		{"a wildcard DNS service: sslip.io", "*.sslip.io", true},
+		{"a wildcard DNS service: xip.io", "*.xip.io", true},
+		{"a wildcard DNS service: traefik.me", "*.traefik.me", true},
+		{"a wildcard DNS service: rbndr.us", "*.rbndr.us", true},
+		{"a wildcard DNS service: 1u.ms", "*.1u.ms", true},
+		{"a wildcard DNS service in capitals with a port", "*.NIP.IO:443", true},
+		{"a wildcard below a wildcard DNS service", "*.app.sslip.io", true},
+		{"a wildcard below an address under a wildcard DNS service", "*.10.0.0.1.nip.io", true},
+		{"an exact host under a wildcard DNS service", "203.0.113.7.nip.io", false},
+		{"the wildcard DNS service's own name", "nip.io", false},
+		{"a look-alike of a wildcard DNS service", "*.notnip.io", false},
+		{"a wildcard DNS service's name as a label elsewhere", "*.nip.io.example.com", false},
 		{"a registrable domain", "*.example.com", false},
 		{"a registrable domain under a country code suffix", "*.example.co.uk", false},
 		{"a site under a private suffix", "*.me.github.io", false},
@@ -294,5 +307,24 @@ func TestCovers(t *testing.T) {
 	}
 	if (Pattern{}).Covers(Pattern{}) {
 		t.Error("the zero pattern covers itself")
+	}
+}
+
+func TestCheckAllowExplainsAWildcardDNSRefusal(t *testing.T) {
+	t.Parallel()
+	_, err := ParseAllow("*.dev.sslip.io")
+	want := `host pattern too broad: "*.dev.sslip.io" would match every host under "sslip.io", a wildcard DNS service that answers a name under it with any address the name spells (10.0.0.1.sslip.io is 10.0.0.1), so it would reach every address; allow the exact hosts you need`
+	if err == nil || err.Error() != want {
+		t.Fatalf("ParseAllow(*.dev.sslip.io) = %v; want %s", err, want)
+	}
+	svcs := WildcardDNSServices()
+	svcs[0] = "changed"
+	if WildcardDNSServices()[0] == "changed" {
+		t.Error("WildcardDNSServices shares memory with its callers")
+	}
+	for _, s := range WildcardDNSServices() {
+		if n, err := Normalize(s); err != nil || n != s {
+			t.Errorf("wildcard DNS service %q is not in canonical form: %q, %v", s, n, err)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package egress
 import (
 	"net/netip"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // RunIdentity names the run a sandbox's traffic belongs to.
@@ -34,16 +36,16 @@ const (
 	// the addresses it resolved to. Deny always wins over allow.
 	RuleDenylisted = "egress.denylisted"
 	// RuleMetadata: the host or an address it resolved to is a cloud
-	// metadata service (see MetadataHosts). No policy can allow it.
-	RuleMetadata = "egress.metadata"
+	// metadata service (see nethost.MetadataHosts). No policy can allow it.
+	RuleMetadata = "egress." + nethost.BlockMetadata
 	// RuleModelVendor: the host is a model vendor API (see
-	// ModelVendorHosts). No policy can allow it.
-	RuleModelVendor = "egress.model_vendor"
+	// nethost.ModelVendorHosts). No policy can allow it.
+	RuleModelVendor = "egress." + nethost.BlockModelVendor
 	// RulePrivateAddress: the host is, or resolved to, a loopback, private,
 	// link-local, CGNAT or otherwise non-public address that is not itself
 	// allowlisted as an IP literal; or to an unspecified, multicast or
 	// broadcast address, which nothing can allow.
-	RulePrivateAddress = "egress.private_address"
+	RulePrivateAddress = "egress." + nethost.BlockPrivateAddress
 	// RuleBadHost: the requested host or port cannot be normalized.
 	RuleBadHost = "egress.bad_host"
 	// RuleBadRequest: the request is neither CONNECT host:port nor an

@@ -86,7 +86,7 @@ func (p *Proxy) checkName(np netPolicy, t target) verdict {
 	switch {
 	case !np.enabled:
 		return deny(http.StatusForbidden, RuleDisabled, "host %s cannot be reached: networking is disabled for this sandbox (sandbox.net.enabled is false)", t)
-	case isMetadataHost(t.host):
+	case nethost.IsMetadataHost(t.host):
 		return deny(http.StatusForbidden, RuleMetadata, "host %s is a cloud metadata endpoint, which sandboxes may never reach", t)
 	}
 	for _, g := range p.vendors {
@@ -111,8 +111,8 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 	out := make([]netip.Addr, 0, len(addrs))
 	for _, a := range addrs {
 		a = a.Unmap().WithZone("")
-		class := classify(a)
-		if class == classMetadata {
+		class := nethost.ClassifyAddr(a)
+		if class == nethost.AddrMetadata {
 			return deny(http.StatusForbidden, RuleMetadata, "host %s resolves to %s, a cloud metadata endpoint, which sandboxes may never reach", t, a)
 		}
 		for _, d := range np.deny {
@@ -121,10 +121,10 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 			}
 		}
 		switch class {
-		case classForbidden:
+		case nethost.AddrForbidden:
 			return deny(http.StatusForbidden, RulePrivateAddress, "host %s resolves to %s, an unspecified, multicast or broadcast address, which sandboxes may never reach", t, a)
-		case classPrivate:
-			if !literalAllowed(np, a, t.port) {
+		case nethost.AddrPrivate:
+			if !nethost.AllowsAddr(np.allow, a, t.port) {
 				return deny(http.StatusForbidden, RulePrivateAddress, "host %s resolves to %s, a private, loopback or link-local address; allow it by listing %q in sandbox.net.allow", t, a, netip.AddrPortFrom(a, t.port).String())
 			}
 		}
@@ -134,16 +134,6 @@ func checkAddrs(np netPolicy, t target, v verdict, addrs []netip.Addr) verdict {
 	}
 	v.addrs = out
 	return v
-}
-
-// literalAllowed reports whether an IP-literal allow pattern names a on port.
-func literalAllowed(np netPolicy, a netip.Addr, port uint16) bool {
-	for _, p := range np.allow {
-		if p.MatchAddr(a, port) {
-			return true
-		}
-	}
-	return false
 }
 
 // decide runs the whole policy for t: names first, then resolution (for a

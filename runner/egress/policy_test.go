@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
@@ -153,5 +154,25 @@ func TestCheckAddrsDialsOnlyWhatItChecked(t *testing.T) {
 	want := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("93.184.215.14")}
 	if v.decision != Allow || !slices.Equal(v.addrs, want) {
 		t.Fatalf("checkAddrs = %s %v; want allow %v (unmapped, deduplicated, in order)", v.decision, v.addrs, want)
+	}
+}
+
+func TestValidateNetworkReportsEveryBadPatternWithItsLocation(t *testing.T) {
+	t.Parallel()
+	err := ValidateNetwork(runner.Network{
+		Enabled: true,
+		Allow:   []string{"example.com", "*", "ok.example:443"},
+		Deny:    []string{"a.*.b"},
+	})
+	if !errors.Is(err, nethost.ErrBadPattern) {
+		t.Fatalf("ValidateNetwork: %v; want an error wrapping nethost.ErrBadPattern", err)
+	}
+	for _, want := range []string{"net.allow[1]", "net.deny[0]"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("ValidateNetwork error %q does not name %s", err, want)
+		}
+	}
+	if err := ValidateNetwork(runner.Network{Enabled: true, Allow: []string{"*.example.com", "[::1]:80"}}); err != nil {
+		t.Errorf("ValidateNetwork of a good network: %v", err)
 	}
 }

@@ -8,8 +8,9 @@
 //  1. the source address must belong to a registered run (Register);
 //  2. the host is normalized (internal/nethost.Normalize): a host that cannot be is
 //     refused;
-//  3. cloud metadata endpoints (MetadataHosts) and model vendor APIs
-//     (ModelVendorHosts) are refused whatever the policy says;
+//  3. cloud metadata endpoints (nethost.MetadataHosts) and model vendor
+//     APIs (nethost.ModelVendorHosts) are refused whatever the policy says,
+//     by the same tables and functions the gate applies to WebFetch;
 //  4. net.deny refuses, then net.allow must match (nethost.Pattern's
 //     Match and Allows, the same functions the gate judges WebFetch with);
 //  5. the name is resolved here, once; if any address is private,
@@ -77,7 +78,8 @@ type Config struct {
 	Resolver Resolver
 	// Dialer opens upstream connections; nil means a net.Dialer.
 	Dialer Dialer
-	// ExtraVendorHosts are added to ModelVendorHosts, in the same syntax.
+	// ExtraVendorHosts are added to nethost.ModelVendorHosts, in the same
+	// syntax, for this proxy only.
 	ExtraVendorHosts []string
 	// MaxConnsPerSandbox caps the TCP connections one source address may
 	// hold open to the proxy at once, idle keep-alive ones included;
@@ -148,7 +150,7 @@ func New(cfg Config) (*Proxy, error) {
 			d.set()
 		}
 	}
-	vendors := append([]nethost.Glob(nil), modelVendorGlobs...)
+	vendors := nethost.ModelVendorGlobs()
 	for i, s := range cfg.ExtraVendorHosts {
 		g, err := nethost.ParseGlob(s)
 		if err != nil {
