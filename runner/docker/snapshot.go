@@ -1,8 +1,7 @@
 package docker
 
 import (
-	"bytes"
-	"encoding/base64"
+	"bufio"
 	"errors"
 	"fmt"
 	"io"
@@ -14,86 +13,56 @@ import (
 )
 
 // A run that asks for a snapshot (wantsSnapshot) gets /workspace back on
-// standard output after the end mark: a tar in base64, then the snapshot
-// mark "\x1egatekeeper-snap <tag> <code>\x1e", code being tar's exit status
-// in three digits (see launcher). Base64 has no \x1e, so the first \x1e
-// after the end mark starts the snapshot mark. The program has ended (and
+// standard output after the end mark: a tar stream (GNU tar's, padded with
+// zero blocks to its record size), then the snapshot mark
+// "\x1egatekeeper-snap <tag> <code>\x1e", code being tar's exit status in
+// three digits (see launcher). The receiver reads the tar to its end
+// blocks, which it knows from the tar's own structure whatever the files
+// hold, then the zero padding and the mark. The program has ended (and
 // every other process with it) before the end mark, so nothing else
-// writes there; a program that forges the marks (knowing the tag) can
-// only spoil or forge its own workspace's snapshot, which is bounded and
+// writes there; a program that forges the marks (knowing the tag) can only
+// spoil or forge its own workspace's snapshot, which is bounded and
 // checked like any other.
 
 const snapMarkPrefix = "\x1egatekeeper-snap "
 
-// snapshotSink is standard output past the end mark: it passes the base64
-// text on to a pipe, at most max bytes of it, and closes the pipe at the
-// snapshot mark (with an error unless tar exited 0), or with an error when
-// the stream is too long, malformed, or ends without the mark. Writes come
-// from one goroutine (the output copy) and never fail, so that the stream
-// keeps draining.
+// maxSnapPadding bounds the zero bytes between the tar's end and the
+// snapshot mark: GNU tar pads its output to a record of 20 blocks.
+const maxSnapPadding = 20 * 512
+
+// snapshotSink is standard output past the end mark: it passes at most max
+// bytes on to a pipe and then fails it, and ends it, with an error, when
+// the stream ends (the receiver, having read the snapshot mark, no longer
+// reads). Writes come from one goroutine (the output copy) and never fail,
+// so that the stream keeps draining.
 type snapshotSink struct {
-	lead []byte // snapMarkPrefix + tag + " "
 	pw   *io.PipeWriter
 	max  int64
 	left int64
-	mark []byte // the snapshot mark as it arrives; nil before its first byte
 	done bool
 }
 
-func newSnapshotSink(tag string, pw *io.PipeWriter, max int64) *snapshotSink {
-	return &snapshotSink{lead: []byte(snapMarkPrefix + tag + " "), pw: pw, max: max, left: max}
+func newSnapshotSink(pw *io.PipeWriter, max int64) *snapshotSink {
+	return &snapshotSink{pw: pw, max: max, left: max}
 }
 
 func (k *snapshotSink) Write(p []byte) (int, error) {
 	if k.done {
 		return len(p), nil
 	}
-	if k.mark == nil {
-		body := p
-		i := bytes.IndexByte(p, '\x1e')
-		if i >= 0 {
-			body = p[:i]
-		}
-		if int64(len(body)) > k.left {
-			k.fail(fmt.Errorf("the snapshot is over %d bytes of base64", k.max))
-			return len(p), nil
-		}
-		k.left -= int64(len(body))
-		if len(body) > 0 {
-			if _, err := k.pw.Write(body); err != nil {
-				k.done = true // the receiver stopped reading; it knows why
-				return len(p), nil
-			}
-		}
-		if i < 0 {
-			return len(p), nil
-		}
-		k.mark = append([]byte{}, p[i:]...)
-	} else {
-		k.mark = append(k.mark, p...)
-	}
-	whole := len(k.lead) + 4
-	if len(k.mark) < whole {
-		if !bytes.HasPrefix(k.lead, k.mark[:min(len(k.mark), len(k.lead))]) {
-			k.fail(errors.New("the snapshot's end is malformed"))
-		}
+	if int64(len(p)) > k.left {
+		k.fail(fmt.Errorf("the snapshot is over %d bytes", k.max))
 		return len(p), nil
 	}
-	code, ok := parseCode(k.mark[len(k.lead):whole])
-	switch {
-	case !bytes.HasPrefix(k.mark, k.lead) || !ok:
-		k.fail(errors.New("the snapshot's end is malformed"))
-	case code != 0:
-		k.fail(fmt.Errorf("tar exited %d while making it", code))
-	default:
-		_ = k.pw.Close()
-		k.done = true
+	k.left -= int64(len(p))
+	if _, err := k.pw.Write(p); err != nil {
+		k.done = true // the receiver stopped reading; it knows why
 	}
 	return len(p), nil
 }
 
-// finish ends the stream once the output ended: without the snapshot
-// mark, the snapshot is incomplete.
+// finish ends the stream once the output ended: a receiver still reading
+// has an incomplete snapshot.
 func (k *snapshotSink) finish() {
 	if !k.done {
 		k.fail(errors.New("the sandbox ended before its snapshot of " + workspaceDir + " was complete"))
@@ -103,6 +72,36 @@ func (k *snapshotSink) finish() {
 func (k *snapshotSink) fail(err error) {
 	_ = k.pw.CloseWithError(err)
 	k.done = true
+}
+
+// readSnapMark reads what follows a snapshot's tar: zero padding, then the
+// snapshot mark with tag, whose code must be 0.
+func readSnapMark(r *bufio.Reader, tag string) error {
+	for n := 0; ; n++ {
+		c, err := r.ReadByte()
+		if err != nil {
+			return fmt.Errorf("the snapshot's end: %w", err)
+		}
+		if c == '\x1e' {
+			break
+		}
+		if c != 0 || n >= maxSnapPadding {
+			return errors.New("the snapshot's end is malformed")
+		}
+	}
+	lead := snapMarkPrefix[1:] + tag + " "
+	rest := make([]byte, len(lead)+4)
+	if _, err := io.ReadFull(r, rest); err != nil {
+		return fmt.Errorf("the snapshot's end: %w", err)
+	}
+	code, ok := parseCode(rest[len(lead):])
+	switch {
+	case string(rest[:len(lead)]) != lead || !ok:
+		return errors.New("the snapshot's end is malformed")
+	case code != 0:
+		return fmt.Errorf("tar exited %d while making it", code)
+	}
+	return nil
 }
 
 // snapshot receives one run's snapshot: a goroutine reads the sink's pipe
@@ -122,8 +121,8 @@ type snapshot struct {
 func startSnapshot(spec runner.Spec, p *plan, before func() workspace.Manifest, wg *sync.WaitGroup) *snapshot {
 	pr, pw := io.Pipe()
 	sb := spec.Sandbox
-	max := (workspace.MaxStreamBytes(sb.WorkspaceBytes) + 2) / 3 * 4
-	sn := &snapshot{sink: newSnapshotSink(p.tag, pw, max), done: make(chan struct{})}
+	max := workspace.MaxStreamBytes(sb.WorkspaceBytes) + maxSnapPadding + int64(len(snapMarkPrefix)+len(p.tag)+5)
+	sn := &snapshot{sink: newSnapshotSink(pw, max), done: make(chan struct{})}
 	dir := os.TempDir()
 	if spec.Workspace != nil {
 		dir = spec.Workspace.TempDir()
@@ -139,12 +138,17 @@ func startSnapshot(spec runner.Spec, p *plan, before func() workspace.Manifest, 
 	go func() {
 		defer wg.Done()
 		defer close(sn.done)
+		// Closing the pipe ends the sink's writes at once, whatever is
+		// left of the stream.
+		defer pr.CloseWithError(io.ErrClosedPipe)
 		if f == nil {
-			_, _ = io.Copy(io.Discard, pr)
 			return
 		}
-		rec, err := workspace.Receive(base64.NewDecoder(base64.StdEncoding, pr), f, sb.WorkspaceBytes, want)
-		_ = pr.CloseWithError(io.ErrClosedPipe)
+		br := bufio.NewReaderSize(pr, 64<<10)
+		rec, err := workspace.Receive(br, f, sb.WorkspaceBytes, want)
+		if err == nil {
+			err = readSnapMark(br, p.tag)
+		}
 		sn.rec, sn.err = rec, err
 	}()
 	return sn

@@ -90,10 +90,10 @@ var languages = map[runner.Language]language{
 // to the streams or the workspace after; then it writes the end mark with
 // the program's exit status to both streams (see endMarks). With a
 // snapshot asked for (<snapshot> 1) it then writes, on standard output, a
-// tar of /workspace in base64 (whose alphabet has no \x1e) and the
-// snapshot mark "\x1egatekeeper-snap <tag> <tar's exit status>\x1e" (see
-// snapshotSink), having first given the owner read and write access to
-// everything there (the program may have taken it away). It exits with the
+// tar of /workspace and the snapshot mark "\x1egatekeeper-snap <tag>
+// <tar's exit status>\x1e" (see snapshot.go), having first given the
+// owner read and write access to everything there (the program may have
+// taken it away). It exits with the
 // program's status. So a container waits for its code without a clock
 // running (a warm container of the pool waits this way), the run's
 // backstop starts when the code arrives, and a container whose sidecar
@@ -150,8 +150,8 @@ printf '\036gatekeeper-end %s %03d\036' "$tag" "$c"
 printf '\036gatekeeper-end %s %03d\036' "$tag" "$c" >&2
 if [ "$snap" = 1 ]; then
   chmod -R u+rwX ` + workspaceDir + ` 2>/dev/null
-  { t=$( { { tar -c -f - -C ` + workspaceDir + ` --hard-dereference . 2>/dev/null; echo $? >&3; } | base64 -w 0 >&4; } 3>&1 ); } 4>&1
-  printf '\036gatekeeper-snap %s %03d\036' "$tag" "${t:-255}"
+  tar -c -f - -C ` + workspaceDir + ` --hard-dereference . 2>/dev/null
+  printf '\036gatekeeper-snap %s %03d\036' "$tag" "$?"
 fi
 exit "$c"`
 }()

@@ -66,14 +66,11 @@ type Received struct {
 // every name of a hard link counts), or that holds more than MaxEntries
 // entries, a name leaving the workspace, or a hard link entry. It then
 // picks the files want asks for, reading their content back from out.
-// Receive reads r to its end (also when it refuses), so that a stream
-// never blocks on it; out is left at an unspecified offset.
+// Receive reads r up to the tar's end (its two zero blocks): what follows
+// is the caller's to read; when it refuses, it stops where it refused.
+// out is left at an unspecified offset.
 func Receive(r io.Reader, out *os.File, size int64, want Want) (Received, error) {
 	rec, cands, err := receive(r, out, size, want)
-	_, drainErr := io.Copy(io.Discard, r)
-	if err == nil && drainErr != nil {
-		err = fmt.Errorf("%w: %w", ErrRefused, drainErr)
-	}
 	if err != nil {
 		return Received{}, err
 	}
