@@ -5,11 +5,12 @@
 // gatekeeper config takes part.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
 
 /** The repository root (this file runs from walkthroughs/build/lib/). */
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -281,7 +282,7 @@ export interface AuditRecord {
   seq: number;
   /** When the line was written (RFC 3339). */
   time: string;
-  kind: 'decision' | 'run' | 'egress' | 'query';
+  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate';
   query_id?: string;
   run_id?: string;
   tool_use_id?: string;
@@ -302,13 +303,32 @@ export interface AuditRecord {
   error?: string;
   host?: string;
   port?: number;
+  /** A rotate line's file before it, and the files retention removed. */
+  prev_file?: string;
+  pruned?: string[];
 }
 
-/** readAudit reads every line of an audit log. */
+/**
+ * auditLines reads every line of an audit log, as written, oldest first:
+ * its rotated files (FILE.<first seq>, FILE.<first seq>.gz, by seq), then
+ * the active FILE.
+ */
+export function auditLines(file: string): string[] {
+  const base = basename(file);
+  const closed = readdirSync(dirname(file))
+    .map((name) => ({ name, m: /^(.*)\.(\d{12,})(\.gz)?$/.exec(name) }))
+    .filter((x): x is { name: string; m: RegExpExecArray } => x.m !== null && x.m[1] === base)
+    .sort((a, b) => Number(a.m[2]) - Number(b.m[2]) || (a.m[3] === undefined ? -1 : 1))
+    .filter((x, i, all) => i === 0 || all[i - 1]?.m[2] !== x.m[2]);
+  const texts = closed.map((x) => {
+    const data = readFileSync(join(dirname(file), x.name));
+    return (x.m[3] === undefined ? data : gunzipSync(data)).toString('utf8');
+  });
+  if (existsSync(file)) texts.push(readFileSync(file, 'utf8'));
+  return texts.flatMap((t) => t.split('\n')).filter((l) => l.trim() !== '');
+}
+
+/** readAudit reads every record of an audit log, across its rotated files. */
 export function readAudit(file: string): AuditRecord[] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AuditRecord);
+  return auditLines(file).map((l) => JSON.parse(l) as AuditRecord);
 }
