@@ -39,6 +39,7 @@ type Auditor interface {
 // DefaultMaxFrameBytes is the read limit when Config.MaxFrameBytes is zero:
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
+
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
 // recent runs' output this way). ObserveRun is called from the run's
@@ -175,7 +176,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every
-// connection (cancelling their runs) and returns.
+// connection and returns once their goroutines have ended: each
+// connection's runs and decisions are cancelled (a run in flight ends as
+// cancelled, and its audit line says so), its client gets a close frame
+// (1001) and its socket is closed, whether or not the client answers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
 	errc := make(chan error, 1)
@@ -198,7 +202,7 @@ func (s *Server) closeAll() {
 	s.mu.Lock()
 	s.closing = true
 	for c := range s.conns {
-		c.cancel()
+		c.shutdown()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()
