@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gunzipSync } from 'node:zlib';
+import { parse, stringify } from 'yaml';
 
 /** The repository root (this file runs from walkthroughs/build/lib/). */
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -22,7 +23,7 @@ export const GATEKEEPER_BIN = process.env.GATEKEEPER_BIN ?? join(REPO, 'bin/gate
 export const FAKE_SSH_KEY_MARKER = 'FAKE-WALKTHROUGH-KEY-7c1e9b';
 export const FAKE_SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${FAKE_SSH_KEY_MARKER}\n-----END OPENSSH PRIVATE KEY-----\n`;
 
-/** Policy knobs; everything else is the shipped sandbox.policy.yaml's shape. */
+/** Policy knobs; everything else is the shipped sandbox.policy.yaml's. */
 export interface PolicyParams {
   allow?: string[];
   ask?: string[];
@@ -44,45 +45,50 @@ export interface PolicyParams {
   ceilingMemory?: string;
 }
 
-/** The shipped policy's tool lists and deny globs. */
-export const DEFAULT_ALLOW = ['Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'Glob', 'Grep', 'LS', 'TodoWrite', 'WebFetch', 'mcp__sandboxed_code__run'];
-export const DEFAULT_DENY = ['Bash', 'BashOutput', 'KillShell', 'KillBash', 'WebSearch'];
-export const DEFAULT_FS_DENY = ['~/.ssh/**', '~/.aws/**', '~/.kube/**', '~/.gnupg/**', '~/.docker/**', '~/.config/gcloud/**', '**/.env', '**/.env.*', '**/.git/hooks/**', '**/.git/config', '~/.*'];
+/** The parts of sandbox.policy.yaml a world sets (docs/SANDBOX.md has them all). */
+interface ShippedPolicy {
+  workspace_root: string;
+  tools: { allow: string[]; ask: string[]; deny: string[] };
+  sandbox: {
+    fs: { tmp: { size: string }; deps: string; deny: string[] };
+    net: { enabled: boolean; allow: string[]; deny: string[] };
+    proc: { cpus: number; memory: string; pids: number; timeout: string; runtime: string };
+    output: { max_bytes: string };
+  };
+  ceilings: { memory: string; timeout: string; net_hosts: string[] };
+}
 
-const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+/** shipped reads the shipped policy afresh: every world's policy starts from it. */
+function shipped(): ShippedPolicy {
+  return parse(readFileSync(join(REPO, 'sandbox.policy.yaml'), 'utf8')) as ShippedPolicy;
+}
 
-/** policyYaml renders a policy file for workspace ws. */
+/** The shipped policy's tools.allow, read from sandbox.policy.yaml. */
+export const DEFAULT_ALLOW: readonly string[] = shipped().tools.allow;
+
+/** policyYaml renders a policy file for workspace ws: the shipped policy with the knobs of p. */
 export function policyYaml(ws: string, p: PolicyParams): string {
-  return [
-    '# written by walkthroughs/lib/world.ts',
-    'version: 1',
-    `workspace_root: ${JSON.stringify(ws)}`,
-    'tools:',
-    `  allow: ${list(p.allow ?? DEFAULT_ALLOW)}`,
-    `  ask: ${list(p.ask ?? [])}`,
-    `  deny: ${list(p.deny ?? DEFAULT_DENY)}`,
-    'sandbox:',
-    '  fs:',
-    '    image: ""',
-    '    workspace: {size: 64m}',
-    `    tmp: {size: ${p.tmpSize ?? '64m'}}`,
-    `    deps: ${JSON.stringify(p.deps ?? '')}`,
-    `    deny: ${list(p.fsDeny ?? DEFAULT_FS_DENY)}`,
-    `  net: {enabled: ${String(p.netEnabled ?? false)}, allow: ${list(p.netAllow ?? [])}, deny: []}`,
-    `  proc: {cpus: ${String(p.cpus ?? 1)}, memory: ${p.memory ?? '256m'}, pids: ${String(p.pids ?? 128)}, timeout: ${p.timeout ?? '10s'}, runtime: ${p.runtime ?? 'runc'}, user: 65534}`,
-    `  output: {max_bytes: ${p.outputMaxBytes ?? '1m'}}`,
-    'ceilings:',
-    `  cpus: 2`,
-    `  memory: ${p.ceilingMemory ?? '1g'}`,
-    '  pids: 512',
-    `  timeout: ${p.ceilingTimeout ?? '120s'}`,
-    '  tmpfs: 512m',
-    '  output_bytes: 8m',
-    `  net_hosts: ${list(p.netHosts ?? [])}`,
-    '  images: []',
-    '  runtimes: [runc, runsc]',
-    '',
-  ].join('\n');
+  const doc = shipped();
+  const { tools, sandbox: sb, ceilings } = doc;
+  doc.workspace_root = ws;
+  tools.allow = p.allow ?? tools.allow;
+  tools.ask = p.ask ?? tools.ask;
+  tools.deny = p.deny ?? tools.deny;
+  sb.fs.tmp.size = p.tmpSize ?? sb.fs.tmp.size;
+  sb.fs.deps = p.deps ?? sb.fs.deps;
+  sb.fs.deny = p.fsDeny ?? sb.fs.deny;
+  sb.net.enabled = p.netEnabled ?? sb.net.enabled;
+  sb.net.allow = p.netAllow ?? sb.net.allow;
+  sb.proc.cpus = p.cpus ?? sb.proc.cpus;
+  sb.proc.memory = p.memory ?? sb.proc.memory;
+  sb.proc.pids = p.pids ?? sb.proc.pids;
+  sb.proc.timeout = p.timeout ?? sb.proc.timeout;
+  sb.proc.runtime = p.runtime ?? sb.proc.runtime;
+  sb.output.max_bytes = p.outputMaxBytes ?? sb.output.max_bytes;
+  ceilings.memory = p.ceilingMemory ?? ceilings.memory;
+  ceilings.timeout = p.ceilingTimeout ?? ceilings.timeout;
+  ceilings.net_hosts = p.netHosts ?? ceilings.net_hosts;
+  return `# written by walkthroughs/lib/world.ts: sandbox.policy.yaml with the walkthrough's knobs\n${stringify(doc)}`;
 }
 
 /** WorldOptions configure startWorld. */
