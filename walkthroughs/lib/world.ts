@@ -272,14 +272,19 @@ export function networksOf(label: string): string[] {
   return out.split('\n').filter((l) => l.trim() !== '');
 }
 
-/** verifyAudit runs `gatekeeper audit verify` on a log and returns its exit code and output. */
-export function verifyAudit(file: string): { code: number; output: string } {
+/**
+ * verifyAudit runs `gatekeeper audit verify` on a log and returns its exit
+ * code and the lines it printed: one per file of the log (its problems
+ * under it), then the verdict.
+ */
+export function verifyAudit(file: string): { code: number; lines: string[] } {
+  const lines = (out: string): string[] => out.split('\n').filter((l) => l !== '');
   try {
     const output = execFileSync(GATEKEEPER_BIN, ['audit', 'verify', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return { code: 0, output };
+    return { code: 0, lines: lines(output) };
   } catch (err) {
     const e = err as { status?: number; stdout?: string; stderr?: string };
-    return { code: e.status ?? 1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+    return { code: e.status ?? 1, lines: lines(`${e.stdout ?? ''}${e.stderr ?? ''}`) };
   }
 }
 
