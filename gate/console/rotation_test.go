@@ -155,3 +155,38 @@ func TestTheConsoleFollowsRotationsWithoutLosingOrRepeatingALine(t *testing.T) {
 		t.Fatalf("chain %+v, want ok over all %d lines from seq 1", o.Chain, len(all))
 	}
 }
+
+func TestACheckpointInTheLogShowsAsItIsAndBreaksTheChain(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := audit.Open(path, audit.Options{})
+	must(t, err)
+	must(t, l.Write(decision("A", "deny", "r")))
+	seq, hash := l.Head()
+	must(t, l.Close())
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	must(t, err)
+	_, err = f.Write(audit.AppendHead(nil, audit.Head{Log: path, File: "audit.jsonl", Seq: seq, Hash: hash, Time: time.Now().UTC()}))
+	must(t, err)
+	must(t, f.Close())
+
+	h := start(t, options{audit: path})
+	h.waitRecords(t, 2)
+	held := h.held(t)
+	var rec audit.Record
+	must(t, json.Unmarshal([]byte(held[1]), &rec))
+	if len(held) != 2 || rec.Kind != "audit_head" {
+		t.Fatalf("the console holds %q, want the decision and then the checkpoint as written", held)
+	}
+	var o struct {
+		Chain struct {
+			State string            `json:"state"`
+			Lines int               `json:"lines"`
+			Break *audit.BreakError `json:"break"`
+		} `json:"chain"`
+	}
+	h.overview(t, &o)
+	if o.Chain.State != "broken" || o.Chain.Lines != 1 || o.Chain.Break == nil || o.Chain.Break.File != path || o.Chain.Break.Line != 2 {
+		t.Fatalf("chain %+v (break %+v), want broken at %s line 2, the checkpoint", o.Chain, o.Chain.Break, path)
+	}
+}
