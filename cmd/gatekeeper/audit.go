@@ -37,7 +37,7 @@ func auditFlags(fs *flag.FlagSet) *auditOptions {
 	fs.DurationVar(&o.maxAge, "audit-max-age", 0, "rotate the audit log once its first line is this old, e.g. 24h (0: never by age)")
 	fs.IntVar(&o.keep, "audit-keep", 0, "rotated audit files to keep; older ones are removed and the removal recorded in the log (0: keep all)")
 	fs.BoolVar(&o.compress, "audit-compress", false, "gzip rotated audit files in the background")
-	fs.StringVar(&o.head, "audit-head", "", "where to write checkpoints of the audit chain's head, to detect a log cut off at the end: a FILE (appended), stdout, stderr, syslog (local), or syslog://HOST:PORT (UDP) / syslog+tcp://HOST:PORT")
+	fs.StringVar(&o.head, "audit-head", "", "where to write checkpoints of the audit chain's head, to detect a log cut off at the end: a FILE (appended; not the audit log itself), stdout, stderr, syslog (local), or syslog://HOST:PORT (UDP) / syslog+tcp://HOST:PORT")
 	fs.DurationVar(&o.headInterval, "audit-head-interval", 10*time.Second, "how often a moved head is checkpointed (also at start, rotation and shutdown)")
 	return o
 }
@@ -57,6 +57,9 @@ func (o *auditOptions) open(stdout, stderr io.Writer, log *slog.Logger) (l *audi
 	}
 	closeHead := func() {}
 	if o.head != "" {
+		if inLog(o.head, o.path) {
+			return nil, nil, fmt.Errorf("--audit-head %s: that is a file of the audit log %s; checkpoints must be kept elsewhere (written into the log they would break its chain)", o.head, o.path)
+		}
 		w, c, err := openHead(o.head, stdout, stderr)
 		if err != nil {
 			return nil, nil, fmt.Errorf("--audit-head %s: %w", o.head, err)
@@ -74,6 +77,20 @@ func (o *auditOptions) open(stdout, stderr io.Writer, log *slog.Logger) (l *audi
 		}
 		closeHead()
 	}, nil
+}
+
+// inLog reports whether file is the audit log at path or one of its
+// rotated files, by name or, when both exist, as the same file.
+func inLog(file, path string) bool {
+	f, err1 := filepath.Abs(file)
+	p, err2 := filepath.Abs(path)
+	if err1 == nil && err2 == nil && filepath.Dir(f) == filepath.Dir(p) &&
+		(filepath.Base(f) == filepath.Base(p) || audit.FileAt(f).Seq > 0 && audit.FileAt(f).Log() == filepath.Base(p)) {
+		return true
+	}
+	fi, err1 := os.Stat(file)
+	pi, err2 := os.Stat(path)
+	return err1 == nil && err2 == nil && os.SameFile(fi, pi)
 }
 
 // openHead opens the destination of head checkpoints named by spec.

@@ -247,16 +247,22 @@ func TestServeRefusesBadAuditFlags(t *testing.T) {
 		{name: "a negative keep", args: []string{"--audit-keep", "-1"}, wantErr: "--audit-keep -1: want 0 or more"},
 		{name: "a head in a missing directory", args: []string{"--audit-head", "/nonexistent/dir/head.jsonl"}, wantErr: "--audit-head /nonexistent/dir/head.jsonl: open /nonexistent/dir/head.jsonl: no such file or directory"},
 		{name: "a syslog URL without an address", args: []string{"--audit-head", "syslog+tcp://"}, wantErr: "want syslog://HOST:PORT"},
+		// Checkpoints in the log itself would break its chain.
+		{name: "a head that is the audit log", args: []string{"--audit-head", "$DIR/audit.jsonl"}, wantErr: "--audit-head $DIR/audit.jsonl: that is a file of the audit log"},
+		{name: "a head that is a rotated file of the audit log", args: []string{"--audit-head", "$DIR/./audit.jsonl.000000000001"}, wantErr: "that is a file of the audit log"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			dir, file := writePolicy(t, cliPolicy)
-			args := append([]string{"serve", "--listen", "unix://" + filepath.Join(dir, "gk.sock"), "--policy", file, "--no-runner",
-				"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl")}, tc.args...)
+			args := []string{"serve", "--listen", "unix://" + filepath.Join(dir, "gk.sock"), "--policy", file, "--no-runner",
+				"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl")}
+			for _, a := range tc.args {
+				args = append(args, strings.ReplaceAll(a, "$DIR", dir))
+			}
 			out, err := cli(t, "", args...)
-			if err == nil || !strings.Contains(err.Error()+out, tc.wantErr) {
-				t.Errorf("serve %v = %v, want an error containing %q; output:\n%s", tc.args, err, tc.wantErr, out)
+			if wantErr := strings.ReplaceAll(tc.wantErr, "$DIR", dir); err == nil || !strings.Contains(err.Error()+out, wantErr) {
+				t.Errorf("serve %v = %v, want an error containing %q; output:\n%s", tc.args, err, wantErr, out)
 			}
 		})
 	}

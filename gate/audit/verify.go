@@ -63,9 +63,10 @@ func (f chainFields) seq() int64 {
 }
 
 // checkLine checks that content, line lineNo of a file, is a record with
-// seq want whose prev is prev. It returns the seq found (0 if none) and,
-// when the line is bad, a reason.
-func checkLine(content []byte, complete bool, want int64, prev string, lineNo int) (int64, string) {
+// seq want whose prev is prev; first says it is the first line of the
+// log. It returns the seq found (0 if none) and, when the line is bad, a
+// reason.
+func checkLine(content []byte, complete bool, want int64, prev string, lineNo int, first bool) (int64, string) {
 	f, reason := parseLine(content, complete)
 	if reason != "" {
 		return 0, reason
@@ -80,8 +81,11 @@ func checkLine(content []byte, complete bool, want int64, prev string, lineNo in
 		return seq, fmt.Sprintf("seq %d expected: found %d", want, seq)
 	}
 	if f.Prev != prev {
-		if lineNo == 1 {
+		switch {
+		case first:
 			return seq, "prev hash of the first line is not 64 zeros"
+		case lineNo == 1:
+			return seq, "prev hash does not match the last line of the file before"
 		}
 		return seq, fmt.Sprintf("prev hash does not match line %d", lineNo-1)
 	}

@@ -64,9 +64,11 @@ type harness struct {
 }
 
 type options struct {
-	tls     bool
-	maxRuns int
-	audit   string // an existing audit log to follow instead of a new one
+	tls        bool
+	maxRuns    int
+	maxRecords int
+	audit      string        // an existing audit log to follow instead of a new one
+	auditOpts  audit.Options // the options of the new one (rotation)
 }
 
 func must(t testing.TB, err error) {
@@ -88,11 +90,11 @@ func start(t *testing.T, o options) *harness {
 	if o.audit != "" {
 		h.path = o.audit
 	} else {
-		h.raw, err = audit.Open(h.path, audit.Options{})
+		h.raw, err = audit.Open(h.path, o.auditOpts)
 		must(t, err)
 		t.Cleanup(func() { h.raw.Close() })
 	}
-	h.con, err = console.New(console.Config{Token: token, AuditPath: h.path, Engine: eng, Logger: quiet, Now: h.clock.Now, MaxRuns: o.maxRuns, Poll: 20 * time.Millisecond})
+	h.con, err = console.New(console.Config{Token: token, AuditPath: h.path, Engine: eng, Logger: quiet, Now: h.clock.Now, MaxRuns: o.maxRuns, MaxRecords: o.maxRecords, Poll: 20 * time.Millisecond})
 	must(t, err)
 	if h.raw != nil {
 		h.log = h.con.Auditor(h.raw)

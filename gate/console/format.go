@@ -72,7 +72,8 @@ var toneColor = map[string]string{"allow": ansiGreen, "deny": ansiRed, "ask": an
 
 // Format writes rec as one line for a terminal: time, seq, verdict, kind,
 // event, tool, rule, query, then the reason (decisions) or the outcome,
-// exit code, duration, peak memory, runtime and image (runs). Everything
+// exit code, duration, peak memory, runtime and image (runs), or the file
+// a rotate line continues, why, and what retention removed. Everything
 // the model or a policy wrote is made safe for a terminal: control
 // characters (escape sequences included) are written as \x.. escapes.
 func Format(w io.Writer, rec *audit.Record, st Style) error {
@@ -126,6 +127,15 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 		b.WriteString("  " + strings.Join(parts, " · "))
 	case audit.KindEgress:
 		fmt.Fprintf(&b, "  %s:%d ↑%s ↓%s %s", safe(rec.Host), rec.Port, bytesText(rec.BytesUp), bytesText(rec.BytesDown), safe(rec.Reason+rec.Error))
+	case audit.KindRotate:
+		parts := []string{"continues " + safe(rec.PrevFile)}
+		if rec.Reason != "" {
+			parts = append(parts, safe(rec.Reason))
+		}
+		if len(rec.Pruned) > 0 {
+			parts = append(parts, "removed by retention: "+safe(strings.Join(rec.Pruned, ", ")))
+		}
+		b.WriteString("  " + strings.Join(parts, " · "))
 	case audit.KindQuery:
 		in := "no override"
 		if rec.ToolInput != nil {

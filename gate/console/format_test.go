@@ -71,3 +71,20 @@ func TestVerdictNamesEveryOutcome(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatShowsARotation(t *testing.T) {
+	t.Parallel()
+	rec := audit.Record{
+		Seq: 41, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Kind: audit.KindRotate, PrevFile: "audit.jsonl.000000000031",
+		Reason: "the file would pass 2048 bytes", Pruned: []string{"audit.jsonl.000000000001"},
+	}
+	var b strings.Builder
+	if err := console.Format(&b, &rec, console.Style{}); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	head, tail := "03:04:05.000 #41    · ROTATE  rotate ", "  continues audit.jsonl.000000000031 · the file would pass 2048 bytes · removed by retention: audit.jsonl.000000000001\n"
+	if !strings.HasPrefix(out, head) || !strings.HasSuffix(out, tail) || strings.TrimSpace(out[len(head):len(out)-len(tail)]) != "" {
+		t.Fatalf("got %q\nwant %q, spaces, %q", out, head, tail)
+	}
+}

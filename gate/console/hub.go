@@ -51,16 +51,19 @@ type sub struct {
 }
 
 // ChainStatus is what the hub knows about the audit chain: it checks every
-// line it reads, from the file's first.
+// line it reads, across rotated files, from the first line of its history
+// on (the newest lines of the log at start; the chain before them is
+// `gatekeeper audit verify`'s to check).
 type ChainStatus struct {
-	// State is "reading" until the hub has read to the end of the file
+	// State is "reading" until the hub has read to the end of the log
 	// once, then "ok" or "broken".
 	State string `json:"state"`
-	// Lines and LastSeq are what verified; Break says where and why it
-	// did not.
-	Lines   int               `json:"lines"`
-	LastSeq int64             `json:"last_seq"`
-	Break   *audit.BreakError `json:"break,omitempty"`
+	// Lines, FirstSeq and LastSeq are what verified; Break says where
+	// (file and line) and why it did not.
+	Lines    int               `json:"lines"`
+	FirstSeq int64             `json:"first_seq"`
+	LastSeq  int64             `json:"last_seq"`
+	Break    *audit.BreakError `json:"break,omitempty"`
 	// WriterSeq is the seq of the writer's last line when the log's writer
 	// tells it (Head); HeadMatches is false when the file's line with that
 	// seq is not the one the writer wrote (an edit or truncation at the
@@ -70,10 +73,12 @@ type ChainStatus struct {
 	ReadError   string `json:"read_error,omitempty"`
 }
 
-// hub reads the audit log as it grows, keeps a bounded history of its
-// records and fans each new one out to subscribers. The audit log is the
-// one source: what a subscriber gets is the line as written (masked, with
-// seq and time), whether it was written a second or a week ago.
+// hub reads the audit log as it grows, across its rotations, keeps a
+// bounded history of its records and fans each new one out to
+// subscribers. The audit log is the one source: what a subscriber gets is
+// the line as written (masked, with seq and time), whether it was written
+// a second or a week ago. At start it reads the newest lines that fit the
+// history from the rotated set, and no older ones.
 type hub struct {
 	path       string
 	maxRecords int
@@ -90,6 +95,7 @@ type hub struct {
 	ring    []*entry // oldest first
 	bytes   int64
 	epoch   int
+	read    int // lines read in this epoch
 	subs    map[*sub]struct{}
 	chain   audit.Chain
 	ready   bool // read to the end of the file once
@@ -98,7 +104,16 @@ type hub struct {
 }
 
 func newHub(path string, maxRecords int, maxBytes int64, poll time.Duration) *hub {
-	return &hub{path: path, maxRecords: maxRecords, maxBytes: maxBytes, poll: poll, poke: make(chan struct{}, 1), loaded: make(chan struct{}), subs: map[*sub]struct{}{}}
+	return &hub{
+		path: path, maxRecords: maxRecords, maxBytes: maxBytes, poll: poll, poke: make(chan struct{}, 1), loaded: make(chan struct{}), subs: map[*sub]struct{}{},
+		chain: audit.Chain{Partial: true},
+	}
+}
+
+// follower reads the log from the newest lines the history can hold: an
+// entry holds its line at least twice.
+func (h *hub) follower() *audit.Follower {
+	return audit.NewFollower(h.path, audit.FollowOptions{Backlog: h.maxRecords, BacklogBytes: h.maxBytes / 2})
 }
 
 // notify tells the hub a line was written; it never blocks.
@@ -111,7 +126,7 @@ func (h *hub) notify() {
 
 // run reads the log until ctx ends, then drops every subscriber.
 func (h *hub) run(ctx context.Context) {
-	fl := audit.NewFollower(h.path)
+	fl := h.follower()
 	defer fl.Close()
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
@@ -138,52 +153,42 @@ func (h *hub) run(ctx context.Context) {
 // drain reads every complete line appended since the last call.
 func (h *hub) drain(fl *audit.Follower) {
 	for {
-		lines, restarted, err := fl.Next()
+		lines, err := fl.Next()
 		h.mu.Lock()
 		h.readErr = err
+		for _, l := range lines {
+			h.add(l)
+		}
 		if err != nil || len(lines) == 0 {
 			h.ready = true
 			h.mu.Unlock()
 			return
 		}
-		if restarted {
-			h.restart(lines[0])
-		}
-		for _, l := range lines {
-			h.add(l)
-		}
 		h.mu.Unlock()
 	}
 }
 
-// restart handles a new file at the path (rotated or truncated): a file
-// starting again at seq 1 is a new log, with a new chain and history.
-func (h *hub) restart(firstLine []byte) {
-	var f struct {
-		Seq int64 `json:"seq"`
+// add checks l against the chain, keeps it and fans it out. A line with
+// seq 1 at the start of a file, after lines were read, begins a new log
+// (a new file at the path, not a rotation): a new chain and history. h.mu
+// is held.
+func (h *hub) add(l audit.Line) {
+	e := &entry{raw: l.Text}
+	parsed := json.Unmarshal(l.Text, &e.rec) == nil
+	if parsed && l.Number == 1 && e.rec.Seq == 1 && h.read > 0 {
+		h.chain = audit.Chain{Partial: true}
+		h.epoch++
+		h.read = 0
+		h.ring, h.bytes = nil, 0
 	}
-	if json.Unmarshal(firstLine, &f) != nil || f.Seq != 1 || h.chainEmpty() {
-		return
-	}
-	h.chain = audit.Chain{}
-	h.epoch++
-	h.ring, h.bytes = nil, 0
-}
-
-func (h *hub) chainEmpty() bool {
-	rep, err := h.chain.Report()
-	return rep.Lines == 0 && err == nil
-}
-
-// add checks line against the chain, keeps it and fans it out. h.mu is held.
-func (h *hub) add(line []byte) {
-	_ = h.chain.Next(line, true) // a break shows in status
-	e := &entry{raw: line, epoch: h.epoch}
-	if json.Unmarshal(line, &e.rec) != nil {
+	h.read++
+	_ = h.chain.NextLine(l) // a break shows in status
+	if !parsed {
 		return // the chain check has noted it
 	}
+	e.epoch = h.epoch
 	e.hay = haystack(&e.rec)
-	e.event = eventJSON(&e.rec, line)
+	e.event = eventJSON(&e.rec, l.Text)
 	h.ring = append(h.ring, e)
 	h.bytes += e.size()
 	for len(h.ring) > 1 && (len(h.ring) > h.maxRecords || h.bytes > h.maxBytes) {
@@ -292,7 +297,7 @@ func (h *hub) status() (HistoryStatus, ChainStatus) {
 		hs.FirstSeq, hs.LastSeq = h.ring[0].rec.Seq, h.ring[len(h.ring)-1].rec.Seq
 	}
 	rep, err := h.chain.Report()
-	cs := ChainStatus{State: "reading", Lines: rep.Lines, LastSeq: rep.LastSeq}
+	cs := ChainStatus{State: "reading", Lines: rep.Lines, FirstSeq: h.chain.FirstSeq(), LastSeq: rep.LastSeq}
 	var be *audit.BreakError
 	switch {
 	case errors.As(err, &be):

@@ -9,9 +9,10 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 )
 
-// line is an audit line of seq n (the chain is not what these tests are about).
-func line(n int64, tool string) []byte {
-	return fmt.Appendf(nil, `{"seq":%d,"time":"2026-01-02T03:04:05Z","prev":"x","kind":"decision","tool":%q,"decision":"deny"}`, n, tool)
+// line is an audit line of seq n, line n of its file (the chain is not
+// what these tests are about).
+func line(n int64, tool string) audit.Line {
+	return audit.Line{Number: int(n), Text: fmt.Appendf(nil, `{"seq":%d,"time":"2026-01-02T03:04:05Z","prev":"x","kind":"decision","tool":%q,"decision":"deny"}`, n, tool)}
 }
 
 func TestASlowSubscriberIsDroppedAndResumesFromTheHistory(t *testing.T) {
@@ -52,7 +53,7 @@ func TestTheHistoryIsBoundedByCountAndBytes(t *testing.T) {
 		want       int
 	}{
 		{"by count", 3, 1 << 30, 3},
-		{"by bytes", 1000, 3 * (&entry{raw: line(10, "T"), hay: haystack(&audit.Record{Kind: "decision", Tool: "T", Decision: "deny"})}).size(), 3},
+		{"by bytes", 1000, 3 * (&entry{raw: line(10, "T").Text, hay: haystack(&audit.Record{Kind: "decision", Tool: "T", Decision: "deny"})}).size(), 3},
 		{"one record always stays", 1000, 1, 1},
 	}
 	for _, tc := range cases {
@@ -95,7 +96,7 @@ func TestANewLogAtThePathStartsANewHistory(t *testing.T) {
 	}
 	write("A", "B")
 	h := newHub(path, 100, 1<<20, time.Hour)
-	fl := audit.NewFollower(path)
+	fl := h.follower()
 	defer fl.Close()
 	h.drain(fl)
 	// The old log gets one more line, then is rotated away; a new log

@@ -23,6 +23,11 @@ const maxAuthorized = 1024
 // decisionWorkers is how many decisions one connection evaluates at once.
 const decisionWorkers = 2
 
+// closeGrace is how long a connection closed by the server's shutdown
+// waits for the client to answer its close frame before the socket is
+// closed anyway.
+const closeGrace = time.Second
+
 // conn is one WebSocket connection. Its reader goroutine (serve) decodes
 // frames and dispatches them; its writer goroutine owns every write;
 // decisions run on the connection's workers (queued in jobs) and runs in
@@ -33,6 +38,13 @@ type conn struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	out    chan []byte
+
+	// stop is closed by shutdown: the writer then sends a close frame and
+	// closes the socket, which ends the reader. readDone is closed when the
+	// reader has ended.
+	stop     chan struct{}
+	stopOnce sync.Once
+	readDone chan struct{}
 
 	// jobs queues decisions for the connection's workers; its capacity
 	// bounds the decisions in flight.
@@ -73,10 +85,12 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{
 		s: s, ws: ws, ctx: ctx, cancel: cancel,
-		out:     make(chan []byte, 64),
-		jobs:    make(chan func(), s.cfg.MaxInFlight),
-		runs:    make(chan struct{}, s.cfg.MaxRunsPerConn),
-		queries: map[string]*query{},
+		out:      make(chan []byte, 64),
+		stop:     make(chan struct{}),
+		readDone: make(chan struct{}),
+		jobs:     make(chan func(), s.cfg.MaxInFlight),
+		runs:     make(chan struct{}, s.cfg.MaxRunsPerConn),
+		queries:  map[string]*query{},
 	}
 }
 
@@ -102,6 +116,14 @@ func (c *conn) serve() {
 	c.ws.SetPongHandler(func(string) error {
 		return c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 	})
+	c.ws.SetCloseHandler(func(code int, _ string) error {
+		select {
+		case <-c.stop: // the client answers the server's close frame
+		default: // the client closes: answer, as the default handler does
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), time.Now().Add(time.Second))
+		}
+		return nil
+	})
 	for {
 		kind, data, err := c.ws.ReadMessage()
 		if err != nil {
@@ -117,6 +139,7 @@ func (c *conn) serve() {
 		}
 		c.dispatch(data)
 	}
+	close(c.readDone)
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
@@ -132,12 +155,23 @@ func (c *conn) serve() {
 	_ = c.ws.Close()
 }
 
-// writer writes queued frames and pings until out is closed or a write fails.
+// writer writes queued frames and pings until out is closed, a write
+// fails or the server shuts the connection down.
 func (c *conn) writer() {
 	ping := time.NewTicker(c.s.cfg.PingInterval)
 	defer ping.Stop()
 	for {
 		select {
+		case <-c.stop:
+			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "gatekeeper is shutting down"), time.Now().Add(time.Second))
+			t := time.NewTimer(closeGrace)
+			select {
+			case <-c.readDone: // the client answered the close
+			case <-t.C:
+			}
+			t.Stop()
+			c.fail()
+			return
 		case b, ok := <-c.out:
 			if !ok {
 				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
@@ -157,7 +191,18 @@ func (c *conn) writer() {
 	}
 }
 
-// fail ends the connection after a write error; the reader then unwinds.
+// shutdown ends the connection for the server's shutdown, promptly
+// whatever the client does: its decisions and runs are cancelled (a run
+// ends as cancelled, and is audited so), the client gets a close frame
+// (1001, going away), and the socket is closed once the client has
+// answered it, or after closeGrace.
+func (c *conn) shutdown() {
+	c.cancel()
+	c.stopOnce.Do(func() { close(c.stop) })
+}
+
+// fail ends the connection after a write error (or a shutdown); the
+// reader then unwinds.
 func (c *conn) fail() {
 	c.cancel()
 	_ = c.ws.Close()

@@ -199,7 +199,10 @@ func (s *Server) Handler() http.Handler {
 }
 
 // Serve accepts connections on ln until ctx ends, then closes every
-// connection (cancelling their runs) and returns.
+// connection and returns once their goroutines have ended: each
+// connection's runs and decisions are cancelled (a run in flight ends as
+// cancelled, and its audit line says so), its client gets a close frame
+// (1001) and its socket is closed, whether or not the client answers.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return s.serve(ctx, ln, s.Handler())
 }
@@ -227,7 +230,7 @@ func (s *Server) closeAll() {
 	s.mu.Lock()
 	s.closing = true
 	for c := range s.conns {
-		c.cancel()
+		c.shutdown()
 	}
 	s.mu.Unlock()
 	s.wg.Wait()

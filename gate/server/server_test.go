@@ -42,6 +42,8 @@ type harness struct {
 	sock, token, dir, auditPath string
 	srv                         *server.Server
 	audit                       *audit.Log
+	// shutdown ends Serve and waits for it to return, or for wait to end.
+	shutdown func(wait context.Context) error
 }
 
 type options struct {
@@ -92,12 +94,26 @@ func start(t testing.TB, o options) *harness {
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.srv.Serve(ctx, ln) }()
+	finished := make(chan struct{})
+	var serveErr error
+	go func() {
+		defer close(finished)
+		serveErr = h.srv.Serve(ctx, ln)
+	}()
+	h.shutdown = func(wait context.Context) error {
+		cancel()
+		select {
+		case <-finished:
+			return serveErr
+		case <-wait.Done():
+			return fmt.Errorf("serve did not return: %w", wait.Err())
+		}
+	}
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("serve: %v", err)
+		<-finished
+		if serveErr != nil {
+			t.Errorf("serve: %v", serveErr)
 		}
 	})
 	return h
@@ -613,4 +629,74 @@ func TestKeepAlive(t *testing.T) {
 	if !closed {
 		t.Fatal("a client that answered no ping was not disconnected")
 	}
+}
+
+// blockingRunner runs until its context ends, then reports the run
+// cancelled, as the Docker runner does for a container it started.
+type blockingRunner struct{ started chan struct{} }
+
+func (b *blockingRunner) Run(ctx context.Context, s runner.Spec) (runner.Result, error) {
+	close(b.started)
+	<-ctx.Done()
+	return runner.Result{RunID: s.RunID, Reason: runner.Cancelled, ExitCode: -1, Image: s.Sandbox.Image, Runtime: runner.Runc}, nil
+}
+
+func TestShutdownClosesAClientThatAnswersPingsAndCancelsItsRun(t *testing.T) {
+	t.Parallel()
+	br := &blockingRunner{started: make(chan struct{})}
+	// Frequent pings, and a read timeout far beyond the test: only the
+	// shutdown itself can end the connection.
+	h := start(t, options{runner: br, ping: 10 * time.Millisecond, read: time.Hour})
+	c := h.connect(t)
+	q := c.open("")
+	c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_shut", sdkServer)
+	c.send(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_shut","language":"python","code":"x"}`, q))
+	// A generous bound: if it is ever reached, the shutdown hung.
+	wait, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	select {
+	case <-br.started:
+	case <-wait.Done():
+		t.Fatal("the run never started")
+	}
+	// The client reads all the while, so it answers every ping.
+	closed := make(chan error, 1)
+	go func() {
+		_ = c.ws.SetReadDeadline(time.Time{})
+		for {
+			if _, _, err := c.ws.ReadMessage(); err != nil {
+				closed <- err
+				return
+			}
+		}
+	}()
+	if err := h.shutdown(wait); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-closed; !websocket.IsCloseError(err, websocket.CloseGoingAway) {
+		t.Errorf("the client's connection ended with %v, want a close frame 1001 (going away)", err)
+	}
+	var run *audit.Record
+	for _, line := range readAuditLines(t, h.auditPath) {
+		if line.Kind == audit.KindRun && line.ToolUseID == "toolu_shut" {
+			run = &line
+		}
+	}
+	if run == nil || run.Outcome != audit.OutcomeCancelled {
+		t.Fatalf("the run's audit line %+v, want outcome cancelled", run)
+	}
+}
+
+// readAuditLines decodes every line of the audit log at path.
+func readAuditLines(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	must(t, err)
+	var out []audit.Record
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		var r audit.Record
+		must(t, json.Unmarshal([]byte(l), &r))
+		out = append(out, r)
+	}
+	return out
 }

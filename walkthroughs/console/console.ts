@@ -10,7 +10,7 @@
 //
 //   npm run console              (UPDATE_GOLDEN=1 rewrites console/tail.golden)
 
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,7 +20,7 @@ import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import WebSocket from 'ws';
 import { RUN, runAgent } from '../lib/agent.js';
 import { Transcript } from '../lib/transcript.js';
-import { GATEKEEPER_BIN, readAudit, REPO, startWorld, type World } from '../lib/world.js';
+import { auditLines, GATEKEEPER_BIN, readAudit, REPO, startWorld, type World } from '../lib/world.js';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const OUT = process.env.CONSOLE_OUT ?? join(REPO, 'walkthroughs/build/console-out');
@@ -139,6 +139,64 @@ function normalizeTail(out: string, w: World): string {
     })
     .replace(/\d+ ms · peak (?:[\d.]+ (?:MiB|KiB|B)|unknown)/g, 'N ms · peak N')
     .replace(/gatekeeper-sandbox:\S+/g, 'gatekeeper-sandbox:TAG');
+}
+
+/**
+ * rotation runs a sidecar whose audit log rotates every few lines while a
+ * browser page and `gatekeeper tail` follow it: both must show every line
+ * of the rotated log once, in order, and the chain must verify across the
+ * files.
+ */
+async function rotation(browser: Browser, dialogs: string[]): Promise<void> {
+  t.section('The audit log rotates while the browser and tail follow (--audit-max-bytes 2k)');
+  const r = await startWorld({ n: 8, ui: true, env: { GATEKEEPER_AUDIT_MAX_BYTES: '2k' } });
+  const follower = spawn(GATEKEEPER_BIN, ['tail', '--url', r.url, '--token-file', r.tokenFile, '--backfill', '100000', '--json'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let followed = '';
+  follower.stdout.on('data', (d: Buffer) => {
+    followed += d.toString('utf8');
+  });
+  try {
+    // A context of its own: the other sidecar's session cookie (same host,
+    // another port) stays where it is.
+    const context = await browser.createBrowserContext();
+    const page = await context.newPage();
+    await page.setViewport({ width: 1440, height: 900 });
+    watch(page, 'rotation', dialogs);
+    await page.goto(r.loginURL ?? '');
+    await page.waitForSelector('#conn[data-state="live"]');
+    await runAgent(r, t, [
+      { say: 'the model lists the workspace', call: { name: 'Glob', input: { pattern: '*' } } },
+      { say: 'the model reads the fake SSH key', call: { name: 'Read', input: { file_path: '~/.ssh/id_rsa' } } },
+    ], { tag: 'rot', prompt: 'Make the audit log rotate.' });
+    const raw = await rawClient(r);
+    for (let i = 0; i < 40; i++) await raw.decide('Read', { file_path: join(r.dirs.ws, `f${String(i)}.txt`) });
+    raw.close();
+    const lines = auditLines(r.auditLog);
+    const seqs = lines.map((l) => (JSON.parse(l) as { seq: number }).seq);
+    const rotations = lines.filter((l) => l.includes('"kind":"rotate"')).length;
+    t.expect(rotations >= 5 && seqs.every((s, i) => s === i + 1), `the log rotated ${String(rotations)} times: ${String(lines.length)} lines, seq 1-${String(lines.length)}`);
+
+    const rs = await waitRows(page, `all ${String(lines.length)} lines`, (x) => x.length >= lines.length);
+    const shown = await page.$$eval('table.records tbody tr.rec', (trs) => trs.map((tr) => Number(tr.getAttribute('data-seq'))));
+    t.expect(JSON.stringify(shown) === JSON.stringify(seqs.slice().reverse()), 'the browser, open through the rotations, shows every line once, newest first', JSON.stringify(shown));
+    t.expect(rs.filter((x) => x.kind === 'rotate').length === rotations && rs.some((x) => x.kind === 'rotate' && x.text.includes('ROTATE') && x.text.includes('continues audit.jsonl.')), 'each rotate line shows as · ROTATE with the file it continues');
+    await shot(page, 'rotation-stream');
+
+    for (const deadline = Date.now() + 15_000; Date.now() < deadline && followed.split('\n').length <= lines.length; await new Promise((ok) => setTimeout(ok, 50)));
+    t.expect(followed === `${lines.join('\n')}\n`, 'tail, following through the rotations, printed every line once, in order', followed.slice(-600));
+    const back = execFileSync(GATEKEEPER_BIN, ['tail', '--url', r.url, '--token-file', r.tokenFile, '--no-follow', '--backfill', '100000', '--json'], { encoding: 'utf8' });
+    t.expect(back === `${lines.join('\n')}\n`, 'tail --backfill prints every line of the rotated log once, in order', back.slice(0, 600));
+
+    await page.goto(`${r.httpBase ?? ''}/ui/#/overview`);
+    await page.waitForFunction(() => document.getElementById('chain-state')?.textContent === '✔ verifies', { timeout: 15_000 });
+    await page.waitForFunction((n) => document.getElementById('chain-lines')?.textContent === String(n), { timeout: 15_000 }, lines.length);
+    const range = await page.$eval('#chain-seqs', (x) => x.textContent ?? '');
+    t.expect(range === `#1–#${String(lines.length)}`, `the overview's chain verifies across the files, ${range}`);
+    await context.close();
+  } finally {
+    follower.kill('SIGTERM');
+    await r.stop();
+  }
 }
 
 let w: World | undefined;
@@ -344,9 +402,12 @@ try {
   const golden = readFileSync(GOLDEN, 'utf8');
   t.expect(norm === golden, `tail's output (colours off, ids and times normalized) matches ${GOLDEN}`, norm === golden ? undefined : `got:\n${norm}`);
   const asJSON = execFileSync(GATEKEEPER_BIN, ['tail', '--url', w.url, '--token-file', w.tokenFile, '--no-follow', '--backfill', '1000', '--json'], { encoding: 'utf8' });
-  const fileLines = readFileSync(w.auditLog, 'utf8').split('\n').filter(Boolean);
+  const fileLines = auditLines(w.auditLog);
   t.expect(asJSON.trimEnd().split('\n').every((l) => fileLines.includes(l)) && asJSON.trimEnd().split('\n').length === fileLines.length, 'tail --json prints the audit lines exactly as written');
   writeFileSync(join(OUT, 'tail.txt'), tail);
+
+  await rotation(browser, dialogs);
+  t.expect(dialogs.length === 0, 'no dialog opened on the rotation page either', dialogs.join(', '));
 } catch (err) {
   t.fail('the console test ran to its end', err instanceof Error ? (err.stack ?? err.message) : String(err));
   if (w !== undefined) t.note(`sidecar log:\n${w.log().slice(-3000)}`);

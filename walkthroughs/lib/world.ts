@@ -5,11 +5,13 @@
 // gatekeeper config takes part.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gunzipSync } from 'node:zlib';
+import { parse, stringify } from 'yaml';
 
 /** The repository root (this file runs from walkthroughs/build/lib/). */
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -21,7 +23,7 @@ export const GATEKEEPER_BIN = process.env.GATEKEEPER_BIN ?? join(REPO, 'bin/gate
 export const FAKE_SSH_KEY_MARKER = 'FAKE-WALKTHROUGH-KEY-7c1e9b';
 export const FAKE_SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${FAKE_SSH_KEY_MARKER}\n-----END OPENSSH PRIVATE KEY-----\n`;
 
-/** Policy knobs; everything else is the shipped sandbox.policy.yaml's shape. */
+/** Policy knobs; everything else is the shipped sandbox.policy.yaml's. */
 export interface PolicyParams {
   allow?: string[];
   ask?: string[];
@@ -43,45 +45,50 @@ export interface PolicyParams {
   ceilingMemory?: string;
 }
 
-/** The shipped policy's tool lists and deny globs. */
-export const DEFAULT_ALLOW = ['Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'Glob', 'Grep', 'LS', 'TodoWrite', 'WebFetch', 'mcp__sandboxed_code__run'];
-export const DEFAULT_DENY = ['Bash', 'BashOutput', 'KillShell', 'KillBash', 'WebSearch'];
-export const DEFAULT_FS_DENY = ['~/.ssh/**', '~/.aws/**', '~/.kube/**', '~/.gnupg/**', '~/.docker/**', '~/.config/gcloud/**', '**/.env', '**/.env.*', '**/.git/hooks/**', '**/.git/config', '~/.*'];
+/** The parts of sandbox.policy.yaml a world sets (docs/SANDBOX.md has them all). */
+interface ShippedPolicy {
+  workspace_root: string;
+  tools: { allow: string[]; ask: string[]; deny: string[] };
+  sandbox: {
+    fs: { tmp: { size: string }; deps: string; deny: string[] };
+    net: { enabled: boolean; allow: string[]; deny: string[] };
+    proc: { cpus: number; memory: string; pids: number; timeout: string; runtime: string };
+    output: { max_bytes: string };
+  };
+  ceilings: { memory: string; timeout: string; net_hosts: string[] };
+}
 
-const list = (xs: string[]): string => `[${xs.map((x) => JSON.stringify(x)).join(', ')}]`;
+/** shipped reads the shipped policy afresh: every world's policy starts from it. */
+function shipped(): ShippedPolicy {
+  return parse(readFileSync(join(REPO, 'sandbox.policy.yaml'), 'utf8')) as ShippedPolicy;
+}
 
-/** policyYaml renders a policy file for workspace ws. */
+/** The shipped policy's tools.allow, read from sandbox.policy.yaml. */
+export const DEFAULT_ALLOW: readonly string[] = shipped().tools.allow;
+
+/** policyYaml renders a policy file for workspace ws: the shipped policy with the knobs of p. */
 export function policyYaml(ws: string, p: PolicyParams): string {
-  return [
-    '# written by walkthroughs/lib/world.ts',
-    'version: 1',
-    `workspace_root: ${JSON.stringify(ws)}`,
-    'tools:',
-    `  allow: ${list(p.allow ?? DEFAULT_ALLOW)}`,
-    `  ask: ${list(p.ask ?? [])}`,
-    `  deny: ${list(p.deny ?? DEFAULT_DENY)}`,
-    'sandbox:',
-    '  fs:',
-    '    image: ""',
-    '    workspace: {size: 64m}',
-    `    tmp: {size: ${p.tmpSize ?? '64m'}}`,
-    `    deps: ${JSON.stringify(p.deps ?? '')}`,
-    `    deny: ${list(p.fsDeny ?? DEFAULT_FS_DENY)}`,
-    `  net: {enabled: ${String(p.netEnabled ?? false)}, allow: ${list(p.netAllow ?? [])}, deny: []}`,
-    `  proc: {cpus: ${String(p.cpus ?? 1)}, memory: ${p.memory ?? '256m'}, pids: ${String(p.pids ?? 128)}, timeout: ${p.timeout ?? '10s'}, runtime: ${p.runtime ?? 'runc'}, user: 65534}`,
-    `  output: {max_bytes: ${p.outputMaxBytes ?? '1m'}}`,
-    'ceilings:',
-    `  cpus: 2`,
-    `  memory: ${p.ceilingMemory ?? '1g'}`,
-    '  pids: 512',
-    `  timeout: ${p.ceilingTimeout ?? '120s'}`,
-    '  tmpfs: 512m',
-    '  output_bytes: 8m',
-    `  net_hosts: ${list(p.netHosts ?? [])}`,
-    '  images: []',
-    '  runtimes: [runc, runsc]',
-    '',
-  ].join('\n');
+  const doc = shipped();
+  const { tools, sandbox: sb, ceilings } = doc;
+  doc.workspace_root = ws;
+  tools.allow = p.allow ?? tools.allow;
+  tools.ask = p.ask ?? tools.ask;
+  tools.deny = p.deny ?? tools.deny;
+  sb.fs.tmp.size = p.tmpSize ?? sb.fs.tmp.size;
+  sb.fs.deps = p.deps ?? sb.fs.deps;
+  sb.fs.deny = p.fsDeny ?? sb.fs.deny;
+  sb.net.enabled = p.netEnabled ?? sb.net.enabled;
+  sb.net.allow = p.netAllow ?? sb.net.allow;
+  sb.proc.cpus = p.cpus ?? sb.proc.cpus;
+  sb.proc.memory = p.memory ?? sb.proc.memory;
+  sb.proc.pids = p.pids ?? sb.proc.pids;
+  sb.proc.timeout = p.timeout ?? sb.proc.timeout;
+  sb.proc.runtime = p.runtime ?? sb.proc.runtime;
+  sb.output.max_bytes = p.outputMaxBytes ?? sb.output.max_bytes;
+  ceilings.memory = p.ceilingMemory ?? ceilings.memory;
+  ceilings.timeout = p.ceilingTimeout ?? ceilings.timeout;
+  ceilings.net_hosts = p.netHosts ?? ceilings.net_hosts;
+  return `# written by walkthroughs/lib/world.ts: sandbox.policy.yaml with the walkthrough's knobs\n${stringify(doc)}`;
 }
 
 /** WorldOptions configure startWorld. */
@@ -289,14 +296,19 @@ export function networksOf(label: string): string[] {
   return out.split('\n').filter((l) => l.trim() !== '');
 }
 
-/** verifyAudit runs `gatekeeper audit verify` on a log and returns its exit code and output. */
-export function verifyAudit(file: string): { code: number; output: string } {
+/**
+ * verifyAudit runs `gatekeeper audit verify` on a log and returns its exit
+ * code and the lines it printed: one per file of the log (its problems
+ * under it), then the verdict.
+ */
+export function verifyAudit(file: string): { code: number; lines: string[] } {
+  const lines = (out: string): string[] => out.split('\n').filter((l) => l !== '');
   try {
     const output = execFileSync(GATEKEEPER_BIN, ['audit', 'verify', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-    return { code: 0, output };
+    return { code: 0, lines: lines(output) };
   } catch (err) {
     const e = err as { status?: number; stdout?: string; stderr?: string };
-    return { code: e.status ?? 1, output: `${e.stdout ?? ''}${e.stderr ?? ''}` };
+    return { code: e.status ?? 1, lines: lines(`${e.stdout ?? ''}${e.stderr ?? ''}`) };
   }
 }
 
@@ -305,7 +317,7 @@ export interface AuditRecord {
   seq: number;
   /** When the line was written (RFC 3339). */
   time: string;
-  kind: 'decision' | 'run' | 'egress' | 'query';
+  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate';
   query_id?: string;
   /** The client's name (hello.client; "claude-code" for the hook endpoint). */
   client?: string;
@@ -330,13 +342,32 @@ export interface AuditRecord {
   error?: string;
   host?: string;
   port?: number;
+  /** A rotate line's file before it, and the files retention removed. */
+  prev_file?: string;
+  pruned?: string[];
 }
 
-/** readAudit reads every line of an audit log. */
+/**
+ * auditLines reads every line of an audit log, as written, oldest first:
+ * its rotated files (FILE.<first seq>, FILE.<first seq>.gz, by seq), then
+ * the active FILE.
+ */
+export function auditLines(file: string): string[] {
+  const base = basename(file);
+  const closed = readdirSync(dirname(file))
+    .map((name) => ({ name, m: /^(.*)\.(\d{12,})(\.gz)?$/.exec(name) }))
+    .filter((x): x is { name: string; m: RegExpExecArray } => x.m !== null && x.m[1] === base)
+    .sort((a, b) => Number(a.m[2]) - Number(b.m[2]) || (a.m[3] === undefined ? -1 : 1))
+    .filter((x, i, all) => i === 0 || all[i - 1]?.m[2] !== x.m[2]);
+  const texts = closed.map((x) => {
+    const data = readFileSync(join(dirname(file), x.name));
+    return (x.m[3] === undefined ? data : gunzipSync(data)).toString('utf8');
+  });
+  if (existsSync(file)) texts.push(readFileSync(file, 'utf8'));
+  return texts.flatMap((t) => t.split('\n')).filter((l) => l.trim() !== '');
+}
+
+/** readAudit reads every record of an audit log, across its rotated files. */
 export function readAudit(file: string): AuditRecord[] {
-  if (!existsSync(file)) return [];
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AuditRecord);
+  return auditLines(file).map((l) => JSON.parse(l) as AuditRecord);
 }

@@ -41,8 +41,10 @@ function latency(m) {
 function chain(c) {
   const state = c.state === 'ok' ? '✔ verifies' : c.state === 'broken' ? '✘ broken' : '… reading';
   const tone = c.state === 'ok' ? 'allow' : c.state === 'broken' ? 'deny' : 'info';
-  const rows = [['state', h('span', { class: ['verdict', `tone-${tone}`], id: 'chain-state' }, state)], ['lines verified', String(c.lines)], ['last seq', String(c.last_seq)]];
-  if (c.break) rows.push(['break', `line ${c.break.Line}: ${c.break.Reason}`]);
+  const from = c.first_seq > 1 ? ' (the console\'s history starts there; gatekeeper audit verify checks the lines before)' : '';
+  const rows = [['state', h('span', { class: ['verdict', `tone-${tone}`], id: 'chain-state' }, state)], ['lines verified', h('span', { id: 'chain-lines' }, String(c.lines))],
+    ['seqs', h('span', { id: 'chain-seqs' }, c.lines ? `#${c.first_seq}–#${c.last_seq}${from}` : '—')]];
+  if (c.break) rows.push(['break', `${c.break.File ? `${c.break.File} ` : ''}line ${c.break.Line}: ${c.break.Reason}`]);
   if (c.writer_seq) rows.push(['writer head', `seq ${c.writer_seq}${c.head_matches === false ? ' — the file\'s last line is not what the writer wrote' : c.head_matches ? ' — matches the file' : ''}`]);
   if (c.read_error) rows.push(['read error', c.read_error]);
   return kv(rows);

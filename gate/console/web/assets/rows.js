@@ -2,7 +2,7 @@
 // query view.
 import { bytes, h, pretty, shortID, time, verdict } from './dom.js';
 
-/** details is the last column: the reason of a decision, the end of a run, the override of a query, the host of an egress request. */
+/** details is the last column: the reason of a decision, the end of a run, the override of a query, the host of an egress request, the file a rotation continues. */
 export function details(rec) {
   switch (rec.kind) {
     case 'run': {
@@ -21,6 +21,12 @@ export function details(rec) {
       return `${rec.host}:${rec.port} ↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)} ${rec.reason ?? ''}${rec.error ?? ''}`;
     case 'query':
       return `${rec.tool_input === undefined ? 'no override' : `override ${JSON.stringify(rec.tool_input)}`}${rec.reason ? ` — ${rec.reason}` : ''}`;
+    case 'rotate': {
+      const parts = [`continues ${rec.prev_file ?? '?'}`];
+      if (rec.reason) parts.push(rec.reason);
+      if (rec.pruned?.length) parts.push(`removed by retention: ${rec.pruned.join(', ')}`);
+      return parts.join(' · ');
+    }
     default:
       return rec.reason ?? '';
   }
