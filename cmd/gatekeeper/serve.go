@@ -15,7 +15,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
-	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 )
 
 func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Writer) error {
@@ -75,7 +74,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 	if !*noRunner {
 		egressOpts.auditor = auditEgress{alog}
 		if poolOpts.size > 0 {
-			if poolOpts.base, err = baseSandbox(ctx, eng, image.DefaultTag(image.Options{})); err != nil {
+			if poolOpts.base, err = baseSandbox(ctx, eng); err != nil {
 				return err
 			}
 		}
@@ -84,7 +83,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stderr io.Write
 			return err
 		}
 		defer rs.close()
-		cfg.Runner, cfg.DefaultImage = rs.queue, rs.defaultImage
+		warnMissingImages(ctx, eng, log)
+		cfg.Runner = rs.queue
 		sandboxes = rs.docker
 	}
 	srv, err := server.New(cfg)

@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // Validate checks a policy built in code (Load and Decode already validate)
@@ -50,6 +52,9 @@ func (p *Policy) validate(file string, pos positions) error {
 		if !ValidHostPattern(h) {
 			v.add(fmt.Sprintf("ceilings.net_hosts[%d]", i), "%q is not a host pattern (host, *.domain, IP, optionally :port)", h)
 		}
+	}
+	for i, img := range c.Images {
+		v.image(fmt.Sprintf("ceilings.images[%d]", i), img)
 	}
 	return v.err()
 }
@@ -121,7 +126,16 @@ func (v *validator) tools(t Tools) {
 // forbiddenDeps are host directories never mounted into a sandbox.
 var forbiddenDeps = []string{"/", "/etc", "/proc", "/sys", "/dev", "/boot", "/root", "/home", "/run", "/var/run", "/var/lib/docker"}
 
+// image checks that img names a profile or an image reference with a tag
+// or digest, as profile.Resolve will resolve it for the runner.
+func (v *validator) image(path, img string) {
+	if _, err := profile.Resolve(img); err != nil {
+		v.add(path, "%v", err)
+	}
+}
+
 func (v *validator) sandbox(s Sandbox, pre string) {
+	v.image(pre+"fs.image", s.FS.Image)
 	v.positive(pre+"fs.workspace.size", float64(s.FS.Workspace.Size))
 	v.positive(pre+"fs.tmp.size", float64(s.FS.Tmp.Size))
 	if d := s.FS.Deps; d != "" {
@@ -195,6 +209,7 @@ func (p *Policy) Override(raw []byte) (Sandbox, error) {
 	if len(probs) > 0 {
 		return Sandbox{}, &Error{Problems: probs}
 	}
+	merged.defaultImage()
 	v := validator{file: "sandbox_policy", pos: pos}
 	v.sandbox(merged, "sandbox.")
 	if err := v.err(); err != nil {
