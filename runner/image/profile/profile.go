@@ -63,7 +63,8 @@ type Profile struct {
 	Packages []string
 	// Purge are packages Debian's dependencies drag in that nothing in the
 	// profile uses at run time (compilers, headers, Tk); they are purged
-	// with dpkg --force-depends after the install.
+	// with dpkg --force-depends after the install. (node computes its
+	// list in Setup instead.)
 	Purge []string
 	// Setup is shell (sh -eu) run as root in the image's root after the
 	// packages are in: the files that configure the tools.
@@ -106,7 +107,6 @@ func All() []Profile {
 			About:    "python plus Debian's Node.js 18 and npm (cache in /tmp, no update notifier, audit or fund)",
 			Parent:   "python",
 			Packages: []string{"nodejs", "npm"},
-			Purge:    nodePurge,
 			Setup:    nodeSetup,
 		},
 	}

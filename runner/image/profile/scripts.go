@@ -1,5 +1,7 @@
 package profile
 
+import _ "embed"
+
 // The shell of the recipes. Each runs as root (sh -eu) in the root file
 // system being built, with /proc, /dev, the build's apt sources and apt's
 // caches mounted by the builder; HOME is /root. They must not write to
@@ -130,17 +132,33 @@ MPLCONFIGDIR=/var/cache/matplotlib python3 -c 'from matplotlib import font_manag
 ls /var/cache/matplotlib/fontlist-*.json >/dev/null
 chmod -R a+rX /var/cache/matplotlib`
 
-// nodePurge are the packages npm's Debian dependencies drag in that npm
-// never loads.
-var nodePurge []string
+// npmClosure finds the module directories npm can load; npmPurge turns
+// them into the packages the node profile purges (see npm-purge.py).
+//
+//go:embed npm-closure.js
+var npmClosure string
 
-// nodeSetup configures npm through its global npmrc: the cache in /tmp
-// (not in the workspace), and no update notifier, audit or funding
-// requests, which would reach for the registry on every command.
-const nodeSetup = `test "$(npm config get globalconfig)" = /etc/npmrc
+//go:embed npm-purge.py
+var npmPurge string
+
+// nodeSetup purges the packages npm's Debian dependencies drag in that
+// neither Node nor npm loads (webpack, babel, eslint, the C headers: about
+// 60 MB), computed from what is installed rather than listed, then
+// configures npm through its global npmrc: the cache in /tmp (not in the
+// workspace), and no update notifier, audit or funding requests, which
+// would reach for the registry on every command.
+var nodeSetup = `cat >/tmp/npm-closure.js <<'GK_EOF'
+` + npmClosure + `GK_EOF
+cat >/tmp/npm-purge.py <<'GK_EOF'
+` + npmPurge + `GK_EOF
+purge=$(python3 /tmp/npm-purge.py /tmp/npm-closure.js)
+test -n "$purge"
+dpkg --purge --force-depends $purge
+test "$(npm config get globalconfig)" = /etc/npmrc
 cat >/etc/npmrc <<'EOF'
 cache=/tmp/.npm
 update-notifier=false
 audit=false
 fund=false
-EOF`
+EOF
+npm --version >/dev/null`
