@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,35 @@ func TestWritePolicyRewritesWorkspaceAndRuntime(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the written policy lacks %q", want)
 		}
+	}
+}
+
+func TestPolicyWithImage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	shipped, err := os.ReadFile("../sandbox.policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := WritePolicy(shipped, dir, "runc", "runc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policyWithImage(base, "node", "node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^    image: node\b`).Match(got) || strings.Count(string(got), "image:") != 1 {
+		t.Errorf("policy for node:\n%s", got)
+	}
+	if err := os.WriteFile(base, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policyWithImage(base, "x", "node"); err == nil || !strings.Contains(err.Error(), "expected one `image:` line") {
+		t.Errorf("a policy without an image line: %v, want an error", err)
 	}
 }
