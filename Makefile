@@ -12,7 +12,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image test test-go test-fuzz test-ts walkthroughs demo bench clean
+.PHONY: all build engine image image-default test test-go test-fuzz test-ts walkthroughs demo bench clean
 
 all: build
 
@@ -23,8 +23,13 @@ build:
 engine:
 	scripts/ensure-docker
 
-# image: the default sandbox image, built locally (no registry); a no-op when its recipe is unchanged.
+# image: every sandbox image profile (minimal, python, python-data, node), built locally from
+# Debian packages (no registry); a no-op for each profile whose recipe is unchanged. It prints
+# what each took and the total. image-default: the default profile (python) alone.
 image: build engine
+	$(BIN) image build --all
+
+image-default: build engine
 	$(BIN) image build
 
 test: build engine image test-go test-fuzz test-ts walkthroughs
@@ -41,10 +46,10 @@ test-fuzz:
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
-walkthroughs: build engine image
+walkthroughs: build engine image-default
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all
 
-demo: build engine image
+demo: build engine image-default
 	scripts/demo
 
 bench: build engine image

@@ -47,7 +47,7 @@ Usage:
   gatekeeper policy check F  validate a policy file; print every problem with its location
   gatekeeper decide          decide one call given as JSON on stdin
   gatekeeper run             run code in the sandbox with no agent
-  gatekeeper image build     build the default sandbox image locally
+  gatekeeper image build     build sandbox image profiles locally (python; PROFILE...; --all)
   gatekeeper audit verify F  verify an audit log's hash chain
   gatekeeper version         print the version
 

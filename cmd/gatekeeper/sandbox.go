@@ -374,6 +374,7 @@ Profiles (sandbox.fs.image names one; docs/SANDBOX.md):
 			return fmt.Errorf("image build: unknown profile %q (profiles: %s)", n, strings.Join(profile.Names(), ", "))
 		}
 	}
+	begin := time.Now()
 	for _, n := range names {
 		res, err := image.Build(ctx, image.Options{Profile: n})
 		if err != nil {
@@ -381,6 +382,9 @@ Profiles (sandbox.fs.image names one; docs/SANDBOX.md):
 		}
 		fmt.Fprintln(stdout, res.Tag)
 		fmt.Fprintln(stderr, buildSummary(n, res))
+	}
+	if len(names) > 1 {
+		fmt.Fprintf(stderr, "image build: %d profiles in %s\n", len(names), time.Since(begin).Round(time.Millisecond))
 	}
 	return nil
 }
