@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -324,5 +325,17 @@ cd /workspace && ls -A
 	}
 	if out := res.Stdout + res.Stderr; strings.Contains(out, "update") || strings.Contains(out, "fund") {
 		t.Errorf("npm printed an update or funding notice: %q", out)
+	}
+}
+
+// TestImageMissing asks the real engine which images it lacks, as the
+// sidecar does at start for its policy's images.
+func TestImageMissing(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	stale := "gatekeeper-sandbox:python-000000000000"
+	got, err := image.Missing(t.Context(), nil, []string{profileImages["python"], stale, profileImages["node"]})
+	if err != nil || len(got) != 1 || got[0] != stale {
+		t.Fatalf("Missing = %v, %v; want only %s", got, err, stale)
 	}
 }
