@@ -339,3 +339,22 @@ func TestImageMissing(t *testing.T) {
 		t.Fatalf("Missing = %v, %v; want only %s", got, err, stale)
 	}
 }
+
+// TestProfileStartup: an interpreter in python-data or node starts with
+// the same modules as in python (no .pth file imports anything at every
+// start: matplotlib's used to import mpl_toolkits, doubling the start).
+func TestProfileStartup(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	code := "import sys\nprint(sorted(sys.modules))"
+	want := runInProfile(t, "python", runner.Python, code, nil)
+	if want.ExitCode != 0 || !strings.Contains(want.Stdout, "'site'") {
+		t.Fatalf("python: exit %d, stdout %q, stderr %q", want.ExitCode, want.Stdout, want.Stderr)
+	}
+	for _, name := range []string{"python-data", "node"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			wantRun(t, runInProfile(t, name, runner.Python, code, nil), want.Stdout)
+		})
+	}
+}
