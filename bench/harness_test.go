@@ -242,3 +242,38 @@ func TestPolicyWithImage(t *testing.T) {
 		t.Errorf("a policy without an image line: %v, want an error", err)
 	}
 }
+
+func TestProfileTarget(t *testing.T) {
+	t.Parallel()
+	warm := func(p50 float64) Summary { return Summary{N: 20, P50: p50, P99: 2 * p50} }
+	tests := []struct {
+		name     string
+		profiles []ProfileRun
+		want     string // the target's value
+		met      *bool
+		row      string // in the table
+	}{
+		{"python within 1.5x of minimal meets it", []ProfileRun{{Profile: "minimal", Warm: warm(30), Cold: warm(300)}, {Profile: "python", Warm: warm(42), Cold: warm(310)}}, "1.40×, 42.0 ms vs 30.0 ms", ptr(true), "| 5 | warm hello world p50: profile `python` vs `minimal` (the old default image) | 42.0 ms | 30.0 ms | 1.40× | ≤ 1.5× | met |"},
+		{"python beyond 1.5x misses it", []ProfileRun{{Profile: "minimal", Warm: warm(30), Cold: warm(300)}, {Profile: "python", Warm: warm(48), Cold: warm(310)}}, "1.60×, 48.0 ms vs 30.0 ms", ptr(false), "| 1.60× | ≤ 1.5× | **missed** |"},
+		{"a profile without samples is not measured", []ProfileRun{{Profile: "minimal"}, {Profile: "python", Warm: warm(42), Cold: warm(310)}}, "not measured", nil, "profile `minimal` (0 MiB): warm pool vs cold, p50 | not measured |"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &Results{Profiles: tt.profiles}
+			r.evaluate()
+			var got *Target
+			for i := range r.Targets {
+				if r.Targets[i].ID == "warm_python_vs_minimal" {
+					got = &r.Targets[i]
+				}
+			}
+			if got == nil || got.Value != tt.want || (got.Met == nil) != (tt.met == nil) || (got.Met != nil && *got.Met != *tt.met) {
+				t.Fatalf("target %+v, want value %q met %v", got, tt.want, tt.met)
+			}
+			if table := r.Table(); !strings.Contains(table, tt.row) {
+				t.Errorf("table lacks %q:\n%s", tt.row, table)
+			}
+		})
+	}
+}

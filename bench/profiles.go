@@ -233,10 +233,14 @@ func (r *Results) profileRows(row func(cells ...string)) {
 		if pr.Language == "node" {
 			lang = "JavaScript"
 		}
-		row("5", fmt.Sprintf("%s hello world end to end, runc, profile `%s` (%.0f MiB): warm pool vs cold, p50", lang, pr.Profile, mib(pr.ImageBytes)),
-			pp(pr.Warm), pp(pr.Cold), fmt.Sprintf("%.2f×", Ratio(pr.Warm.P50, pr.Cold.P50)), "—", "")
+		what := fmt.Sprintf("%s hello world end to end, runc, profile `%s` (%.0f MiB): warm pool vs cold, p50", lang, pr.Profile, mib(pr.ImageBytes))
+		if pr.Warm.N == 0 || pr.Cold.N == 0 {
+			row("5", what, "not measured", "", "", "", "")
+			continue
+		}
+		row("5", what, pp(pr.Warm), pp(pr.Cold), fmt.Sprintf("%.2f×", Ratio(pr.Warm.P50, pr.Cold.P50)), "—", "")
 	}
-	if py := r.profile(profile.Default); py != nil && base != nil {
+	if py := r.profile(profile.Default); py != nil && base != nil && py.Warm.N > 0 && base.Warm.N > 0 {
 		row("5", "warm hello world p50: profile `python` vs `minimal` (the old default image)", FormatMS(py.Warm.P50), FormatMS(base.Warm.P50),
 			fmt.Sprintf("%.2f×", Ratio(py.Warm.P50, base.Warm.P50)), "≤ 1.5×", r.met("warm_python_vs_minimal"))
 	}
