@@ -58,67 +58,81 @@ func helloFor(name string) (language, code string) {
 
 // profiles measures row 5: for every profile, warm and cold hello-world
 // runs through sidecars serving the shipped policy with that profile as
-// its image. The profiles' warm series are interleaved (each run finding
-// its pool full), then their cold series, so that the ratios between
-// profiles come from the same moments of the machine.
+// its image. First the warm series of all profiles, interleaved (each run
+// finding its sidecar's pool full), then the cold ones, interleaved, on
+// sidecars without a pool: the ratios between profiles come from the same
+// moments of the machine, and no warm pool refills during a cold run.
 func (e *env) profiles(ctx context.Context) error {
-	type series struct {
-		profile, kind string
-		c             *Client
-		q             string
-		sc            *Sidecar // the warm series' sidecar, to wait for its pool
-		lang, code    string
-		n             int
-		took, inner   []time.Duration
-	}
-	var all []*series
+	policies := map[string]string{}
 	for _, name := range profile.Names() {
 		p, _ := profile.Lookup(name)
 		pol, err := policyWithImage(e.policy["runc"], name, name)
 		if err != nil {
 			return err
 		}
-		lang, code := helloFor(name)
+		policies[name] = pol
 		size, err := imageSize(ctx, e.cfg.Docker, p.Tag())
 		if err != nil {
 			return fmt.Errorf("profile %s: %w (build it: gatekeeper image build %s)", name, err, name)
 		}
+		lang, _ := helloFor(name)
 		e.res.Profiles = append(e.res.Profiles, ProfileRun{Profile: name, Tag: p.Tag(), ImageBytes: size, Language: lang})
-		for _, kind := range []string{"warm", "cold"} {
-			o := SidecarOptions{Name: "profile-" + kind + "-" + name, Policy: pol}
-			if kind == "cold" {
-				o.Args = []string{"--pool-size", "0"}
-			}
-			sc, c, q, _, err := e.sidecarQuery(ctx, "runc", o)
-			if err != nil {
-				return err
-			}
-			defer sc.Stop()
-			defer c.Close()
-			sr := &series{profile: name, kind: kind, c: c, q: q, lang: lang, code: code}
-			if kind == "warm" {
-				sr.sc = sc
-			}
-			all = append(all, sr)
+	}
+	for _, kind := range []string{"warm", "cold"} {
+		if err := e.profileSeries(ctx, kind, policies); err != nil {
+			return err
 		}
 	}
+	for _, pr := range e.res.Profiles {
+		e.cfg.Log.Info("bench: profile", "profile", pr.Profile, "warm_p50_ms", pr.Warm.P50, "cold_p50_ms", pr.Cold.P50, "image_mib", mib(pr.ImageBytes))
+	}
+	return nil
+}
+
+// profileSeries measures the warm or the cold series of every profile,
+// interleaved, each on a sidecar of its own that it stops afterwards.
+func (e *env) profileSeries(ctx context.Context, kind string, policies map[string]string) error {
+	type series struct {
+		profile     string
+		sc          *Sidecar
+		c           *Client
+		q           string
+		lang, code  string
+		n           int
+		took, inner []time.Duration
+	}
+	var all []*series
+	for _, name := range profile.Names() {
+		o := SidecarOptions{Name: "profile-" + kind + "-" + name, Policy: policies[name]}
+		if kind == "cold" {
+			o.Args = []string{"--pool-size", "0"}
+		}
+		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", o)
+		if err != nil {
+			return err
+		}
+		defer sc.Stop()
+		defer c.Close()
+		lang, code := helloFor(name)
+		all = append(all, &series{profile: name, sc: sc, c: c, q: q, lang: lang, code: code})
+	}
 	run := func(s *series) (time.Duration, time.Duration, error) {
-		if s.sc != nil {
+		if kind == "warm" {
 			// A warm run finds its sidecar's pool full, as a run that
 			// follows another by more than a refill does.
 			if err := waitPoolFull(ctx, s.sc, 2); err != nil {
-				return 0, 0, fmt.Errorf("%s %s: %w", s.kind, s.profile, err)
+				return 0, 0, fmt.Errorf("%s %s: %w", kind, s.profile, err)
 			}
 		}
 		s.n++
 		t0 := time.Now()
-		out, err := s.c.DecideAndRun(s.q, fmt.Sprintf("toolu_bench_%s_%s_%d", s.profile, s.kind, s.n), s.lang, s.code)
+		out, err := s.c.DecideAndRun(s.q, fmt.Sprintf("toolu_bench_%s_%s_%d", s.profile, kind, s.n), s.lang, s.code)
 		d := time.Since(t0)
 		if err != nil {
-			return d, 0, fmt.Errorf("%s %s: %w", s.kind, s.profile, err)
+			return d, 0, fmt.Errorf("%s %s: %w", kind, s.profile, err)
 		}
 		if r := out.Result; r.ExitCode != 0 || r.Stdout != "hello, world\n" {
-			return d, 0, fmt.Errorf("%s %s: exited %d (%s) with stdout %q stderr %q", s.kind, s.profile, r.ExitCode, r.RunReason, r.Stdout, r.Stderr)
+			return d, 0, fmt.Errorf("%s %s: exited %d (%s) with stdout %q stderr %q", kind, s.profile, r.ExitCode, r.RunReason, r.Stdout, r.Stderr)
 		}
 		return d, time.Duration(out.Result.DurationMS) * time.Millisecond, nil
 	}
@@ -130,37 +144,24 @@ func (e *env) profiles(ctx context.Context) error {
 			}
 		}
 	}
-	// The warm series of all profiles interleaved, then the cold ones, so
-	// that one series' pool refills do not land in another's cold runs.
-	for _, kind := range []string{"warm", "cold"} {
-		var group []*series
-		for _, s := range all {
-			if s.kind == kind {
-				group = append(group, s)
+	for i := range e.cfg.ProfileRuns {
+		for j := range all {
+			s := all[(i+j)%len(all)]
+			d, inner, err := run(s)
+			if err != nil {
+				return err
 			}
-		}
-		for i := range e.cfg.ProfileRuns {
-			for j := range group {
-				s := group[(i+j)%len(group)]
-				d, inner, err := run(s)
-				if err != nil {
-					return err
-				}
-				s.took, s.inner = append(s.took, d), append(s.inner, inner)
-			}
+			s.took, s.inner = append(s.took, d), append(s.inner, inner)
 		}
 	}
 	for _, s := range all {
-		e.res.samples["profile/"+s.profile+"/"+s.kind] = s.took
+		e.res.samples["profile/"+s.profile+"/"+kind] = s.took
 		pr := e.res.profile(s.profile)
-		if s.kind == "warm" {
+		if kind == "warm" {
 			pr.Warm, pr.WarmProgram = Summarize(s.took), Summarize(s.inner)
 		} else {
 			pr.Cold, pr.ColdProgram = Summarize(s.took), Summarize(s.inner)
 		}
-	}
-	for _, pr := range e.res.Profiles {
-		e.cfg.Log.Info("bench: profile", "profile", pr.Profile, "warm_p50_ms", pr.Warm.P50, "cold_p50_ms", pr.Cold.P50, "image_mib", mib(pr.ImageBytes))
 	}
 	return nil
 }
