@@ -43,7 +43,7 @@ func runInProfile(t *testing.T, name string, lang runner.Language, code string, 
 func wantRun(t *testing.T, res runner.Result, stdout string) {
 	t.Helper()
 	if res.Reason != runner.Exited || res.ExitCode != 0 || res.Stdout != stdout {
-		t.Errorf("ended %s with %d\nstdout %q\nwant   %q\nstderr %q", res.Reason, res.ExitCode, res.Stdout, stdout, res.Stderr)
+		t.Errorf("ended %s with %d after %s\nstdout %q\nwant   %q\nstderr %q", res.Reason, res.ExitCode, res.Duration, res.Stdout, stdout, res.Stderr)
 	}
 }
 
@@ -318,10 +318,14 @@ npm ls --parseable --depth=0
 npm query '#demo' | grep -c '"name": "demo"'
 cd /workspace && ls -A
 `
-	res := runInProfile(t, "node", runner.Shell, code, func(s *runner.Spec) { s.Sandbox.MemoryBytes = 512 << 20 })
+	// npm takes seconds per command on a loaded machine: three minutes.
+	res := runInProfile(t, "node", runner.Shell, code, func(s *runner.Spec) {
+		s.Sandbox.MemoryBytes = 512 << 20
+		s.Timeout = 3 * time.Minute
+	})
 	want := regexp.MustCompile(`^42 function\nesm function\n\d+\.\d+\.\d+\n/tmp/\.npm\ntested\ndemo-1\.0\.0\.tgz\nrequired 42\n/workspace/app\n/workspace/app/node_modules/demo\n1\napp\ndemo\nmain\.sh\n$`)
 	if res.ExitCode != 0 || !want.MatchString(res.Stdout) {
-		t.Errorf("node profile: exit %d\nstdout %q\nstderr %q\nwant stdout matching %s", res.ExitCode, res.Stdout, res.Stderr, want)
+		t.Errorf("node profile: %s with %d (%s)\nstdout %q\nstderr %q\nwant stdout matching %s", res.Reason, res.ExitCode, res.Duration, res.Stdout, res.Stderr, want)
 	}
 	if out := res.Stdout + res.Stderr; strings.Contains(out, "update") || strings.Contains(out, "fund") {
 		t.Errorf("npm printed an update or funding notice: %q", out)
