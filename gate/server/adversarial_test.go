@@ -499,7 +499,7 @@ func startWithRego(t *testing.T, r server.Runner, module string) *harness {
 	t.Cleanup(func() { h.audit.Close() })
 	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
 	must(t, err)
-	h.srv, err = server.New(server.Config{Engine: eng, Auditor: h.audit, Runner: r, Token: h.token, Logger: quiet, DefaultImage: "img:test"})
+	h.srv, err = server.New(server.Config{Engine: eng, Auditor: h.audit, Runner: r, Token: h.token, Logger: quiet})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)

@@ -195,9 +195,14 @@ func (c *conn) run(r *wire.Run) {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
 	}
+	sb, err := eff.RunnerSandbox()
+	if err != nil {
+		deny(gate.RuleError, err.Error())
+		return
+	}
 	spec := runner.Spec{
 		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: r.Files,
-		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage),
+		Timeout: timeout, Sandbox: sb,
 		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
 	}
 	flood := c.s.floodWatch()

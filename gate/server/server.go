@@ -67,8 +67,6 @@ type Config struct {
 	Auditor Auditor
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
-	// DefaultImage replaces an empty sandbox.fs.image.
-	DefaultImage string
 	// Token is the bearer token every upgrade and /metrics request needs.
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.
