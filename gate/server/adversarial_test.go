@@ -232,14 +232,11 @@ func TestAToolInputWithTenThousandKeysIsDecidedAndAudited(t *testing.T) {
 		fmt.Fprintf(&b, `,"k%d":%d`, i, i)
 	}
 	b.WriteString("}")
-	begin := time.Now()
+	// An allow (not gatekeeper.error) also shows the evaluation finished
+	// within the decision timeout.
 	r := c.decideRaw(q, `"Read"`, b.String(), "")
-	took := time.Since(begin)
 	if r["decision"] != "allow" || r["rule"] != "host_fs.inside_workspace" {
 		t.Fatalf("got %v", r)
-	}
-	if took > 5*time.Second {
-		t.Errorf("deciding a 10,000-key input took %v", took)
 	}
 	// The same input with one key repeated at its end is refused whole.
 	dup := strings.TrimSuffix(b.String(), "}") + `,"k0":0}`
@@ -251,7 +248,6 @@ func TestAToolInputWithTenThousandKeysIsDecidedAndAudited(t *testing.T) {
 	if rep.Lines != 2 { // the query and the one decision
 		t.Errorf("audit has %d lines, want 2", rep.Lines)
 	}
-	t.Logf("a 10,000-key tool_input (%d bytes) decided in %v", b.Len(), took)
 }
 
 func TestSecretLookingInputsAreMaskedOverTheWire(t *testing.T) {
