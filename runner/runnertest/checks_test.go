@@ -41,17 +41,19 @@ func TestChecksCanFail(t *testing.T) {
 	t.Parallel()
 	// What an unconfined process on the host would print for the probes.
 	permissive := map[string]string{
-		"writes to the root file system and /deps fail with EROFS":                      "/var/tmp/x ok\n/deps/new ok\n/deps/dep.txt ok\n/x ok\n/etc/x ok\n/usr/x ok\n/usr/bin/python3 ok\nmkdir /usr/d ok\ndependency\n",
-		"filling /tmp stops at its size with ENOSPC":                                    "ENOSPC 1024\n",
-		"there is no network interface but loopback and connects fail with ENETUNREACH": "interfaces eth0,lo\ntcp 192.0.2.1 timeout\ntcp 198.51.100.1 ECONNREFUSED\nudp 203.0.113.1 ok\n",
-		"the program runs as the policy's uid and gid and owns /workspace":              "0\n0\n0:0\n0:0\n",
-		"the program has no capabilities and no new privileges":                         "CapInh 0000000000000000\nCapPrm 000001ffffffffff\nCapEff 000001ffffffffff\nCapBnd 000001ffffffffff\nCapAmb 0000000000000000\nNoNewPrivs 0\n",
-		"there is no Docker socket anywhere":                                            "sockets: ['/var/run/docker.sock']\n",
-		"the environment is PATH, HOME and LANG only and holds nothing of the host":     "['GATEKEEPER_TEST_SECRET', 'HOME', 'LANG', 'PATH']\n/root C.UTF-8\nleaks ['/proc/1/environ']\n",
-		"an endless loop is killed at the timeout":                                      "",
-		"a memory bomb is OOM-killed":                                                   "",
+		"writes to the root file system and /deps fail with EROFS":                                        "/var/tmp/x ok\n/deps/new ok\n/deps/dep.txt ok\n/x ok\n/etc/x ok\n/usr/x ok\n/usr/bin/python3 ok\nmkdir /usr/d ok\ndependency\n",
+		"writes to the root file system fail with EROFS":                                                  "/var/tmp/x ok\n/x ok\n/etc/x ok\n/usr/x ok\n/usr/bin/python3 ok\nmkdir /usr/d ok\n",
+		"the program runs as the policy's uid and gid and owns what it writes in a root-owned /workspace": "0\n0\n0:0 1777\n0:0\n",
+		"filling /tmp stops at its size with ENOSPC":                                                      "ENOSPC 1024\n",
+		"there is no network interface but loopback and connects fail with ENETUNREACH":                   "interfaces eth0,lo\ntcp 192.0.2.1 timeout\ntcp 198.51.100.1 ECONNREFUSED\nudp 203.0.113.1 ok\n",
+		"the program runs as the policy's uid and gid and owns /workspace":                                "0\n0\n0:0\n0:0\n",
+		"the program has no capabilities and no new privileges":                                           "CapInh 0000000000000000\nCapPrm 000001ffffffffff\nCapEff 000001ffffffffff\nCapBnd 000001ffffffffff\nCapAmb 0000000000000000\nNoNewPrivs 0\n",
+		"there is no Docker socket anywhere":                                                              "sockets: ['/var/run/docker.sock']\n",
+		"the environment is PATH, HOME and LANG only and holds nothing of the host":                       "['GATEKEEPER_TEST_SECRET', 'HOME', 'LANG', 'PATH']\n/root C.UTF-8\nleaks ['/proc/1/environ']\n",
+		"an endless loop is killed at the timeout":                                                        "",
+		"a memory bomb is OOM-killed":                                                                     "",
 	}
-	for _, tc := range outcomeCases("/nonexistent") {
+	for _, tc := range allOutcomeCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			results := map[string]runner.Result{
@@ -91,9 +93,15 @@ func TestChecksPassWhatTheySpecify(t *testing.T) {
 		"filling /tmp stops at its size with ENOSPC": {Reason: runner.Exited, Stdout: "ENOSPC 7\n", Runtime: runner.Runc},
 		"writes to the root file system and /deps fail with EROFS": {Reason: runner.Exited, Runtime: runner.Runsc,
 			Stdout: "/var/tmp/x EROFS\n/deps/new EROFS\n/deps/dep.txt EROFS\n/x EACCES\n/etc/x EACCES\n/usr/x EACCES\n/usr/bin/python3 EACCES\nmkdir /usr/d EROFS\ndependency\n"},
+		"writes to the root file system fail with EROFS": {Reason: runner.Exited, Runtime: runner.Runc,
+			Stdout: "/var/tmp/x EROFS\n/x EROFS\n/etc/x EROFS\n/usr/x EROFS\n/usr/bin/python3 EROFS\nmkdir /usr/d EROFS\n"},
+		"the program runs as the policy's uid and gid and owns /workspace": {Reason: runner.Exited, Runtime: runner.Runc,
+			Stdout: "12345\n23456\n12345:23456\n12345:23456\n"},
+		"the program runs as the policy's uid and gid and owns what it writes in a root-owned /workspace": {Reason: runner.Exited, Runtime: runner.Runc,
+			Stdout: "12345\n23456\n0:0 1777\n12345:23456\n"},
 	}
 	cases := map[string]outcomeCase{}
-	for _, tc := range outcomeCases("/nonexistent") {
+	for _, tc := range allOutcomeCases() {
 		cases[tc.name] = tc
 	}
 	for name, res := range good {
@@ -108,4 +116,19 @@ func TestChecksPassWhatTheySpecify(t *testing.T) {
 			t.Errorf("%s: the expected result fails: %v", name, rec.failures)
 		}
 	}
+}
+
+// allOutcomeCases are the cases of every Options, each once.
+func allOutcomeCases() []outcomeCase {
+	seen := map[string]bool{}
+	var out []outcomeCase
+	for _, o := range []Options{{}, {NoHostDeps: true, RootOwnedWorkspace: true}} {
+		for _, tc := range outcomeCases("/nonexistent", o) {
+			if !seen[tc.name] {
+				seen[tc.name] = true
+				out = append(out, tc)
+			}
+		}
+	}
+	return out
 }

@@ -82,12 +82,33 @@ func Spec(code string) runner.Spec {
 	}
 }
 
-// Conformance runs the suite against the Runner newRunner returns. It calls
-// newRunner once for most cases, which run in parallel on that Runner, and
-// again for cases that need a Runner of their own (counting leftovers of
-// one run); each Runner must be independent of the others (for Docker: its
-// own instance label) and safe for concurrent use.
+// Options says what a backend does differently by design; each case that
+// depends on it asserts that backend's own outcome instead. The zero value
+// is the Docker backend.
+type Options struct {
+	// NoHostDeps: the backend mounts no host directory, so a Spec with
+	// Sandbox.DepsDir is refused with runner.ErrInvalidSpec (the
+	// Kubernetes backend: a Pod gets no host path), and the read-only
+	// checks of /deps are left out.
+	NoHostDeps bool
+	// RootOwnedWorkspace: /workspace itself belongs to root with mode
+	// 1777, as /tmp does (Kubernetes' emptyDir has no owner setting); what
+	// the program writes there is still its own.
+	RootOwnedWorkspace bool
+}
+
+// Conformance runs the suite against the Runner newRunner returns, with the
+// zero Options. It calls newRunner once for most cases, which run in
+// parallel on that Runner, and again for cases that need a Runner of their
+// own (counting leftovers of one run); each Runner must be independent of
+// the others (for Docker: its own instance label) and safe for concurrent
+// use.
 func Conformance(t *testing.T, newRunner func(t *testing.T) Runner) {
+	ConformanceWith(t, newRunner, Options{})
+}
+
+// ConformanceWith is Conformance with the backend's Options.
+func ConformanceWith(t *testing.T, newRunner func(t *testing.T) Runner, o Options) {
 	secret()
 	r := newRunner(t)
 	lo, ok := r.(Leftovers)
@@ -110,7 +131,7 @@ func Conformance(t *testing.T, newRunner func(t *testing.T) Runner) {
 	deps := depsDir(t)
 
 	t.Run("runs", func(t *testing.T) {
-		for _, tc := range outcomeCases(deps) {
+		for _, tc := range outcomeCases(deps, o) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				spec := Spec(tc.code)
@@ -126,7 +147,7 @@ func Conformance(t *testing.T, newRunner func(t *testing.T) Runner) {
 		}
 	})
 	t.Run("refused specs", func(t *testing.T) {
-		for _, tc := range refusedCases(t) {
+		for _, tc := range refusedCases(t, o) {
 			t.Run(tc.name, func(t *testing.T) {
 				t.Parallel()
 				spec := Spec("print('must not run')")
@@ -211,6 +232,7 @@ type tb interface {
 
 type outcomeCase struct {
 	name  string
+	skip  bool // the case does not apply under the suite's Options
 	code  string
 	edit  func(*runner.Spec)
 	check func(tb, runner.Result)
@@ -232,8 +254,9 @@ def write(p):
     return f
 `
 
-func outcomeCases(deps string) []outcomeCase {
-	return []outcomeCase{
+// outcomeCases are the cases that apply under o.
+func outcomeCases(deps string, o Options) []outcomeCase {
+	all := []outcomeCase{
 		{
 			name: "hello world prints and exits 0",
 			code: `print("hello, world")`,
@@ -327,6 +350,7 @@ func outcomeCases(deps string) []outcomeCase {
 			// write; the /var/tmp and /deps probes prove the mount is
 			// read-only under gVisor too).
 			name: "writes to the root file system and /deps fail with EROFS",
+			skip: o.NoHostDeps,
 			code: errnoProbe + `
 for p in ["/var/tmp/x", "/deps/new", "/deps/dep.txt", "/x", "/etc/x", "/usr/x", "/usr/bin/python3"]:
     try_(p, write(p))
@@ -343,6 +367,27 @@ print(open("/deps/dep.txt").read().strip())
 				want := "/var/tmp/x EROFS\n/deps/new EROFS\n/deps/dep.txt EROFS\n" +
 					strings.ReplaceAll("/x E\n/etc/x E\n/usr/x E\n/usr/bin/python3 E\n", "E\n", rootOwned+"\n") +
 					"mkdir /usr/d EROFS\ndependency\n"
+				wantEqual(t, "stdout", res.Stdout, want)
+			},
+		},
+		{
+			// The same without /deps, for a backend that mounts none.
+			name: "writes to the root file system fail with EROFS",
+			skip: !o.NoHostDeps,
+			code: errnoProbe + `
+for p in ["/var/tmp/x", "/x", "/etc/x", "/usr/x", "/usr/bin/python3"]:
+    try_(p, write(p))
+try_("mkdir /usr/d", lambda: os.mkdir("/usr/d"))
+`,
+			check: func(t tb, res runner.Result) {
+				wantExit(t, res, runner.Exited, 0)
+				rootOwned := "EROFS"
+				if res.Runtime == runner.Runsc {
+					rootOwned = "EACCES"
+				}
+				want := "/var/tmp/x EROFS\n" +
+					strings.ReplaceAll("/x E\n/etc/x E\n/usr/x E\n/usr/bin/python3 E\n", "E\n", rootOwned+"\n") +
+					"mkdir /usr/d EROFS\n"
 				wantEqual(t, "stdout", res.Stdout, want)
 			},
 		},
@@ -424,6 +469,7 @@ try_("udp 203.0.113.1", send("203.0.113.1", 53))
 		},
 		{
 			name: "the program runs as the policy's uid and gid and owns /workspace",
+			skip: o.RootOwnedWorkspace,
 			code: "id -u; id -g; stat -c '%u:%g' /workspace; touch /workspace/t && stat -c '%u:%g' /workspace/t",
 			edit: func(s *runner.Spec) {
 				s.Language = runner.Shell
@@ -432,6 +478,19 @@ try_("udp 203.0.113.1", send("203.0.113.1", 53))
 			check: func(t tb, res runner.Result) {
 				wantExit(t, res, runner.Exited, 0)
 				wantEqual(t, "stdout", res.Stdout, "12345\n23456\n12345:23456\n12345:23456\n")
+			},
+		},
+		{
+			name: "the program runs as the policy's uid and gid and owns what it writes in a root-owned /workspace",
+			skip: !o.RootOwnedWorkspace,
+			code: "id -u; id -g; stat -c '%u:%g %a' /workspace; touch /workspace/t && stat -c '%u:%g' /workspace/t",
+			edit: func(s *runner.Spec) {
+				s.Language = runner.Shell
+				s.Sandbox.UID, s.Sandbox.GID = 12345, 23456
+			},
+			check: func(t tb, res runner.Result) {
+				wantExit(t, res, runner.Exited, 0)
+				wantEqual(t, "stdout", res.Stdout, "12345\n23456\n0:0 1777\n12345:23456\n")
 			},
 		},
 		{
@@ -511,6 +570,13 @@ print(open("/workspace/cfg.json").read())
 			},
 		},
 	}
+	var out []outcomeCase
+	for _, c := range all {
+		if !c.skip {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 type refusedCase struct {
@@ -519,7 +585,7 @@ type refusedCase struct {
 	want error
 }
 
-func refusedCases(t *testing.T) []refusedCase {
+func refusedCases(t *testing.T, o Options) []refusedCase {
 	deps := func(dir string, globs ...string) func(*runner.Spec) {
 		return func(s *runner.Spec) { s.Sandbox.DepsDir, s.Sandbox.DenyGlobs = dir, globs }
 	}
@@ -552,6 +618,9 @@ func refusedCases(t *testing.T) []refusedCase {
 		{"deps matching a deny glob is refused", deps(plain, plain), runner.ErrInvalidSpec},
 		{"deps inside a deny glob's match is refused", deps(plain, filepath.Dir(plain)+"/**"), runner.ErrInvalidSpec},
 		{"deps containing a file matching a deny glob is refused", deps(withEnv, "**/.env"), runner.ErrInvalidSpec},
+	}
+	if o.NoHostDeps {
+		cases = append(cases, refusedCase{"a deps directory is refused: the backend mounts no host path", deps(plain), runner.ErrInvalidSpec})
 	}
 	entries, _ := os.ReadDir("/home")
 	for _, e := range entries {
