@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/api/types/filters"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -535,27 +536,10 @@ type poolMetrics struct {
 }
 
 func newPoolMetrics() *poolMetrics {
-	return &poolMetrics{
-		hits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_hits_total", Help: "Sandboxed runs that took a warm container.",
-		}),
-		misses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_misses_total", Help: "Runs of a pooled sandbox that found no warm container and started a cold one.",
-		}),
-		refillErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_refill_errors_total", Help: "Failures to make a warm container.",
-		}),
-		refill: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gatekeeper_pool_refill_seconds", Help: "Time to create and start one warm container.",
-			Buckets: []float64{0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4},
-		}),
-	}
+	m := poolmetrics.New()
+	return &poolMetrics{hits: m.Hits, misses: m.Misses, refillErrors: m.RefillErrors, refill: m.Refill}
 }
 
 func (m *poolMetrics) collectors(ready func() float64) []prometheus.Collector {
-	return []prometheus.Collector{m.hits, m.misses, m.refillErrors, m.refill,
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "gatekeeper_pool_warm_containers", Help: "Warm containers waiting for a run.",
-		}, ready),
-	}
+	return poolmetrics.Metrics{Hits: m.hits, Misses: m.misses, RefillErrors: m.refillErrors, Refill: m.refill}.Collectors(ready)
 }

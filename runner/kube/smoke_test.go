@@ -36,21 +36,24 @@ type cluster struct {
 	nodeIP     string // the node's address in netns: API server, kubelet
 	hostIP     string // the host's end of the veth
 	image      string
+	// egressPorts are the gateway's ports Pods may reach, FIRST:LAST.
+	egressPorts string
 }
 
-func requireCluster(t *testing.T) cluster {
+func requireCluster(t testing.TB) cluster {
 	t.Helper()
 	c := cluster{
-		kubectl:    os.Getenv("GATEKEEPER_KUBE_KUBECTL"),
-		kubeconfig: os.Getenv("GATEKEEPER_KUBECONFIG"),
-		namespace:  os.Getenv("GATEKEEPER_KUBE_NAMESPACE"),
-		netns:      os.Getenv("GATEKEEPER_KUBE_NETNS"),
-		gateway:    os.Getenv("GATEKEEPER_KUBE_POD_GATEWAY"),
-		nodeIP:     os.Getenv("GATEKEEPER_KUBE_NODE_IP"),
-		hostIP:     os.Getenv("GATEKEEPER_KUBE_HOST_IP"),
-		image:      os.Getenv("GATEKEEPER_KUBE_IMAGE"),
+		kubectl:     os.Getenv("GATEKEEPER_KUBE_KUBECTL"),
+		kubeconfig:  os.Getenv("GATEKEEPER_KUBECONFIG"),
+		namespace:   os.Getenv("GATEKEEPER_KUBE_NAMESPACE"),
+		netns:       os.Getenv("GATEKEEPER_KUBE_NETNS"),
+		gateway:     os.Getenv("GATEKEEPER_KUBE_POD_GATEWAY"),
+		nodeIP:      os.Getenv("GATEKEEPER_KUBE_NODE_IP"),
+		hostIP:      os.Getenv("GATEKEEPER_KUBE_HOST_IP"),
+		image:       os.Getenv("GATEKEEPER_KUBE_IMAGE"),
+		egressPorts: os.Getenv("GATEKEEPER_KUBE_EGRESS_PORTS"),
 	}
-	if c.kubectl == "" || c.kubeconfig == "" || c.namespace == "" || c.netns == "" || c.gateway == "" || c.nodeIP == "" || c.hostIP == "" || c.image == "" {
+	if c.kubectl == "" || c.kubeconfig == "" || c.namespace == "" || c.netns == "" || c.gateway == "" || c.nodeIP == "" || c.hostIP == "" || c.image == "" || c.egressPorts == "" {
 		t.Fatal(`no cluster: run scripts/ensure-kube up, then eval "$(scripts/ensure-kube env)" (make test-kube does both)`)
 	}
 	if out, err := c.run(t, nil, "get", "pods"); err != nil {
@@ -59,12 +62,12 @@ func requireCluster(t *testing.T) cluster {
 	return c
 }
 
-func (c cluster) command(t *testing.T, args ...string) *exec.Cmd {
+func (c cluster) command(t testing.TB, args ...string) *exec.Cmd {
 	return exec.CommandContext(t.Context(), c.kubectl, append([]string{"--kubeconfig", c.kubeconfig, "-n", c.namespace}, args...)...)
 }
 
 // run runs kubectl with gatekeeper's credentials and returns its stdout and stderr.
-func (c cluster) run(t *testing.T, stdin []byte, args ...string) ([]byte, error) {
+func (c cluster) run(t testing.TB, stdin []byte, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := c.command(t, args...)
 	if stdin != nil {
@@ -74,7 +77,7 @@ func (c cluster) run(t *testing.T, stdin []byte, args ...string) ([]byte, error)
 }
 
 // output runs kubectl with gatekeeper's credentials and returns its stdout only.
-func (c cluster) output(t *testing.T, args ...string) ([]byte, error) {
+func (c cluster) output(t testing.TB, args ...string) ([]byte, error) {
 	t.Helper()
 	return c.command(t, args...).Output()
 }

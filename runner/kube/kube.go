@@ -1,0 +1,471 @@
+// Package kube runs sandboxed code as Kubernetes Pods, one Pod per run,
+// enforcing a runner.Sandbox with the Pod's own fields (the table in
+// docs/SANDBOX.md maps each guarantee to the field that enforces it): a
+// RuntimeClass chosen by the runtime and by whether the run has a
+// network; a non-root uid and gid; a read-only root; no privilege
+// escalation, no capabilities, seccomp RuntimeDefault; no service account
+// token, no service links, no host namespaces and no host path; requests
+// equal to limits for cpu, memory and ephemeral storage; memory-backed
+// emptyDir volumes with a sizeLimit at /workspace and /tmp;
+// activeDeadlineSeconds as the backstop and restartPolicy Never; and the
+// labels of the instance, the run and the query.
+//
+// The code and files never touch a disk of the sidecar's or the node's:
+// the runner attaches to the Pod's container and writes the launch
+// protocol (runner/launch: a header line and a tar of /workspace) on its
+// standard input, then reads its standard output and error until the
+// launcher's end marks, and the snapshot of /workspace after them: the
+// same launcher, marks and snapshot as the Docker backend's. Only where
+// the marks are absent (the sandbox was killed) does the Pod's status
+// supply the exit code and say whether the memory limit killed it.
+//
+// A run without a network uses a RuntimeClass whose handler gives the Pod
+// no interface but loopback (RuntimeClasses.RuncNoNet, RunscNoNet), so
+// net.enabled: false holds whatever the network plugin does with
+// NetworkPolicy; a deny-all NetworkPolicy selecting the Pod is the second
+// layer. A run with a network uses the plain class, its NetworkPolicy
+// allows egress only to the egress proxy (Config.Egress), which the
+// runner serves on Config.EgressAddr, an address the cluster lets Pods
+// reach and nothing else; HTTP_PROXY and HTTPS_PROXY point there. Before
+// a RuntimeClass serves its first run, a canary run under it checks what
+// it must give: a class without a network must leave the canary only
+// loopback and fail every connection; a class with a network must reach
+// the proxy and fail to reach anything else (the API server, another port
+// of the proxy's address). A class that fails is refused
+// (runner.ErrNetworkUnsupported or runner.ErrRuntimeUnavailable), never
+// used unchecked.
+//
+// Kubernetes has no per-Pod ulimits: the container's command sets
+// RLIMIT_NOFILE, RLIMIT_FSIZE and RLIMIT_NPROC with the shell's ulimit
+// before it becomes the launcher's PID 1 (see Config.HostNproc for what
+// RLIMIT_NPROC bounds under runc). The pids cgroup of a Pod is the
+// kubelet's node-wide podPidsLimit. docs/KUBERNETES.md lists every
+// difference from the Docker backend.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"regexp"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+)
+
+// Labels on every Pod and NetworkPolicy a Runner creates. They are the
+// Docker backend's label keys, valid Kubernetes label keys too.
+const (
+	LabelInstance = "gatekeeper.instance"
+	LabelRunID    = "gatekeeper.run_id"
+	LabelQueryID  = "gatekeeper.query_id"
+	// LabelPool marks a warm Pod of the pool, with its sandbox's key.
+	LabelPool = "gatekeeper.pool"
+	// LabelPod carries the Pod's own name: its NetworkPolicy selects it.
+	LabelPod = "gatekeeper.pod"
+	// LabelNetwork is "none" or "egress".
+	LabelNetwork = "gatekeeper.network"
+)
+
+// Annotations carry what a label value cannot hold (any run or query id,
+// the Spec's own labels).
+const (
+	AnnotationRunID   = "gatekeeper.run_id"
+	AnnotationQueryID = "gatekeeper.query_id"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultNamespace        = "gatekeeper"
+	DefaultEphemeralStorage = 256 << 20
+	DefaultNofile           = 1024
+	DefaultHostNproc        = 4096
+	DefaultStartTimeout     = 2 * time.Minute
+)
+
+// RuntimeClasses names the RuntimeClass of each kind of run. An empty
+// name refuses runs of that kind.
+type RuntimeClasses struct {
+	// Runc and Runsc run sandboxes with a network (egress through the
+	// proxy only).
+	Runc, Runsc string
+	// RuncNoNet and RunscNoNet run sandboxes without one: their handler
+	// must give a Pod no interface but loopback, which the canary checks.
+	RuncNoNet, RunscNoNet string
+}
+
+// DefaultRuntimeClasses are the classes scripts/ensure-kube installs.
+func DefaultRuntimeClasses() RuntimeClasses {
+	return RuntimeClasses{Runc: "runc", RuncNoNet: "runc-nonet", Runsc: "gvisor", RunscNoNet: "gvisor-nonet"}
+}
+
+// For returns the class of runs under rt, with or without a network.
+func (c RuntimeClasses) For(rt runner.Runtime, network bool) string {
+	switch {
+	case rt == runner.Runc && network:
+		return c.Runc
+	case rt == runner.Runc:
+		return c.RuncNoNet
+	case rt == runner.Runsc && network:
+		return c.Runsc
+	case rt == runner.Runsc:
+		return c.RunscNoNet
+	}
+	return ""
+}
+
+// Egress is what a Runner needs of the egress proxy; *egress.Proxy
+// satisfies it. The Runner serves it on a listener at Config.EgressAddr
+// and registers each networked Pod's address for the length of its run.
+type Egress interface {
+	Serve(ctx context.Context, ln net.Listener) error
+	Register(addr netip.Addr, id egress.RunIdentity, n runner.Network) error
+	Unregister(addr netip.Addr)
+}
+
+// Config configures a Runner. Instance and REST are required.
+type Config struct {
+	// Instance names this runner: every Pod and NetworkPolicy it creates
+	// carries the label gatekeeper.instance=Instance, and Cleanup removes
+	// only those. A valid label value: 1 to 63 of [A-Za-z0-9_.-],
+	// starting and ending with a letter or digit.
+	Instance string
+	// Namespace is where the Pods run; empty means DefaultNamespace.
+	Namespace string
+	// REST is how to reach the API server, with the runner's credentials
+	// (Pods, pods/attach and NetworkPolicies in Namespace; read
+	// RuntimeClasses).
+	REST *rest.Config
+	// Classes names the RuntimeClasses; the zero value means
+	// DefaultRuntimeClasses.
+	Classes RuntimeClasses
+	// Egress is the egress proxy networked sandboxes reach the outside
+	// through; nil refuses a Sandbox with Network.Enabled
+	// (runner.ErrNetworkUnsupported), as does an EgressAddr that is not
+	// valid.
+	Egress Egress
+	// EgressAddr is where the runner serves the proxy: an address Pods
+	// of the networked classes can reach (on the test cluster, the Pod
+	// network's gateway inside the cluster's network namespace), and
+	// EgressPorts the ports it may listen on there, the first free one
+	// taken (the test cluster's firewall admits exactly these).
+	EgressAddr  netip.Addr
+	EgressPorts [2]uint16
+	// Listen opens the runner's listeners at EgressAddr; nil means
+	// net.Listen. (The test cluster's address exists only in its network
+	// namespace: see internal/netns.)
+	Listen func(network, address string) (net.Listener, error)
+	// EphemeralStorageBytes is each Pod's ephemeral-storage request and
+	// limit: what the node may hold for it outside its memory, chiefly
+	// the container's log, which the CRI writes whatever gatekeeper reads.
+	// 0 means DefaultEphemeralStorage.
+	EphemeralStorageBytes int64
+	// Nofile is RLIMIT_NOFILE; 0 means DefaultNofile.
+	Nofile int64
+	// HostUsers runs runc Pods in the node's own user namespace instead
+	// of one of their own (hostUsers: false, which needs Kubernetes 1.33
+	// or later, a runtime handler with idmapped mounts and Linux 6.3 or
+	// later). In its own user namespace a Pod's uid is its own on the node,
+	// so RLIMIT_NPROC, set to Sandbox.PIDs, bounds that run's processes
+	// alone; in the node's, the kernel counts the uid's processes across
+	// every Pod and container, so RLIMIT_NPROC can only be the HostNproc
+	// backstop and a run is bounded by the kubelet's node-wide
+	// podPidsLimit instead of Sandbox.PIDs (a weaker bound, which the
+	// runner logs when it starts). The canary checks that a runc Pod has
+	// its own user namespace unless HostUsers is set. gVisor Pods always
+	// use the node's (their kernel counts RLIMIT_NPROC per sandbox).
+	HostUsers bool
+	// HostNproc is RLIMIT_NPROC of runc Pods with HostUsers; 0 means
+	// DefaultHostNproc.
+	HostNproc int64
+	// StartTimeout bounds how long a Pod may take from its creation to a
+	// running container (scheduling included); past it the run fails with
+	// runner.ErrUnavailable. 0 means DefaultStartTimeout.
+	StartTimeout time.Duration
+	// Pool configures the warm pool (see PoolConfig); the zero value
+	// disables it.
+	Pool PoolConfig
+	// Logger receives what happens outside a run's Result. nil discards.
+	Logger *slog.Logger
+}
+
+var instanceRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
+
+// Runner runs Specs as Pods. It is safe for concurrent use; it does not
+// bound concurrency itself (see runner.Queue).
+type Runner struct {
+	cfg      Config
+	cs       kubernetes.Interface
+	log      *slog.Logger
+	watch    *podWatch
+	egress   *egressListener // nil without Config.Egress
+	checks   *classChecks
+	images   *imageProbes
+	pool     *pool // nil: no pool
+	metrics  poolmetrics.Metrics
+	removals sync.WaitGroup // removals of ended runs' Pods
+}
+
+// New returns a Runner for cfg. It does not contact the API server; the
+// first Run, Warm, Check or Cleanup does, and reports a cluster that
+// cannot be reached as an error wrapping runner.ErrUnavailable.
+func New(cfg Config) (*Runner, error) {
+	if !instanceRE.MatchString(cfg.Instance) {
+		return nil, fmt.Errorf("instance name %q: want a label value, 1 to 63 of [A-Za-z0-9_.-] starting and ending with a letter or digit", cfg.Instance)
+	}
+	if cfg.REST == nil {
+		return nil, errors.New("kube: no API server configuration (Config.REST)")
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = DefaultNamespace
+	}
+	if cfg.Classes == (RuntimeClasses{}) {
+		cfg.Classes = DefaultRuntimeClasses()
+	}
+	if cfg.EphemeralStorageBytes <= 0 {
+		cfg.EphemeralStorageBytes = DefaultEphemeralStorage
+	}
+	if cfg.Nofile <= 0 {
+		cfg.Nofile = DefaultNofile
+	}
+	if cfg.HostNproc <= 0 {
+		cfg.HostNproc = DefaultHostNproc
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.Listen == nil {
+		cfg.Listen = net.Listen
+	}
+	cs, err := kubernetes.NewForConfig(cfg.REST)
+	if err != nil {
+		return nil, fmt.Errorf("kube client: %w", err)
+	}
+	return newRunner(cfg, cs)
+}
+
+func newRunner(cfg Config, cs kubernetes.Interface) (*Runner, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runner{cfg: cfg, cs: cs, log: log, metrics: poolmetrics.New()}
+	r.watch = newPodWatch(cs, cfg.Namespace, cfg.Instance, log)
+	if cfg.Egress != nil && cfg.EgressAddr.IsValid() {
+		r.egress = &egressListener{r: r}
+	}
+	r.checks = newClassChecks(r)
+	r.images = newImageProbes(r)
+	if cfg.Pool.Size > 0 {
+		p, err := newPool(r, cfg.Pool)
+		if err != nil {
+			return nil, err
+		}
+		r.pool = p
+	}
+	return r, nil
+}
+
+// Instance returns the runner's instance name.
+func (r *Runner) Instance() string { return r.cfg.Instance }
+
+// Namespace returns the namespace the runner's Pods run in.
+func (r *Runner) Namespace() string { return r.cfg.Namespace }
+
+// Close waits for the removal of ended runs' Pods, stops the warm pool and
+// removes its warm Pods, stops serving the egress proxy and stops watching
+// the cluster. It does not stop runs in progress; call it once they ended.
+func (r *Runner) Close() error {
+	r.removals.Wait()
+	var err error
+	if r.pool != nil {
+		err = r.pool.close()
+	}
+	if r.egress != nil {
+		r.egress.close()
+	}
+	r.watch.stop()
+	return err
+}
+
+// Warm starts the warm pool (see docker.Runner.Warm, which it mirrors):
+// it makes the warm Pods of Config.Pool.Sandboxes and waits until each
+// has Config.Pool.Size, ctx ends, or making them fails. Call Cleanup
+// before, not after. Without a pool Warm does nothing.
+func (r *Runner) Warm(ctx context.Context) error {
+	if r.pool == nil {
+		return nil
+	}
+	return r.pool.warm(ctx)
+}
+
+// Collectors returns the warm pool's Prometheus collectors, named as the
+// Docker backend's (gatekeeper_pool_*); they exist, at zero, without a
+// pool.
+func (r *Runner) Collectors() []prometheus.Collector {
+	return r.metrics.Collectors(func() float64 {
+		if r.pool == nil {
+			return 0
+		}
+		return r.pool.readyCount()
+	})
+}
+
+// Status is what the cluster says about itself.
+type Status struct {
+	// Version is the API server's version; Classes the RuntimeClasses the
+	// runner uses that exist, sorted.
+	Version string
+	Classes []string
+}
+
+// Status asks the API server for its version and the runner's
+// RuntimeClasses now.
+func (r *Runner) Status(ctx context.Context) (Status, error) {
+	v, err := r.cs.Discovery().ServerVersion()
+	if err != nil {
+		return Status{}, apiErr("server version", err)
+	}
+	st := Status{Version: v.GitVersion}
+	for _, name := range r.classNames() {
+		if _, err := r.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			st.Classes = append(st.Classes, name)
+		}
+	}
+	return st, nil
+}
+
+// classNames are the configured RuntimeClass names, sorted, without
+// repeats or empty ones.
+func (r *Runner) classNames() []string {
+	c := r.cfg.Classes
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range []string{c.Runc, c.RuncNoNet, c.Runsc, c.RunscNoNet} {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Cleanup deletes every Pod and NetworkPolicy labelled with this runner's
+// instance (warm Pods of the pool included) and returns how many it
+// deleted. Call it when the sidecar starts, to remove what a crashed
+// predecessor of the same instance left, before Warm, and not while this
+// runner has runs in progress.
+func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
+	r.removals.Wait()
+	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + r.cfg.Instance}
+	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return 0, apiErr("list pods", err)
+	}
+	var errs []error
+	for _, p := range pods.Items {
+		if err := r.deletePod(ctx, p.Name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		removed++
+	}
+	for _, p := range pods.Items {
+		if err := r.watch.waitGone(ctx, p.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	nps, err := r.cs.NetworkingV1().NetworkPolicies(r.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return removed, errors.Join(append(errs, apiErr("list network policies", err))...)
+	}
+	for _, np := range nps.Items {
+		err := r.cs.NetworkingV1().NetworkPolicies(r.cfg.Namespace).Delete(ctx, np.Name, metav1.DeleteOptions{})
+		switch {
+		case err == nil:
+			removed++
+		case apierrors.IsNotFound(err):
+		default:
+			errs = append(errs, apiErr("delete network policy "+np.Name, err))
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// Leftovers returns how many Pods and NetworkPolicies labelled with this
+// runner's instance exist once the removals of ended runs (which run in
+// the background) have finished. The warm pool's Pods are not counted:
+// they are the pool's until Close; nor their NetworkPolicies. Tests use
+// it (see runnertest.Leftovers).
+func (r *Runner) Leftovers(ctx context.Context) (int, error) {
+	r.removals.Wait()
+	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + r.cfg.Instance}
+	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return 0, apiErr("list pods", err)
+	}
+	nps, err := r.cs.NetworkingV1().NetworkPolicies(r.cfg.Namespace).List(ctx, sel)
+	if err != nil {
+		return 0, apiErr("list network policies", err)
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if r.pool == nil || !r.pool.owns(p.Name, p.Labels) {
+			n++
+		}
+	}
+	for _, np := range nps.Items {
+		if r.pool == nil || !r.pool.owns(np.Name, np.Labels) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// deletePod asks the API server to delete the Pod, with a grace period of
+// one second (the kubelet gives a container at least two before it kills
+// it). A Pod that is gone already is fine.
+func (r *Runner) deletePod(ctx context.Context, name string) error {
+	grace := int64(1)
+	err := r.cs.CoreV1().Pods(r.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return apiErr("delete pod "+name, err)
+	}
+	return nil
+}
+
+// apiErr wraps err from the API server with op; a server that cannot be
+// reached, or answers that it is unavailable, is additionally marked
+// runner.ErrUnavailable.
+func apiErr(op string, err error) error {
+	var netErr *net.OpError
+	if apierrors.IsServiceUnavailable(err) || apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsTooManyRequests(err) || errors.As(err, &netErr) {
+		return fmt.Errorf("%s: %w: %w", op, runner.ErrUnavailable, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}
+
+// podLabels are the labels every Pod and NetworkPolicy of the runner
+// carries, plus extra.
+func (r *Runner) labels(extra map[string]string) map[string]string {
+	l := map[string]string{LabelInstance: r.cfg.Instance}
+	for k, v := range extra {
+		l[k] = v
+	}
+	return l
+}

@@ -1,0 +1,312 @@
+package kube
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+)
+
+// containerName is the one container of a sandbox Pod.
+const containerName = "sandbox"
+
+// coldMargin is how long past the run's backstop (timeout plus
+// launch.BackstopGrace) PID 1 ends a Pod created for one run, counted from
+// the container's start: the code is sent once it runs, after an attach.
+const coldMargin = 10 * time.Second
+
+// minMemoryBytes is the smallest memory limit the runner accepts: the
+// Docker backend's, so that one policy means the same on both.
+const minMemoryBytes = 6 << 20
+
+// unusedDNS is the only name server a Pod is given: 0.0.0.0 is the Pod
+// itself, where nothing answers on port 53, so every name fails (the
+// proxy resolves names itself), in a second rather than ten.
+const unusedDNS = "0.0.0.0"
+
+// limits is the shell that sets the run's rlimits, which a Pod spec cannot
+// hold, and becomes the rest of its arguments (env, then PID 1's timeout).
+// ulimit with neither -H nor -S sets both, so the program cannot raise
+// them again. RLIMIT_NPROC is -u in bash and -p in dash; a shell that
+// takes neither fails the Pod (exit 125, no end marks) rather than run it
+// without the limit.
+const limits = `ulimit -n "$1" && { ulimit -u "$2" 2>/dev/null || ulimit -p "$2"; } && ulimit -f "$3" || { echo "gatekeeper: cannot set the sandbox's rlimits" >&2; exit 125; }
+shift 3
+exec "$@"`
+
+// plan is a validated Spec turned into a Pod's settings. Like the Docker
+// backend's, it depends on the Sandbox but not on the language, the
+// timeout or the code, which travel on standard input.
+type plan struct {
+	in      *launch.Input
+	image   string
+	runtime runner.Runtime
+	class   string // the RuntimeClass
+	network bool
+	env     []string      // the program's whole environment
+	poolKey string        // set for a warm Pod: its labels are the pool's
+	wait    time.Duration // the longest the launcher waits for its code
+	life    time.Duration // the longest the container lives (PID 1's timeout)
+}
+
+// plan validates spec. Problems with the Spec are returned together,
+// wrapped in runner.ErrInvalidSpec; a network policy the runner cannot
+// enforce is refused with runner.ErrNetworkUnsupported, a runtime without
+// a RuntimeClass with runner.ErrRuntimeUnavailable.
+func (r *Runner) plan(spec runner.Spec) (*plan, error) {
+	sb := spec.Sandbox
+	if sb.Network.Enabled && r.egress == nil {
+		return nil, fmt.Errorf("sandbox network enabled, but the runner has no egress proxy address Pods can reach: %w", runner.ErrNetworkUnsupported)
+	}
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if sb.Network.Enabled {
+		if err := egress.ValidateNetwork(sb.Network); err != nil {
+			bad("%v", err)
+		}
+	}
+	life := spec.Timeout + launch.BackstopGrace + coldMargin
+	if launch.WantsSnapshot(spec) {
+		life += launch.SnapshotGrace
+	}
+	p := &plan{image: sb.Image, runtime: sb.Runtime, network: sb.Network.Enabled, env: launch.Env(), wait: life, life: life}
+	if p.image == "" {
+		bad("no image: Sandbox.Image is empty")
+	}
+	if p.runtime == "" {
+		p.runtime = runner.Runc
+	}
+	if p.runtime != runner.Runc && p.runtime != runner.Runsc {
+		bad("unknown runtime %q", p.runtime)
+	}
+	if sb.DepsDir != "" {
+		bad("deps dir %q: the Kubernetes backend mounts no host path (sandbox.fs.deps is for the Docker backend; put dependencies in the image)", sb.DepsDir)
+	}
+	in, more := launch.Check(spec, minMemoryBytes)
+	problems = append(problems, more...)
+	p.in = in
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))
+	}
+	p.class = r.cfg.Classes.For(p.runtime, p.network)
+	if p.class == "" {
+		what := "without a network"
+		if p.network {
+			what = "with a network"
+		}
+		err := runner.ErrRuntimeUnavailable
+		if !p.network {
+			err = runner.ErrNetworkUnsupported
+		}
+		return nil, fmt.Errorf("no RuntimeClass is configured for %s sandboxes %s: %w", p.runtime, what, err)
+	}
+	return p, nil
+}
+
+// newPodName returns a fresh Pod name: "gk-" and 16 hex digits.
+func newPodName() string {
+	b := make([]byte, 8)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails
+	return "gk-" + hex.EncodeToString(b)
+}
+
+// labelValue is v when it is a valid label value, else "h-" and a hash of
+// it (the exact value is in an annotation).
+func labelValue(v string) string {
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(v))
+	return "h-" + hex.EncodeToString(sum[:12])
+}
+
+// runLabels are the labels of a Pod that serves spec's run.
+func runLabels(spec runner.Spec) map[string]string {
+	return map[string]string{LabelRunID: labelValue(spec.RunID), LabelQueryID: labelValue(spec.QueryID)}
+}
+
+// runAnnotations are the run's exact ids and the Spec's own labels, as
+// annotations; a Spec label whose key is not a valid annotation key is
+// left out (and logged by the caller).
+func runAnnotations(spec runner.Spec) (map[string]string, []string) {
+	a := map[string]string{AnnotationRunID: spec.RunID, AnnotationQueryID: spec.QueryID}
+	var skipped []string
+	for k, v := range spec.Labels {
+		if len(validation.IsQualifiedName(k)) != 0 || k == AnnotationRunID || k == AnnotationQueryID {
+			skipped = append(skipped, k)
+			continue
+		}
+		a[k] = v
+	}
+	sort.Strings(skipped)
+	return a, skipped
+}
+
+func networkLabel(on bool) string {
+	if on {
+		return "egress"
+	}
+	return "none"
+}
+
+// pod is the Pod of plan p with name. Each guarantee is one field here;
+// see the package doc and docs/SANDBOX.md.
+func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
+	sb := spec.Sandbox
+	labels := r.labels(map[string]string{LabelPod: name, LabelNetwork: networkLabel(p.network)})
+	var annotations map[string]string
+	if p.poolKey != "" {
+		// A warm Pod serves a run not known yet; the run labels it when
+		// it takes it (see pool.take).
+		labels[LabelPool] = p.poolKey
+	} else {
+		for k, v := range runLabels(spec) {
+			labels[k] = v
+		}
+		annotations, _ = runAnnotations(spec)
+	}
+
+	// RLIMIT_NPROC counts the processes of the uid in its user
+	// namespace: a gVisor sandbox's kernel, or a runc Pod's own namespace,
+	// holds this run's alone; the node's holds every Pod's (see
+	// Config.HostUsers).
+	hostUsers := r.hostUsers(p.runtime)
+	nproc := sb.PIDs
+	if hostUsers && p.runtime == runner.Runc {
+		nproc = r.cfg.HostNproc
+	}
+	fsize := max(sb.WorkspaceBytes, sb.TmpBytes) * 2
+	argv := append([]string{"/bin/sh", "-c", limits, "gatekeeper-limits",
+		strconv.FormatInt(r.cfg.Nofile, 10), strconv.FormatInt(nproc, 10), strconv.FormatInt((fsize+511)/512, 10)},
+		launch.Command(p.life, p.wait, p.env)...)
+	for i, a := range argv {
+		// The kubelet expands $(VAR) in a container's command and turns
+		// $$ into $: doubled, every $ reaches the container as written.
+		argv[i] = strings.ReplaceAll(a, "$", "$$")
+	}
+
+	res := corev1.ResourceList{
+		corev1.ResourceCPU:              *resource.NewMilliQuantity(int64(math.Ceil(sb.CPUs*1000)), resource.DecimalSI),
+		corev1.ResourceMemory:           *resource.NewQuantity(sb.MemoryBytes, resource.BinarySI),
+		corev1.ResourceEphemeralStorage: *resource.NewQuantity(r.cfg.EphemeralStorageBytes, resource.BinarySI),
+	}
+	no, yes := false, true
+	uid, gid := int64(sb.UID), int64(sb.GID)
+	deadline := int64(math.Ceil(p.life.Seconds()))
+	grace := int64(1)
+	class := p.class
+	memory := func(size int64) *resource.Quantity { return resource.NewQuantity(size, resource.BinarySI) }
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			RuntimeClassName:              &class,
+			RestartPolicy:                 corev1.RestartPolicyNever,
+			ActiveDeadlineSeconds:         &deadline,
+			TerminationGracePeriodSeconds: &grace,
+			AutomountServiceAccountToken:  &no,
+			EnableServiceLinks:            &no,
+			HostNetwork:                   false,
+			HostPID:                       false,
+			HostIPC:                       false,
+			ShareProcessNamespace:         &no,
+			HostUsers:                     &hostUsers,
+			Hostname:                      "sandbox",
+			DNSPolicy:                     corev1.DNSNone,
+			DNSConfig: &corev1.PodDNSConfig{
+				Nameservers: []string{unusedDNS},
+				Options:     []corev1.PodDNSConfigOption{{Name: "timeout", Value: ptr("1")}, {Name: "attempts", Value: ptr("1")}},
+			},
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsUser:      &uid,
+				RunAsGroup:     &gid,
+				RunAsNonRoot:   &yes,
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:            containerName,
+				Image:           p.image,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         argv,
+				WorkingDir:      launch.WorkspaceDir,
+				Stdin:           true,
+				StdinOnce:       true,
+				TTY:             false,
+				SecurityContext: &corev1.SecurityContext{
+					Privileged:               &no,
+					AllowPrivilegeEscalation: &no,
+					ReadOnlyRootFilesystem:   &yes,
+					RunAsNonRoot:             &yes,
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				},
+				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
+				VolumeMounts: []corev1.VolumeMount{
+					{Name: "workspace", MountPath: launch.WorkspaceDir},
+					{Name: "tmp", MountPath: launch.TmpDir},
+				},
+				TerminationMessagePolicy: corev1.TerminationMessageReadFile,
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "workspace", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: memory(sb.WorkspaceBytes)}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory, SizeLimit: memory(sb.TmpBytes)}}},
+			},
+		},
+	}
+}
+
+// networkPolicy is the NetworkPolicy of the Pod with name, created before
+// it and deleted after it: no ingress at all, and egress only to the
+// proxy (a networked run) or none (any other). On a cluster whose network
+// plugin enforces NetworkPolicy it is a second layer under the
+// RuntimeClass (no network) and the cluster's own firewall (the proxy
+// only); the canary checks what holds without relying on it.
+func (r *Runner) networkPolicy(name string, p *plan, proxy netip.AddrPort) *networkingv1.NetworkPolicy {
+	np := &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: r.cfg.Namespace,
+			Labels: r.labels(map[string]string{LabelPod: name, LabelNetwork: networkLabel(p.network)}),
+		},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelInstance: r.cfg.Instance, LabelPod: name}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
+			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
+			Egress:      []networkingv1.NetworkPolicyEgressRule{},
+		},
+	}
+	if p.poolKey != "" {
+		np.Labels[LabelPool] = p.poolKey
+	}
+	if p.network && proxy.IsValid() {
+		tcp := corev1.ProtocolTCP
+		port := intstr.FromInt32(int32(proxy.Port()))
+		np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{
+			To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: proxy.Addr().String() + "/32"}}},
+			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}},
+		}}
+	}
+	return np
+}
+
+// hostUsers reports whether Pods under rt share the node's user
+// namespace: gVisor's always (its kernel is the sandbox's boundary), runc's
+// only with Config.HostUsers.
+func (r *Runner) hostUsers(rt runner.Runtime) bool { return rt == runner.Runsc || r.cfg.HostUsers }
+
+func ptr[T any](v T) *T { return &v }
