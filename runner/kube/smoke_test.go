@@ -16,14 +16,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/gatekeeper-ai/gatekeeper/internal/netns"
 )
 
 // cluster is what `scripts/ensure-kube env` exports.
@@ -182,45 +182,43 @@ type tokenListener struct {
 
 // listen listens on addr in the network namespace netns, or in the test's
 // own namespace when netns is empty.
-func listen(t *testing.T, netns, addr string) *tokenListener {
+func listen(t testing.TB, ns, addr string) *tokenListener {
 	t.Helper()
-	type result struct {
-		ln  net.Listener
-		err error
+	var ln net.Listener
+	var err error
+	if ns == "" {
+		ln, err = net.Listen("tcp", addr)
+	} else {
+		ln, err = netns.Listen(netns.Path(ns), "tcp", addr)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		if netns == "" {
-			ln, err := net.Listen("tcp", addr)
-			ch <- result{ln, err}
-			return
-		}
-		// The thread enters netns and is never unlocked, so the runtime
-		// discards it when this goroutine ends: no other goroutine ever
-		// runs in the cluster's namespace. A socket keeps the namespace it
-		// was made in.
-		runtime.LockOSThread()
-		f, err := os.Open("/run/netns/" + netns)
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("setns %s: %w", netns, err)}
-			return
-		}
-		ln, err := net.Listen("tcp", addr)
-		ch <- result{ln, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("listen on %s in netns %q: %v", addr, netns, r.err)
+	if err != nil {
+		t.Fatalf("listen on %s in netns %q: %v", addr, ns, err)
 	}
-	l := &tokenListener{ln: r.ln, done: make(chan struct{})}
+	l := &tokenListener{ln: ln, done: make(chan struct{})}
 	go l.serve()
 	t.Cleanup(func() { l.ln.Close(); <-l.done })
 	return l
+}
+
+// listenEgress listens on the first free egress port of the gateway: the
+// one kind of address outside a Pod that a Pod with a network may reach.
+func listenEgress(t testing.TB, c cluster) *tokenListener {
+	t.Helper()
+	first, last, _ := strings.Cut(c.egressPorts, ":")
+	lo, _ := strconv.Atoi(first)
+	hi, _ := strconv.Atoi(last)
+	for port := lo; port <= hi && port > 0; port++ {
+		ln, err := netns.Listen(netns.Path(c.netns), "tcp", net.JoinHostPort(c.gateway, strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l := &tokenListener{ln: ln, done: make(chan struct{})}
+		go l.serve()
+		t.Cleanup(func() { l.ln.Close(); <-l.done })
+		return l
+	}
+	t.Fatalf("no free egress port in %s on %s", c.egressPorts, c.gateway)
+	return nil
 }
 
 func (l *tokenListener) serve() {
@@ -303,15 +301,17 @@ const (
 
 // TestHardenedPodRunsUnderEachRuntimeClass runs the sandbox image as the
 // hardened Pod under each RuntimeClass and checks, from inside, what each
-// setting must give; that only gvisor-nonet is cut off from a listener on
-// the Pod network's gateway; and that no Pod reaches the host through the
-// veth or the node's own address (API server).
+// setting must give; that the classes with a network reach a listener on
+// an egress port of the Pod network's gateway and the -nonet classes do
+// not; and that no Pod reaches another port of the gateway, the host
+// through the veth, or the node's own address (API server).
 func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 	t.Parallel()
 	c := requireCluster(t)
-	gateway := listen(t, c.netns, net.JoinHostPort(c.gateway, "0"))
+	gateway := listenEgress(t, c)
+	other := listen(t, c.netns, net.JoinHostPort(c.gateway, "0"))
 	host := listen(t, "", net.JoinHostPort(c.hostIP, "0"))
-	targets := fmt.Sprintf("gateway=%s host=%s node=%s", gateway.ln.Addr(), host.ln.Addr(), net.JoinHostPort(c.nodeIP, "6443"))
+	targets := fmt.Sprintf("gateway=%s other=%s host=%s node=%s", gateway.ln.Addr(), other.ln.Addr(), host.ln.Addr(), net.JoinHostPort(c.nodeIP, "6443"))
 	for _, tc := range []struct {
 		class   string
 		seccomp string // runc loads the filter into the process; gVisor applies it in its own kernel
@@ -320,6 +320,7 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 		network bool
 	}{
 		{class: "runc", seccomp: "2", volume: "tmpfs", ifaces: "eth0,lo", network: true},
+		{class: "runc-nonet", seccomp: "2", volume: "tmpfs", ifaces: "lo", network: false},
 		{class: "gvisor", seccomp: "0", volume: "9p", ifaces: "eth0,lo", network: true},
 		{class: "gvisor-nonet", seccomp: "0", volume: "9p", ifaces: "lo", network: false},
 	} {
@@ -349,8 +350,10 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 				{"no new privileges", s["NoNewPrivs"] == "1"},
 				{"seccomp mode " + tc.seccomp, s["Seccomp"] == tc.seccomp},
 				{"interfaces " + tc.ifaces, s["ifaces"] == tc.ifaces},
-				{fmt.Sprintf("connects to the gateway listener: %t", tc.network), (s["connect_gateway"] == "0") == tc.network},
-				{fmt.Sprintf("gateway listener got the token: %t", tc.network), gateway.received(token+"-gateway", wait) == tc.network},
+				{fmt.Sprintf("connects to the gateway's egress port: %t", tc.network), (s["connect_gateway"] == "0") == tc.network},
+				{fmt.Sprintf("the egress port's listener got the token: %t", tc.network), gateway.received(token+"-gateway", wait) == tc.network},
+				{"cannot connect to another port of the gateway", s["connect_other"] != "0" && s["connect_other"] != ""},
+				{"the other port's listener got nothing", !other.received(token+"-other", 0)},
 				{"cannot connect to the host's end of the veth", s["connect_host"] != "0" && s["connect_host"] != ""},
 				{"host listener got nothing", !host.received(token+"-host", 0)},
 				{"cannot connect to the API server on the node's address", s["connect_node"] != "0" && s["connect_node"] != ""},
