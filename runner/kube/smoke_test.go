@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,10 +175,11 @@ func hardenedPod(name, class, image, targets, token string) map[string]any {
 // tokenListener listens on one address and records each line a client
 // sends. It is closed when the test ends.
 type tokenListener struct {
-	ln   net.Listener
-	mu   sync.Mutex
-	got  []string
-	done chan struct{}
+	ln    net.Listener
+	conns atomic.Int64 // connections accepted
+	mu    sync.Mutex
+	got   []string
+	done  chan struct{}
 }
 
 // listen listens on addr in the network namespace netns, or in the test's
@@ -230,6 +232,7 @@ func (l *tokenListener) serve() {
 		if err != nil {
 			return
 		}
+		l.conns.Add(1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
