@@ -18,13 +18,13 @@ import (
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress/egresstest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
@@ -35,39 +35,10 @@ import (
 // networks the runner creates; names resolve through a test resolver, never
 // DNS.
 
-// recordingAuditor keeps every egress event.
-type recordingAuditor struct {
-	mu     sync.Mutex
-	events []egress.Event
-}
-
-func (a *recordingAuditor) Egress(ev egress.Event) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.events = append(a.events, ev)
-	return nil
-}
-
-func (a *recordingAuditor) all() []egress.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]egress.Event(nil), a.events...)
-}
-
-// mapResolver resolves the test's names; anything else does not exist.
-type mapResolver map[string][]netip.Addr
-
-func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host (test resolver)", Name: host, IsNotFound: true}
-}
-
 // testResolver maps upstream.test to loopback, where the proxy reaches the
 // upstream servers; private.test and rebind.test to addresses the proxy
 // must refuse to dial.
-var testResolver = mapResolver{
+var testResolver = egresstest.Resolver{
 	"upstream.test": {netip.MustParseAddr("127.0.0.1")},
 	"private.test":  {netip.MustParseAddr("10.11.12.13")},
 	"rebind.test":   {netip.MustParseAddr("169.254.169.254")},
@@ -400,7 +371,7 @@ func TestEgress(t *testing.T) {
 }
 
 func testEgress(t *testing.T, rt runner.Runtime) {
-	aud := &recordingAuditor{}
+	aud := &egresstest.Recorder{}
 	r := newEgressRunner(t, aud)
 	hs := startHostServers(t)
 	cases := rawCases(hs)
@@ -553,7 +524,7 @@ func testEgress(t *testing.T, rt runner.Runtime) {
 		}
 	})
 	t.Run("every request is audited once with the run's identity", func(t *testing.T) {
-		events := aud.all()
+		events := aud.Events()
 		byHost := map[string][]egress.Event{}
 		for _, ev := range events {
 			if ev.Rule == egress.RuleUnknownSource {
@@ -615,7 +586,7 @@ func probeFromHost(addr string, port int) string {
 func TestEgressDisabledMeansNoNetwork(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	r := newEgressRunner(t, &recordingAuditor{})
+	r := newEgressRunner(t, &egresstest.Recorder{})
 	spec := runnertest.Spec(`import os
 print(sorted(l.split(":")[0].strip() for l in open("/proc/net/dev").read().splitlines()[2:]))
 print(sorted(k for k in os.environ if "proxy" in k.lower()))`)
@@ -634,7 +605,7 @@ print(sorted(k for k in os.environ if "proxy" in k.lower()))`)
 func TestEgressCancelledRunLeavesNothing(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	aud := &recordingAuditor{}
+	aud := &egresstest.Recorder{}
 	r := newEgressRunner(t, aud)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -658,7 +629,7 @@ func TestEgressCancelledRunLeavesNothing(t *testing.T) {
 func TestEgressCleanupRemovesLeftoverNetworks(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	r := newEgressRunner(t, &recordingAuditor{})
+	r := newEgressRunner(t, &egresstest.Recorder{})
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.Network = egressPolicy()
 	sn, err := r.openNetwork(t.Context(), spec)
@@ -685,7 +656,7 @@ func TestEgressCleanupRemovesLeftoverNetworks(t *testing.T) {
 func TestEgressRunsKeepTheirWorkspace(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	r := newEgressRunner(t, &recordingAuditor{})
+	r := newEgressRunner(t, &egresstest.Recorder{})
 	hs := startHostServers(t)
 	store, err := workspace.OpenStore(t.TempDir())
 	if err != nil {

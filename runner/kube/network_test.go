@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress/egresstest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -25,42 +26,12 @@ import (
 // cluster's network namespace, and to the cluster's own addresses; names
 // resolve through a test resolver, never DNS.
 
-// recordingAuditor keeps every egress event.
-type recordingAuditor struct {
-	mu     sync.Mutex
-	events []egress.Event
-}
-
-func (a *recordingAuditor) Egress(ev egress.Event) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.events = append(a.events, ev)
-	return nil
-}
-
-func (a *recordingAuditor) all() []egress.Event {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]egress.Event(nil), a.events...)
-}
-
-// mapResolver resolves upstream.test to loopback, where the proxy (on the
-// host) reaches the test's upstream; anything else does not exist.
-type mapResolver map[string][]netip.Addr
-
-func (m mapResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
-	if a, ok := m[host]; ok {
-		return a, nil
-	}
-	return nil, &net.DNSError{Err: "no such host (test resolver)", Name: host, IsNotFound: true}
-}
-
 // egressConfig is testConfig with a proxy that resolves through the test
 // resolver and records its events in aud.
 func egressConfig(t *testing.T, aud egress.Auditor) Config {
 	t.Helper()
 	cfg := testConfig(t, aud)
-	p, err := egress.New(egress.Config{Auditor: aud, Resolver: mapResolver{"upstream.test": {netip.MustParseAddr("127.0.0.1")}}})
+	p, err := egress.New(egress.Config{Auditor: aud, Resolver: egresstest.Resolver{"upstream.test": {netip.MustParseAddr("127.0.0.1")}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +115,7 @@ func TestNetworkedPodsReachOnlyTheProxy(t *testing.T) {
 	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
 		t.Run(string(rt), func(t *testing.T) {
 			t.Parallel()
-			aud := &recordingAuditor{}
+			aud := &egresstest.Recorder{}
 			r := withRuntime{newTestRunner(t, egressConfig(t, aud)), rt, c.image}
 			_, otherPort, _ := net.SplitHostPort(other.ln.Addr().String())
 			_, hostPort, _ := net.SplitHostPort(host.ln.Addr().String())
@@ -193,13 +164,13 @@ func TestNetworkedPodsReachOnlyTheProxy(t *testing.T) {
 				t.Errorf("a listener the sandbox must not reach got a connection")
 			}
 			var allowed bool
-			for _, ev := range aud.all() {
+			for _, ev := range aud.Events() {
 				if ev.RunID == spec.RunID && ev.Host == "upstream.test" && ev.Decision == egress.Allow {
 					allowed = true
 				}
 			}
 			if !allowed {
-				t.Errorf("no audited allow of upstream.test for run %s: %+v", spec.RunID, aud.all())
+				t.Errorf("no audited allow of upstream.test for run %s: %+v", spec.RunID, aud.Events())
 			}
 		})
 	}
@@ -257,7 +228,7 @@ func TestCanaryRefusesClasses(t *testing.T) {
 func TestEgressPortOutsideTheFirewallIsRefused(t *testing.T) {
 	t.Parallel()
 	c := requireCluster(t)
-	cfg := egressConfig(t, &recordingAuditor{})
+	cfg := egressConfig(t, &egresstest.Recorder{})
 	cfg.EgressPorts = [2]uint16{0, 0} // any port: none of the admitted ones
 	r := newTestRunner(t, cfg)
 	spec := runnertest.Spec(`print("must not run")`)
@@ -275,7 +246,7 @@ func TestEgressPortOutsideTheFirewallIsRefused(t *testing.T) {
 func TestPodsCannotReachEachOther(t *testing.T) {
 	t.Parallel()
 	c := requireCluster(t)
-	r := withRuntime{newTestRunner(t, egressConfig(t, &recordingAuditor{})), runner.Runc, c.image}
+	r := withRuntime{newTestRunner(t, egressConfig(t, &egresstest.Recorder{})), runner.Runc, c.image}
 	addr := make(chan string, 1)
 	listener := runnertest.Spec(`import socket, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
