@@ -15,20 +15,24 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
-	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 type runnerOptions struct {
+	backend  string // docker or kube
+	kube     kubeOptions
 	instance string
 	maxRuns  int
 	egress   egressOptions
@@ -163,22 +167,70 @@ func (l logEgress) Egress(ev egress.Event) error {
 	return nil
 }
 
-// sandboxRunner is the Docker backend behind a FIFO queue of --max-runs.
-type sandboxRunner struct {
-	docker *docker.Runner
-	queue  *runner.Queue
-	warmed chan struct{} // closed when the pool's warm-up returned
+// sandboxBackend is what serve needs of a sandbox backend (docker.Runner,
+// kube.Runner) besides running: removing what a killed predecessor left,
+// warming its pool, and stopping.
+type sandboxBackend interface {
+	runner.Backend
+	Cleanup(ctx context.Context) (int, error)
+	Warm(ctx context.Context) error
+	Close() error
 }
 
-// newSandboxRunner makes the Docker runner, with the egress proxy for
-// networked sandboxes, and removes the containers and sandbox networks a
-// killed predecessor of the same instance left. An engine that is down is
-// not an error: decisions are served and runs answer runner_unavailable.
+// sandboxRunner is the sandbox backend (--runner docker or kube) behind a
+// FIFO queue of --max-runs.
+type sandboxRunner struct {
+	backend    sandboxBackend
+	queue      *runner.Queue
+	collectors []prometheus.Collector
+	status     func(context.Context) console.RunnerStatus
+	warmed     chan struct{} // closed when the start-up checks and the pool's warm-up returned
+}
+
+// newSandboxRunner makes the runner of o.backend, with the egress proxy for
+// networked sandboxes, and removes the sandboxes a killed predecessor of
+// the same instance left. A Docker engine or cluster that is down is not
+// an error: decisions are served and runs answer runner_unavailable.
 func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, error) {
+	if o.backend != "docker" && o.backend != "kube" {
+		return nil, fmt.Errorf("--runner %q: want docker or kube", o.backend)
+	}
 	proxy, err := newEgressProxy(o.egress, o.log)
 	if err != nil {
 		return nil, err
 	}
+	var s *sandboxRunner
+	var checks func(context.Context) // run at start, before the warm-up
+	if o.backend == "kube" {
+		s, checks, err = newKubeRunner(o, proxy)
+	} else {
+		s, err = newDockerRunner(o, proxy)
+	}
+	if err != nil {
+		return nil, err
+	}
+	s.queue, s.warmed = runner.NewQueue(s.backend, o.maxRuns), make(chan struct{})
+	if n, err := s.backend.Cleanup(ctx); err != nil {
+		o.log.Warn("cannot remove what a previous sidecar left (is the "+o.backend+" runner's engine up?); runs will answer runner_unavailable until it is", "runner", o.backend, "err", err)
+	} else if n > 0 {
+		o.log.Info("removed leftover sandboxes of a previous sidecar", "runner", o.backend, "instance", o.instance, "count", n)
+	}
+	// The checks and the pool's warm-up run while the sidecar serves; a
+	// failure is retried by the runner and only logged here.
+	go func() {
+		defer close(s.warmed)
+		if checks != nil {
+			checks(ctx)
+		}
+		if err := s.backend.Warm(ctx); err != nil && ctx.Err() == nil {
+			o.log.Warn("warm pool not filled at start; runs are cold until it is", "err", err)
+		}
+	}()
+	return s, nil
+}
+
+// newDockerRunner makes the Docker backend.
+func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
 	pool := docker.PoolConfig{Size: o.pool.size, Idle: o.pool.idle, All: o.pool.all}
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
@@ -187,21 +239,15 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	if err != nil {
 		return nil, err
 	}
-	if n, err := d.Cleanup(ctx); err != nil {
-		o.log.Warn("cannot remove what a previous sidecar left (is the docker engine up?); runs will answer runner_unavailable until the engine is up", "err", err)
-	} else if n > 0 {
-		o.log.Info("removed leftover sandbox containers and networks", "instance", o.instance, "count", n)
-	}
-	s := &sandboxRunner{docker: d, queue: runner.NewQueue(d, o.maxRuns), warmed: make(chan struct{})}
-	// The pool warms up while the sidecar serves; a failure is retried by
-	// the pool and only logged here.
-	go func() {
-		defer close(s.warmed)
-		if err := d.Warm(ctx); err != nil && ctx.Err() == nil {
-			o.log.Warn("warm pool not filled at start; runs are cold until it is", "err", err)
+	return &sandboxRunner{backend: d, collectors: d.Collectors(), status: func(ctx context.Context) console.RunnerStatus {
+		st := console.RunnerStatus{Backend: "docker", Instance: o.instance, DefaultImage: defaultImageTag()}
+		es, err := d.Status(ctx)
+		if err != nil {
+			st.Error = err.Error()
 		}
-	}()
-	return s, nil
+		st.Engine, st.Runtimes = es.Version, es.Runtimes
+		return st
+	}}, nil
 }
 
 // openWorkspaces opens the store of the queries' workspaces of instance
@@ -222,11 +268,11 @@ func openWorkspaces(stateDir, instance string, log *slog.Logger) (*workspace.Sto
 	return store, nil
 }
 
-// close waits for the warm-up, then stops the pool (removing its warm
-// containers) and releases the engine client.
+// close waits for the start-up checks and the warm-up, then stops the
+// pool (removing its warm sandboxes) and releases the backend's client.
 func (s *sandboxRunner) close() {
 	<-s.warmed
-	_ = s.docker.Close()
+	_ = s.backend.Close()
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {

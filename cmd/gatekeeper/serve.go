@@ -21,7 +21,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
@@ -42,6 +41,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
+	backend := fs.String("runner", "docker", "the sandbox backend: docker (the local Docker engine) or kube (Pods on a Kubernetes cluster: --kubeconfig, --namespace, --kube-*; docs/KUBERNETES.md)")
+	kubeOpts := kubeFlags(fs)
 	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
 	keepWorkspaces := fs.Bool("workspaces", true, "keep each query's /workspace between its runs; false starts every run from an empty /workspace")
 	artifactsDir := fs.String("artifacts-dir", "", artifactsDirUsage)
@@ -94,13 +95,15 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		}
 		cfg.Artifacts = d
 	}
-	var sandboxes *docker.Runner
+	var sandboxes *sandboxRunner
 	var con *console.Console
 	if *ui {
 		reg := prometheus.NewRegistry()
 		ccfg := console.Config{Token: token, AuditPath: auditOpts.path, Engine: eng, Gatherer: reg, AllowRemote: *allowRemote, Version: version, Logger: log}
 		if !*noRunner {
-			ccfg.Runner = func(ctx context.Context) console.RunnerStatus { return runnerStatus(ctx, sandboxes, *instance) }
+			ccfg.Runner = func(ctx context.Context) console.RunnerStatus {
+				return runnerStatus(ctx, sandboxes, *backend, *instance)
+			}
 		}
 		if con, err = console.New(ccfg); err != nil {
 			return err
@@ -115,14 +118,21 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 				return err
 			}
 		}
-		rs, err := newSandboxRunner(ctx, runnerOptions{instance: *instance, maxRuns: *maxRuns, egress: *egressOpts, pool: *poolOpts, log: log})
+		if *backend == "kube" {
+			if refs, err := policyImages(ctx, eng); err == nil && len(refs) > 0 {
+				kubeOpts.checkImage = refs[0] // the base policy's image
+			}
+		}
+		rs, err := newSandboxRunner(ctx, runnerOptions{backend: *backend, kube: *kubeOpts, instance: *instance, maxRuns: *maxRuns, egress: *egressOpts, pool: *poolOpts, log: log})
 		if err != nil {
 			return err
 		}
 		defer rs.close()
-		warnMissingImages(ctx, eng, log)
+		if *backend == "docker" {
+			warnMissingImages(ctx, eng, log)
+		}
 		cfg.Runner = rs.queue
-		sandboxes = rs.docker
+		sandboxes = rs
 		if *keepWorkspaces {
 			if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
 				return err
@@ -134,7 +144,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		return err
 	}
 	if sandboxes != nil {
-		if err := srv.Register(sandboxes.Collectors()...); err != nil {
+		if err := srv.Register(sandboxes.collectors...); err != nil {
 			return err
 		}
 	}
@@ -202,19 +212,12 @@ func listenAddr(ln net.Listener, listen string) string {
 	return listen
 }
 
-// runnerStatus is the console's view of the Docker runner.
-func runnerStatus(ctx context.Context, d *docker.Runner, instance string) console.RunnerStatus {
-	st := console.RunnerStatus{Backend: "docker", Instance: instance, DefaultImage: defaultImageTag()}
-	if d == nil {
-		st.Error = "not started yet"
-		return st
+// runnerStatus is the console's view of the sandbox runner.
+func runnerStatus(ctx context.Context, s *sandboxRunner, backend, instance string) console.RunnerStatus {
+	if s == nil {
+		return console.RunnerStatus{Backend: backend, Instance: instance, DefaultImage: defaultImageTag(), Error: "not started yet"}
 	}
-	es, err := d.Status(ctx)
-	if err != nil {
-		st.Error = err.Error()
-	}
-	st.Engine, st.Runtimes = es.Version, es.Runtimes
-	return st
+	return s.status(ctx)
 }
 
 // clientURL is the GATEKEEPER_URL a client uses for a listen address.

@@ -267,6 +267,35 @@ func (p *pool) take(spec runner.Spec, pl *plan) *warm {
 	return nil
 }
 
+// yieldPause is how long the pool makes no warm Pod after one gave its
+// place to a run, so that the run's Pod is scheduled first.
+const yieldPause = 10 * time.Second
+
+// yield discards the oldest ready warm Pod, so that a run's Pod the
+// cluster has no room for can take its place, and pauses the refill of its
+// set for yieldPause. It reports whether there was one.
+func (p *pool) yield() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var from *warmSet
+	at := -1
+	for _, s := range p.sets {
+		for i, w := range s.ready {
+			if at < 0 || w.born.Before(from.ready[at].born) {
+				from, at = s, i
+			}
+		}
+	}
+	if at < 0 {
+		return false
+	}
+	p.discard(from.ready[at])
+	from.ready = slices.Delete(from.ready, at, at+1)
+	from.retryAt = time.Now().Add(yieldPause)
+	p.broadcast()
+	return true
+}
+
 // release deletes a Pod a run took, once the run ended, in the background
 // with the runner's other removals.
 func (p *pool) release(w *warm) {

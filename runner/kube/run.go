@@ -110,8 +110,7 @@ func (r *Runner) runCold(ctx context.Context, p *plan, spec runner.Spec, res run
 	if err != nil {
 		return res, err
 	}
-	r.log.Debug("TIMING started", "after", time.Since(t0))
-	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "pod", name)
+	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "pod", name, "pod_start", time.Since(t0))
 	if p.network {
 		addr, err := netip.ParseAddr(pod.Status.PodIP)
 		if err != nil {
@@ -166,12 +165,23 @@ var startFailures = map[string]bool{
 // Config.StartTimeout, and returns the Pod as it was then. A container
 // that cannot start is an error with its reason; one that already ended
 // is returned as it is (execute reads what it left).
+//
+// The Pod of a run (not a warm Pod) that the scheduler cannot place while
+// the pool holds warm Pods takes the place of one (see pool.yield): warm
+// Pods hold their requests, and a run must not wait for them.
 func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1.Pod, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
 	defer cancel()
+	var yielded time.Time
 	pod, err := r.watch.wait(waitCtx, name, func(pod *corev1.Pod) (bool, error) {
 		if pod == nil {
 			return false, nil // not seen yet
+		}
+		if r.pool != nil && p.poolKey == "" && unschedulable(pod) && time.Since(yielded) > yieldInterval {
+			if r.pool.yield() {
+				yielded = time.Now()
+				r.log.Info("a run's pod cannot be scheduled: a warm pod gave up its place", "pod", name)
+			}
 		}
 		st := sandboxStatus(pod)
 		switch {
@@ -200,6 +210,20 @@ func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1
 		return nil, fmt.Errorf("pod %s did not start within %s (%s): %w", name, r.cfg.StartTimeout, pendingReason(pod), runner.ErrUnavailable)
 	}
 	return nil, err
+}
+
+// yieldInterval is the least time between two warm Pods given up for
+// one run's Pod: the scheduler needs a moment to see the first go.
+const yieldInterval = time.Second
+
+// unschedulable reports whether the scheduler found no node for the Pod.
+func unschedulable(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
 }
 
 // loadHint names the command that puts image into the cluster.
@@ -309,9 +333,7 @@ func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.
 	go func() {
 		defer wg.Done()
 		defer close(drained)
-		t0 := time.Now()
 		attachErr = r.attach(watchCtx, name, remotecommand.StreamOptions{Stdin: stdinR, Stdout: markedOut, Stderr: markedErr})
-		r.log.Debug("TIMING attach returned", "after", time.Since(t0))
 		// An input still being written has nowhere to go.
 		_ = stdinR.CloseWithError(errors.New("the sandbox's standard input closed"))
 		markedOut.Flush()
@@ -326,7 +348,6 @@ func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.
 		// A write error means the attach or the container is gone
 		// already; the status below says why.
 		manifest, inputErr = p.in.Write(stdinW, spec)
-		r.log.Debug("TIMING input written", "after", time.Since(begin))
 		_ = stdinW.Close() // the launcher's tar sees the stream end
 	}()
 
@@ -355,7 +376,6 @@ func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.
 		case <-drained:
 			streamEnded = true
 		case <-endedC:
-			r.log.Debug("TIMING marks", "after", time.Since(begin))
 			endedC, ended = nil, true
 			res.Duration = time.Since(begin)
 			code, codeOK = marks.ExitCode()

@@ -16,6 +16,14 @@ import { parse, stringify } from 'yaml';
 /** The repository root (this file runs from walkthroughs/build/lib/). */
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
+/**
+ * The sandbox backend of the sidecar: env WALKTHROUGH_RUNNER, docker (the
+ * default) or kube, the cluster of scripts/ensure-kube, whose
+ * `scripts/ensure-kube env` must be in the environment (make
+ * walkthroughs-kube does both).
+ */
+export const RUNNER: 'docker' | 'kube' = process.env.WALKTHROUGH_RUNNER === 'kube' ? 'kube' : 'docker';
+
 /** The sidecar binary: env GATEKEEPER_BIN, default <repo>/bin/gatekeeper. */
 export const GATEKEEPER_BIN = process.env.GATEKEEPER_BIN ?? join(REPO, 'bin/gatekeeper');
 
@@ -191,7 +199,12 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   const instance = `walkthrough-${String(o.n)}-${String(process.pid)}`;
   const env: Record<string, string> = { PATH: process.env.PATH ?? '/usr/local/bin:/usr/bin:/bin', HOME: dirs.home, ...o.env };
   if (process.env.DOCKER_HOST !== undefined) env.DOCKER_HOST = process.env.DOCKER_HOST;
-  const args = ['serve', '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
+  if (RUNNER === 'kube') {
+    // --kubeconfig, --kube-egress-addr, --kube-egress-ports, --kube-netns from ensure-kube's environment.
+    for (const [k, v] of Object.entries(process.env)) if (v !== undefined && (k === 'GATEKEEPER_KUBECONFIG' || k.startsWith('GATEKEEPER_KUBE_'))) env[k] = v;
+    if (env.GATEKEEPER_KUBECONFIG === undefined) throw new Error('WALKTHROUGH_RUNNER=kube needs the cluster\'s environment: eval "$(scripts/ensure-kube env)"');
+  }
+  const args = ['serve', '--runner', RUNNER, '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
   if (o.hookListen === true) args.push('--hook-listen', 'tcp://127.0.0.1:0');
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
@@ -284,15 +297,27 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   };
 }
 
-/** containersOf lists the containers (running or not) carrying a label, e.g. gatekeeper.instance=NAME. */
+/**
+ * containersOf lists the sandboxes (running or not) carrying a label, e.g.
+ * gatekeeper.instance=NAME: containers, or Pods under WALKTHROUGH_RUNNER=kube.
+ */
 export function containersOf(label: string): string[] {
+  if (RUNNER === 'kube') return kubeList('pods', label);
   const out = execFileSync('docker', ['ps', '-a', '-q', '--filter', `label=${label}`], { encoding: 'utf8' });
   return out.split('\n').filter((l) => l.trim() !== '');
 }
 
-/** networksOf lists the Docker networks carrying a label. */
+/** networksOf lists the Docker networks carrying a label, or the NetworkPolicies under WALKTHROUGH_RUNNER=kube. */
 export function networksOf(label: string): string[] {
+  if (RUNNER === 'kube') return kubeList('networkpolicies', label);
   const out = execFileSync('docker', ['network', 'ls', '-q', '--filter', `label=${label}`], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.trim() !== '');
+}
+
+/** kubeList lists the names of a kind of object in the sandboxes' namespace selected by a label, with the runner's credentials. */
+function kubeList(kind: string, label: string): string[] {
+  const e = process.env;
+  const out = execFileSync(e.GATEKEEPER_KUBE_KUBECTL ?? 'kubectl', ['--kubeconfig', e.GATEKEEPER_KUBECONFIG ?? '', '-n', e.GATEKEEPER_KUBE_NAMESPACE ?? 'gatekeeper', 'get', kind, '-l', label, '-o', 'name'], { encoding: 'utf8' });
   return out.split('\n').filter((l) => l.trim() !== '');
 }
 
