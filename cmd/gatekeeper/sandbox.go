@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/docker/docker/client"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -27,6 +28,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/kube"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -402,6 +404,10 @@ Profiles (sandbox.fs.image names one; docs/SANDBOX.md):
 `+profiles.String(), stderr)
 	all := fs.Bool("all", false, "build every profile")
 	node := fs.Bool("node", false, "no longer supported: Node.js is the node profile (gatekeeper image build node)")
+	toKube := fs.Bool("kube", false, "also load each image into the node's containerd for --runner kube, with no registry (docs/KUBERNETES.md)")
+	loader := kube.ImageLoader{}
+	fs.StringVar(&loader.Ctr, "kube-ctr", "ctr", "with --kube: containerd's ctr binary")
+	fs.StringVar(&loader.Address, "kube-containerd", kube.DefaultContainerd, "with --kube: the node's containerd socket")
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
@@ -429,11 +435,34 @@ Profiles (sandbox.fs.image names one; docs/SANDBOX.md):
 		}
 		fmt.Fprintln(stdout, res.Tag)
 		fmt.Fprintln(stderr, buildSummary(n, res))
+		if *toKube {
+			t0 := time.Now()
+			if err := loadIntoKube(ctx, loader, res.Tag); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "%s: loaded into the cluster's containerd at %s in %s\n", n, loader.Address, time.Since(t0).Round(time.Millisecond))
+		}
 	}
 	if len(names) > 1 {
 		fmt.Fprintf(stderr, "image build: %d profiles in %s\n", len(names), time.Since(begin).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// loadIntoKube copies the image ref from the Docker engine (docker save)
+// into the cluster's containerd.
+func loadIntoKube(ctx context.Context, l kube.ImageLoader, ref string) error {
+	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	if err != nil {
+		return fmt.Errorf("docker client: %w", err)
+	}
+	defer cli.Close()
+	archive, err := cli.ImageSave(ctx, []string{ref})
+	if err != nil {
+		return fmt.Errorf("save %s from the Docker engine: %w", ref, err)
+	}
+	defer archive.Close()
+	return l.Load(ctx, ref, archive)
 }
 
 // buildSummary is the line `image build` prints on stderr for a profile.

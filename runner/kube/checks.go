@@ -175,7 +175,7 @@ func (c *classChecks) require(ctx context.Context, p *plan) error {
 		return st.err
 	}
 	err := c.check(ctx, p)
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || errors.Is(err, errImageMissing) {
 		return err // not the class's fault: check again next time
 	}
 	st.ok, st.err, st.at = err == nil, err, time.Now()
@@ -245,6 +245,9 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 		before = canary.count()
 	}
 	out, err := r.probe(ctx, p, targets)
+	if errors.Is(err, errImageMissing) {
+		return err // the image's fault, not the class's
+	}
 	if err != nil {
 		return fmt.Errorf("the canary of RuntimeClass %s: %w: %w", p.class, runner.ErrRuntimeUnavailable, err)
 	}
@@ -443,8 +446,8 @@ func (ip *imageProbes) require(ctx context.Context, p *plan, lang runner.Languag
 	if st.interps == nil && (st.err == nil || time.Since(st.at) >= checkRetry) {
 		out, err := ip.r.probe(ctx, p, nil)
 		if err != nil {
-			if ctx.Err() != nil {
-				return err
+			if ctx.Err() != nil || errors.Is(err, errImageMissing) {
+				return err // probed again on the next run, once the image is loaded
 			}
 			st.err, st.at = fmt.Errorf("list the interpreters of image %s: %w", p.image, err), time.Now()
 		} else {

@@ -153,6 +153,11 @@ func (r *Runner) createPod(ctx context.Context, spec runner.Spec, p *plan, name 
 	return nil
 }
 
+// errImageMissing marks a Pod that cannot start because the node lacks
+// its image: the image's fault, not its RuntimeClass's, and mended by
+// loading it, so no check remembers it.
+var errImageMissing = errors.New("image missing")
+
 // startFailures are the reasons a container waits with that mean it will
 // not start by itself.
 var startFailures = map[string]bool{
@@ -192,8 +197,8 @@ func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1
 		case st != nil && st.State.Waiting != nil && startFailures[st.State.Waiting.Reason]:
 			w := st.State.Waiting
 			if w.Reason == "ErrImageNeverPull" {
-				return false, fmt.Errorf("image %s is not in the cluster's container runtime (%s; no registry is used): %s",
-					p.image, loadHint(p.image), w.Message)
+				return false, fmt.Errorf("image %s is not in the cluster's container runtime (%s; no registry is used): %w: %s",
+					p.image, loadHint(p.image), errImageMissing, w.Message)
 			}
 			return false, fmt.Errorf("pod %s cannot start its container: %s: %s", name, w.Reason, w.Message)
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
