@@ -7,7 +7,8 @@
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
 #   make build         build bin/gatekeeper
 #   make kube          bring up the single-node test cluster (scripts/ensure-kube; see docs/KUBERNETES.md)
-#   make test-kube     bring it up and run its smoke test; make kube-down takes it down
+#   make test-kube     bring it up and run the Kubernetes backend's tests and walkthroughs against it;
+#                      make kube-down takes it down
 
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
@@ -55,9 +56,13 @@ test-go:
 test-fuzz:
 	FUZZTIME=$(FUZZTIME) scripts/fuzz
 
-# The smoke test of the cluster (build tag kube): hardened Pods under each RuntimeClass.
+# The Kubernetes backend against the real cluster (build tag kube): the cluster's smoke test, the
+# conformance suite under runc and gVisor, the canaries, cleanup, the pool, image loading; then the
+# happy-path and resource-abuse walkthroughs through serve --runner kube.
 test-kube: kube
-	eval "$$(scripts/ensure-kube env)" && $(GO) test -tags kube -count=1 -v -timeout 10m ./runner/kube/
+	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./runner/kube/ && $(GO) test -tags kube -count=1 -v -timeout 20m ./runner/kube/
+	eval "$$(scripts/ensure-kube env)" && cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && \
+	  export GATEKEEPER_BIN=$(CURDIR)/$(BIN) WALKTHROUGH_RUNNER=kube && npm run 1 && npm run 6
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test

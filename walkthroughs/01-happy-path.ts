@@ -4,12 +4,12 @@
 
 import { expectRan, runAgent, RUN } from './lib/agent.js';
 import { Transcript } from './lib/transcript.js';
-import { startWorld } from './lib/world.js';
+import { RUNNER, startWorld } from './lib/world.js';
 
 const t = new Transcript(1, 'Happy path');
 t.header(
   'A real Agent SDK query through @gatekeeper/client; the scripted model runs Python through',
-  `${RUN}; the real sidecar decides each call with Rego and runs the code in Docker.`,
+  `${RUN}; the real sidecar decides each call with Rego and runs the code in ${RUNNER === 'kube' ? 'a Kubernetes Pod' : 'Docker'}.`,
 );
 const w = await startWorld({ n: 1 });
 try {

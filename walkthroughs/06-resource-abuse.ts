@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { expectRan, runAgent, RUN, type Outcome, type Step } from './lib/agent.js';
 import { startDecisionProbe, type DecisionProbe } from './lib/probe.js';
 import { Transcript } from './lib/transcript.js';
-import { containersOf, networksOf, startWorld } from './lib/world.js';
+import { containersOf, networksOf, RUNNER, startWorld } from './lib/world.js';
 
 const t = new Transcript(6, 'Resource abuse');
 t.header(
@@ -133,13 +133,14 @@ except OSError as e:
   t.line('2nd conn', `${String(all.length)} decisions in all, slowest ${String(Math.max(0, ...all.map((s) => s.ms)))} ms`);
   const label = `gatekeeper.instance=${w.instance}`;
   const warm = containersOf(`gatekeeper.pool`).filter((id) => containersOf(label).includes(id));
-  t.line('docker', `${String(warm.length)} warm containers of the sidecar's pool wait for the next run (label gatekeeper.pool)`);
+  const [sandboxes, nets_] = RUNNER === 'kube' ? ['Pods', 'NetworkPolicies'] : ['containers', 'networks'];
+  t.line(RUNNER, `${String(warm.length)} warm ${sandboxes} of the sidecar's pool wait for the next run (label gatekeeper.pool)`);
   await w.stop();
   t.line('sidecar', 'stopped (SIGTERM)');
   const left = containersOf(label);
   const nets = networksOf(label);
-  t.line('docker', `docker ps -a --filter label=${label}: ${left.length === 0 ? 'none' : left.join(' ')}; networks: ${nets.length === 0 ? 'none' : nets.join(' ')}`);
-  t.expect(left.length === 0 && nets.length === 0, 'no container or network of this sidecar is left');
+  t.line(RUNNER, `${sandboxes} labelled ${label}: ${left.length === 0 ? 'none' : left.join(' ')}; ${nets_}: ${nets.length === 0 ? 'none' : nets.join(' ')}`);
+  t.expect(left.length === 0 && nets.length === 0, `no ${sandboxes === 'Pods' ? 'Pod or NetworkPolicy' : 'container or network'} of this sidecar is left`);
 } catch (err) {
   t.fail('the walkthrough ran to its end', err instanceof Error ? (err.stack ?? err.message) : String(err));
 } finally {

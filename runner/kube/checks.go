@@ -74,7 +74,7 @@ func (e *egressListener) addr(ctx context.Context) (netip.AddrPort, error) {
 	e.served.Add(2)
 	go func() {
 		defer e.served.Done()
-		if err := cfg.Egress.Serve(serveCtx, ln); err != nil {
+		if err := cfg.Egress.Serve(serveCtx, ln); err != nil && serveCtx.Err() == nil {
 			e.r.log.Error("egress proxy stopped serving the sandbox Pods", "addr", e.proxy, "err", err)
 		}
 	}()

@@ -177,16 +177,15 @@ var startFailures = map[string]bool{
 func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1.Pod, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
 	defer cancel()
-	var yielded time.Time
+	if r.pool != nil && p.poolKey == "" {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		defer cancel()
+		wg.Go(func() { r.yieldWhileUnschedulable(waitCtx, name) })
+	}
 	pod, err := r.watch.wait(waitCtx, name, func(pod *corev1.Pod) (bool, error) {
 		if pod == nil {
 			return false, nil // not seen yet
-		}
-		if r.pool != nil && p.poolKey == "" && unschedulable(pod) && time.Since(yielded) > yieldInterval {
-			if r.pool.yield() {
-				yielded = time.Now()
-				r.log.Info("a run's pod cannot be scheduled: a warm pod gave up its place", "pod", name)
-			}
 		}
 		st := sandboxStatus(pod)
 		switch {
@@ -217,9 +216,28 @@ func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1
 	return nil, err
 }
 
-// yieldInterval is the least time between two warm Pods given up for
-// one run's Pod: the scheduler needs a moment to see the first go.
+// yieldInterval is how often a run's Pod the scheduler cannot place asks
+// the pool for a warm Pod's place: the scheduler needs a moment to see
+// the last one go, and warm Pods still being made become ready later.
 const yieldInterval = time.Second
+
+// yieldWhileUnschedulable has the pool give up a warm Pod every
+// yieldInterval while the scheduler finds no node for the Pod name, until
+// ctx ends.
+func (r *Runner) yieldWhileUnschedulable(ctx context.Context, name string) {
+	tick := time.NewTicker(yieldInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if pod := r.watch.get(name); pod != nil && unschedulable(pod) && r.pool.yield() {
+			r.log.Info("a run's pod cannot be scheduled: a warm pod gave up its place", "pod", name)
+		}
+	}
+}
 
 // unschedulable reports whether the scheduler found no node for the Pod.
 func unschedulable(p *corev1.Pod) bool {
