@@ -1,13 +1,7 @@
 package docker
 
-// The adversarial suite of the sandbox: what the model's code tries from
-// inside, against the real engine under runc and runsc. One probe program
-// per runtime tries every case and prints "label outcome" lines; each case
-// then asserts its specific outcome (an errno, a value), pinned per runtime
-// where gVisor answers differently. The conformance suite
-// (runner/runnertest) already covers the read-only root, /deps, the
-// environment, capabilities, IPv4 connects, the pids and memory limits and
-// the Docker socket; these are the escape attempts beyond it.
+// The adversarial suite (runnertest.Adversarial) against the real engine
+// under runc and runsc, and what must not outlive a run.
 
 import (
 	"context"
@@ -15,8 +9,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,254 +19,15 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
-// advSyscalls are the system call numbers the probe calls through perl's
-// syscall(), per architecture.
-var advSyscalls = map[string]map[string]int{
-	"amd64": {"mount": 165, "umount2": 166, "unshare": 272, "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "init_module": 175, "pivot_root": 155, "open_by_handle_at": 304, "reboot": 169},
-	"arm64": {"mount": 40, "umount2": 39, "unshare": 97, "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "init_module": 105, "pivot_root": 41, "open_by_handle_at": 265, "reboot": 142},
-}
-
-// advProbe is the probe program; NR is replaced by the architecture's
-// system call numbers. The image's python has no ctypes, so raw system
-// calls go through perl (perl-base is in the image).
-const advProbe = `import errno, os, socket, stat, subprocess, time
-NR = %s
-PERL = r'''
-use Errno;
-my ($nr, @a) = @ARGV;
-@a = map { /^-?\d+$/ ? $_ + 0 : $_ } @a;
-my $r = syscall($nr, @a);
-if ($r == -1) { my ($n) = grep { $!{$_} } sort keys %%!; print $n // ($! + 0) } else { print "ok" }
-'''
-def res(fn):
-    try:
-        fn()
-        return "ok"
-    except OSError as e:
-        return errno.errorcode.get(e.errno, str(e))
-def p(label, fn):
-    print(label, res(fn))
-def sysc(label, name, *args):
-    out = subprocess.run(["perl", "-e", PERL, str(NR[name])] + [str(a) for a in args], capture_output=True, text=True)
-    print(label, out.stdout.strip() or "perl-failed:" + out.stderr.strip().replace(" ", "_"))
-def write(path, data="x"):
-    return lambda: open(path, "w").write(data)
-
-# /proc/self/exe and /proc/self/fd
-p("exe:write-self", lambda: open("/proc/self/exe", "wb").close())
-p("exe:write-init", lambda: open("/proc/1/exe", "wb").close())
-fds = sorted(os.listdir("/proc/self/fd"), key=int)
-print("fd:list", ",".join(fds))
-print("fd:0", os.readlink("/proc/self/fd/0"))
-print("pid:list", ",".join(sorted((d for d in os.listdir("/proc") if d.isdigit()), key=int)))
-
-# mount, unshare, pivot_root and friends
-sysc("mount:tmpfs", "mount", "none", "/tmp", "tmpfs", 0, 0)
-sysc("mount:bind-root", "mount", "/", "/workspace", 0, 4096, 0)
-sysc("umount:workspace", "umount2", "/workspace", 2)
-sysc("pivot_root", "pivot_root", "/tmp", "/tmp")
-sysc("unshare:user", "unshare", 0x10000000)
-sysc("unshare:mount", "unshare", 0x00020000)
-sysc("unshare:net", "unshare", 0x40000000)
-p("chroot", lambda: os.chroot("/tmp"))
-sysc("open_by_handle_at", "open_by_handle_at", 3, 0, 0)
-sysc("bpf", "bpf", 0, 0, 0)
-sysc("perf_event_open", "perf_event_open", 0, 0, -1, -1, 0)
-sysc("kexec_load", "kexec_load", 0, 0, 0, 0)
-sysc("init_module", "init_module", 0, 0, "")
-sysc("reboot", "reboot", 0xfee1dead, 672274793, 0x4321fedc, 0)
-
-# ptrace
-child = subprocess.Popen(["sleep", "5"])
-sysc("ptrace:own-child", "ptrace", 16, child.pid, 0, 0)
-sysc("ptrace:absent-pid", "ptrace", 16, 99999, 0, 0)
-child.kill()
-child.wait()
-
-# privileges and setuid binaries
-p("setuid:0", lambda: os.setuid(0))
-p("setgroups:0", lambda: os.setgroups([0]))
-p("chown:0", lambda: os.chown("/workspace/main.py", 0, 0))
-def euid(argv):
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.3)
-    try:
-        st = dict(l.split(":", 1) for l in open("/proc/%%d/status" %% proc.pid).read().splitlines() if ":" in l)
-        out = st["Uid"].split()[1]
-    except (OSError, KeyError):
-        out = "exited"
-    proc.kill()
-    proc.wait()
-    return out
-found = subprocess.run(["find", "/", "-xdev", "-type", "f", "-perm", "-4000"], capture_output=True, text=True).stdout.split()
-print("setuid:found", ",".join(sorted(found)))
-print("setuid:su-euid", euid(["su", "root", "-c", "true"]))
-print("setuid:passwd-euid", euid(["passwd"]))
-
-# /proc/sys and other kernel knobs
-p("procsys:hostname", write("/proc/sys/kernel/hostname"))
-p("procsys:core_pattern", write("/proc/sys/kernel/core_pattern", "|/tmp/x"))
-p("procsys:drop_caches", write("/proc/sys/vm/drop_caches", "3"))
-p("proc:sysrq-trigger", write("/proc/sysrq-trigger", "b"))
-p("proc:kcore", lambda: open("/proc/kcore", "rb").read(16))
-
-# cgroup limits: read them, try to raise them
-for name, v1, v2 in [("memory", "/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory.max"), ("pids", "/sys/fs/cgroup/pids/pids.max", "/sys/fs/cgroup/pids.max")]:
-    path = v1 if os.path.exists(v1) else v2
-    try:
-        print("cgroup:%%s-read" %% name, open(path).read().strip())
-    except OSError as e:
-        print("cgroup:%%s-read" %% name, errno.errorcode[e.errno])
-    p("cgroup:%%s-raise" %% name, write(path, "max"))
-
-# device nodes
-p("mknod:tmp-char", lambda: os.mknod("/tmp/null", stat.S_IFCHR | 0o666, os.makedev(1, 3)))
-p("mknod:workspace-block", lambda: os.mknod("/workspace/sda", stat.S_IFBLK | 0o600, os.makedev(8, 0)))
-
-# a symlink in /workspace pointing to /, and writes through it
-p("symlink:create", lambda: os.symlink("/", "/workspace/root"))
-p("symlink:write-etc", write("/workspace/root/etc/gatekeeper-pwned"))
-p("symlink:write-passwd", write("/workspace/root/etc/passwd"))
-p("symlink:write-procsys", write("/workspace/root/proc/sys/kernel/hostname"))
-
-# noexec: a binary copied to /tmp or /workspace does not run
-for d in ("/tmp", "/workspace"):
-    open(d + "/true", "wb").write(open("/bin/true", "rb").read())
-    os.chmod(d + "/true", 0o755)
-    p("noexec:" + d.strip("/"), lambda: subprocess.run([d + "/true"]))
-
-# IPv6 and raw sockets
-def connect(family, addr):
-    def f():
-        s = socket.socket(family, socket.SOCK_STREAM)
-        s.settimeout(3)
-        try:
-            s.connect(addr)
-        finally:
-            s.close()
-    return f
-p("ipv6:connect-testnet", connect(socket.AF_INET6, ("2001:db8::1", 80)))
-p("ipv6:connect-loopback", connect(socket.AF_INET6, ("::1", 80)))
-p("ipv6:connect-mapped-testnet", connect(socket.AF_INET6, ("::ffff:192.0.2.1", 80)))
-p("raw:inet", lambda: socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP).close())
-p("raw:inet6", lambda: socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_ICMPV6).close())
-p("raw:packet", lambda: socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close())
-print("done")
-`
-
-// advCase is one line of the probe and what it must say under each runtime.
-type advCase struct {
-	name, label string
-	runc, runsc string // "" means the same as runc
-}
-
-func advCases(sb runner.Sandbox) []advCase {
-	return []advCase{
-		{"/proc/self/exe cannot be opened for writing", "exe:write-self", "EROFS", "EACCES"},
-		{"/proc/1/exe (the init) cannot be opened for writing", "exe:write-init", "EROFS", "EACCES"},
-		{"/proc/self/fd holds only stdin, stdout, stderr and the listing itself", "fd:list", "0,1,2,3", ""},
-		{"stdin is /dev/null", "fd:0", "/dev/null", ""},
-		{"mount of a tmpfs is refused", "mount:tmpfs", "EPERM", ""},
-		{"a bind mount of / is refused", "mount:bind-root", "EPERM", ""},
-		{"unmounting /workspace is refused", "umount:workspace", "EPERM", ""},
-		{"pivot_root is refused", "pivot_root", "EPERM", ""},
-		// gVisor lets a process make a user namespace inside its own kernel;
-		// the capabilities it gets there are over gVisor's objects only
-		// (mount and net namespaces stay refused, as pinned below).
-		{"unshare of a user namespace is refused (gVisor allows it inside its kernel)", "unshare:user", "EPERM", "ok"},
-		{"unshare of a mount namespace is refused", "unshare:mount", "EPERM", ""},
-		{"unshare of a network namespace is refused", "unshare:net", "EPERM", ""},
-		{"chroot is refused", "chroot", "EPERM", ""},
-		{"open_by_handle_at (the shocker escape) is refused", "open_by_handle_at", "EPERM", "ENOTSUP"},
-		{"bpf is refused", "bpf", "EPERM", ""},
-		{"perf_event_open is refused", "perf_event_open", "EPERM", "ENODEV"},
-		{"kexec_load is refused", "kexec_load", "EPERM", ""},
-		{"init_module is refused", "init_module", "EPERM", ""},
-		{"reboot is refused", "reboot", "EPERM", ""},
-		// Under runc the default seccomp profile allows ptrace (kernel >= 4.8)
-		// and the child has the same uid: tracing stays inside the sandbox's
-		// PID namespace. gVisor refuses it.
-		{"ptrace of its own child stays inside the sandbox (runc allows it, gVisor refuses)", "ptrace:own-child", "ok", "EPERM"},
-		{"ptrace of a pid outside the sandbox finds nothing", "ptrace:absent-pid", "ESRCH", ""},
-		{"setuid(0) is refused", "setuid:0", "EPERM", ""},
-		{"setgroups([0]) is refused", "setgroups:0", "EPERM", ""},
-		{"chown to root is refused", "chown:0", "EPERM", ""},
-		// A change here means the image recipe changed: check the new
-		// binary runs without privilege too, then update the list.
-		{"the image's setuid binaries are these", "setuid:found", "/usr/bin/chfn,/usr/bin/chsh,/usr/bin/gpasswd,/usr/bin/mount,/usr/bin/newgrp,/usr/bin/passwd,/usr/bin/su,/usr/bin/umount", ""},
-		{"setuid su runs with the sandbox uid (no-new-privileges)", "setuid:su-euid", strconv.Itoa(sb.UID), ""},
-		{"setuid passwd runs with the sandbox uid (no-new-privileges)", "setuid:passwd-euid", strconv.Itoa(sb.UID), ""},
-		{"/proc/sys/kernel/hostname is read-only", "procsys:hostname", "EROFS", "EACCES"},
-		{"/proc/sys/kernel/core_pattern is read-only", "procsys:core_pattern", "EROFS", "EACCES"},
-		{"/proc/sys/vm/drop_caches is read-only", "procsys:drop_caches", "EROFS", "EACCES"},
-		{"/proc/sysrq-trigger is masked", "proc:sysrq-trigger", "ENOENT", "EACCES"},
-		{"/proc/kcore is masked", "proc:kcore", "ENOENT", ""},
-		{"the memory cgroup shows the policy's limit", "cgroup:memory-read", strconv.FormatInt(sb.MemoryBytes, 10), ""},
-		{"the memory limit cannot be raised", "cgroup:memory-raise", "EROFS", "EACCES"},
-		// gVisor shows its own pids cgroup; its process bound is RLIMIT_NPROC.
-		{"the pids cgroup shows the policy's limit (gVisor shows its own)", "cgroup:pids-read", strconv.FormatInt(sb.PIDs, 10), "max"},
-		{"the pids limit cannot be raised", "cgroup:pids-raise", "EROFS", "EACCES"},
-		{"a character device cannot be made in /tmp", "mknod:tmp-char", "EPERM", ""},
-		{"a block device cannot be made in /workspace", "mknod:workspace-block", "EPERM", ""},
-		{"a symlink /workspace/root -> / can be made", "symlink:create", "ok", ""},
-		{"a new file through it lands on the read-only root", "symlink:write-etc", "EROFS", "EACCES"},
-		{"/etc/passwd through it is read-only", "symlink:write-passwd", "EROFS", "EACCES"},
-		{"/proc/sys through it is read-only", "symlink:write-procsys", "EROFS", "EACCES"},
-		{"a binary copied to /tmp does not run (noexec)", "noexec:tmp", "EACCES", ""},
-		{"a binary copied to /workspace does not run (noexec)", "noexec:workspace", "EACCES", ""},
-		{"IPv6 connect to a TEST-NET address fails", "ipv6:connect-testnet", "EADDRNOTAVAIL", "ENETUNREACH"},
-		{"IPv6 connect to ::1 fails: no IPv6 address at all", "ipv6:connect-loopback", "EADDRNOTAVAIL", ""},
-		{"an IPv4-mapped IPv6 address fails", "ipv6:connect-mapped-testnet", "ENETUNREACH", ""},
-		{"a raw IPv4 socket is refused", "raw:inet", "EPERM", ""},
-		{"a raw IPv6 socket is refused", "raw:inet6", "EPERM", ""},
-		{"a packet socket is refused", "raw:packet", "EPERM", ""},
-		{"the probe ran to its end", "done", "", ""},
-	}
-}
-
+// TestAdversarialSandbox runs runnertest's adversarial suite under runc
+// and runsc.
 func TestAdversarialSandbox(t *testing.T) {
 	t.Parallel()
-	nr, ok := advSyscalls[goruntime.GOARCH]
-	if !ok {
-		t.Fatalf("no system call numbers for %s: add them to advSyscalls", goruntime.GOARCH)
-	}
-	var table []string
-	for name, n := range nr {
-		table = append(table, fmt.Sprintf("%q: %d", name, n))
-	}
-	code := fmt.Sprintf(advProbe, "{"+strings.Join(table, ", ")+"}")
 	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
 		t.Run(string(rt), func(t *testing.T) {
 			t.Parallel()
 			requireRuntime(t, rt)
-			r := newTestRunner(t)
-			spec := runnertest.Spec(code)
-			spec.Sandbox.Runtime = rt
-			res, err := r.Run(t.Context(), spec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Reason != runner.Exited || res.ExitCode != 0 {
-				t.Fatalf("the probe ended %s with %d:\nstdout %s\nstderr %s", res.Reason, res.ExitCode, res.Stdout, res.Stderr)
-			}
-			got := map[string]string{}
-			for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
-				label, value, _ := strings.Cut(line, " ")
-				got[label] = value
-			}
-			for _, tc := range advCases(spec.Sandbox) {
-				want := tc.runc
-				if rt == runner.Runsc && tc.runsc != "" {
-					want = tc.runsc
-				}
-				v, seen := got[tc.label]
-				if !seen || v != want {
-					t.Errorf("%s (%s): got %q (printed: %v), want %q", tc.name, tc.label, v, seen, want)
-				}
-			}
-			if t.Failed() {
-				t.Logf("probe stderr:\n%s", res.Stderr)
-			}
+			runnertest.Adversarial(t, newTestRunner(t), rt, runnertest.Options{})
 		})
 	}
 }

@@ -24,8 +24,26 @@ func TestConformanceRunsc(t *testing.T) {
 
 func conformance(t *testing.T, rt runner.Runtime) {
 	image := testImage(t)
-	// A Pod mounts no host path, and emptyDir has no owner setting.
 	runnertest.ConformanceWith(t, func(t *testing.T) runnertest.Runner {
 		return withRuntime{newTestRunner(t, testConfig(t, nil)), rt, image}
-	}, runnertest.Options{NoHostDeps: true, RootOwnedWorkspace: true})
+	}, kubeOptions)
+}
+
+// kubeOptions are what the backend does differently by design (see
+// runnertest.Options and docs/SANDBOX.md): a Pod mounts no host path;
+// emptyDir has no owner setting and no mount options; the pids bound is
+// RLIMIT_NPROC in the Pod's own user namespace; a Pod's lo has ::1.
+var kubeOptions = runnertest.Options{NoHostDeps: true, RootOwnedWorkspace: true, ExecVolumes: true, PIDsByRlimit: true, IPv6Loopback: true}
+
+// TestAdversarialSandbox runs runnertest's adversarial suite as Pods
+// under runc (runc-nonet) and gVisor (gvisor-nonet).
+func TestAdversarialSandbox(t *testing.T) {
+	t.Parallel()
+	image := testImage(t)
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		t.Run(string(rt), func(t *testing.T) {
+			t.Parallel()
+			runnertest.Adversarial(t, withRuntime{newTestRunner(t, testConfig(t, nil)), rt, image}, rt, kubeOptions)
+		})
+	}
 }

@@ -95,6 +95,19 @@ type Options struct {
 	// 1777, as /tmp does (Kubernetes' emptyDir has no owner setting); what
 	// the program writes there is still its own.
 	RootOwnedWorkspace bool
+	// ExecVolumes: /workspace and /tmp are not mounted noexec
+	// (Kubernetes' emptyDir takes no mount options), so a binary copied
+	// there runs, with the program's own uid, seccomp filter and limits.
+	ExecVolumes bool
+	// PIDsByRlimit: under runc the container's pids cgroup has no limit
+	// of its own ("max"); the run's processes are bounded by RLIMIT_NPROC
+	// in the sandbox's own user namespace (the fork bomb case checks the
+	// bound), and the node's per-Pod pids limit is the backstop.
+	PIDsByRlimit bool
+	// IPv6Loopback: the sandbox's lo has ::1 (a Pod's network namespace),
+	// so a connect to it is refused rather than failing for want of an
+	// address, and one to another IPv6 address finds no route.
+	IPv6Loopback bool
 }
 
 // Conformance runs the suite against the Runner newRunner returns, with the
