@@ -20,11 +20,13 @@ export class Transcript {
   constructor(
     readonly number: number,
     readonly title: string,
+    /** What is told: "Walkthrough" or "Workload". */
+    readonly kind = 'Walkthrough',
   ) {}
 
   /** header opens the walkthrough: its number, title and what it shows. */
   header(...about: string[]): void {
-    const head = `━━ Walkthrough ${String(this.number)} · ${this.title} `;
+    const head = `━━ ${this.kind} ${String(this.number)} · ${this.title} `;
     console.log('');
     console.log(bold(head + '━'.repeat(Math.max(4, 78 - head.length))));
     for (const line of about) console.log(line);
