@@ -79,6 +79,11 @@ export class Transcript {
     return this.broken.length;
   }
 
+  /** get the expectations broken so far, in order. */
+  get brokenExpectations(): readonly string[] {
+    return this.broken;
+  }
+
   /** finish prints the verdict and returns the exit code. */
   finish(): number {
     const secs = ((Date.now() - this.started) / 1000).toFixed(1);

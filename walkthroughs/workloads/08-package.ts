@@ -6,7 +6,7 @@
 // workspace with pip, and the run after that imports it without
 // installing anything: pip's user site lasts the query.
 
-import { execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,8 +34,16 @@ requires-python = ">=3.9"
 packages = ["calc"]
 `;
 
-const unzip = (file: string, ...args: string[]): string => execFileSync('unzip', [...args, file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-const unzipBytes = (file: string, member: string): Buffer => execFileSync('unzip', ['-p', file, member], { stdio: ['ignore', 'pipe', 'pipe'], maxBuffer: 1 << 26 });
+/**
+ * unzip runs `unzip OPTION FILE [MEMBER]` and returns its output, also
+ * when it exits non-zero (a damaged archive): then stderr follows stdout.
+ */
+function unzip(option: string, file: string, member?: string): Buffer {
+  const r = spawnSync('unzip', [option, file, ...(member === undefined ? [] : [member])], { maxBuffer: 1 << 26 });
+  if (r.error !== undefined) throw new Error(`unzip: ${r.error.message} (make workloads installs it)`);
+  return r.status === 0 ? r.stdout : Buffer.concat([r.stdout, r.stderr, Buffer.from(`\n(unzip exited ${String(r.status)})`)]);
+}
+const unzipText = (option: string, file: string, member?: string): string => unzip(option, file, member).toString('utf8');
 
 /** checkWheel checks the wheel's bytes with unzip; it returns the names in it. */
 function checkWheel(t: Transcript, wheel: Buffer): string[] {
@@ -43,26 +51,26 @@ function checkWheel(t: Transcript, wheel: Buffer): string[] {
   try {
     const file = join(dir, WHEEL.slice('dist/'.length));
     writeFileSync(file, wheel);
-    const listing = unzip(file, '-Z1').split('\n').filter((l) => l !== '');
+    const listing = unzipText('-Z1', file).split('\n').filter((l) => l !== '');
     const info = `${DIST}-${CALC_VERSION}.dist-info`;
     const want = ['calc/__init__.py', 'calc/errors.py', 'calc/ops.py', 'calc/parser.py', `${info}/METADATA`, `${info}/WHEEL`, `${info}/top_level.txt`, `${info}/RECORD`];
     t.expect(JSON.stringify([...listing].sort()) === JSON.stringify([...want].sort()), `unzip lists the package's modules and its dist-info: ${listing.join(', ')}`, listing.join('\n'));
-    t.expect(/No errors detected/.test(unzip(file, '-t')), 'unzip -t: every member\'s CRC checks out');
-    const metadata = unzipBytes(file, `${info}/METADATA`).toString('utf8');
+    t.expect(/No errors detected/.test(unzipText('-t', file)), 'unzip -t: every member\'s CRC checks out');
+    const metadata = unzipText('-p', file, `${info}/METADATA`);
     t.expect(metadata.includes('\nName: calc-demo\n') && metadata.includes(`\nVersion: ${CALC_VERSION}\n`), `METADATA: Name calc-demo, Version ${CALC_VERSION}`, metadata);
-    const wheelInfo = unzipBytes(file, `${info}/WHEEL`).toString('utf8');
+    const wheelInfo = unzipText('-p', file, `${info}/WHEEL`);
     t.expect(wheelInfo.includes('Root-Is-Purelib: true') && wheelInfo.includes('Tag: py3-none-any'), 'WHEEL: pure Python, py3-none-any', wheelInfo);
-    const record = unzipBytes(file, `${info}/RECORD`).toString('utf8').split('\n').filter((l) => l !== '');
+    const record = unzipText('-p', file, `${info}/RECORD`).split('\n').filter((l) => l !== '');
     const bad = record.flatMap((line) => {
       const [path = '', hash = '', size = ''] = line.split(',');
       if (path === `${info}/RECORD`) return hash === '' && size === '' ? [] : [`${line}: RECORD lists a hash of itself`];
-      const body = unzipBytes(file, path);
+      const body = unzip('-p', file, path);
       const digest = `sha256=${createHash('sha256').update(body).digest('base64url')}`;
       return digest === hash && String(body.length) === size ? [] : [`${line}: the member has ${digest},${String(body.length)}`];
     });
     t.expect(record.length === want.length && bad.length === 0, `RECORD: the hash and size of each of the ${String(want.length - 1)} other members match`, [...bad, ...record].join('\n'));
     const source = calcPackage()['calc/parser.py'] ?? '';
-    t.expect(unzipBytes(file, 'calc/parser.py').toString('utf8') === source, 'calc/parser.py in the wheel is the source the model wrote');
+    t.expect(unzipText('-p', file, 'calc/parser.py') === source, 'calc/parser.py in the wheel is the source the model wrote');
     return listing;
   } finally {
     rmSync(dir, { recursive: true, force: true });

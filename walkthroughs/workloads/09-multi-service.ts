@@ -79,7 +79,7 @@ export const multiService: Workload = {
   async run(c) {
     let sum = 0;
     for (let i = 1; i <= KEYS; i++) sum += i * i;
-    const w = await c.world({ policy: { image: 'node', timeout: '60s' } });
+    const w = await c.world({ policy: { image: 'node', timeout: '30s' } });
     let summary = '';
     await c.agent(w, [
       {

@@ -56,7 +56,7 @@ for (const w of chosen) {
   rows.push({
     w,
     ok,
-    result: ok ? result : `${String(t.failures)} expectation(s) broke${result === '' ? '' : `; ${result}`}`,
+    result: ok ? result : `${String(t.failures)} expectation(s) broke, first: ${t.brokenExpectations[0] ?? '?'}`,
     secs,
     runs: c.runs.length,
     sandboxMs: c.runs.reduce((s, r) => s + r.durationMs, 0),
