@@ -88,7 +88,7 @@ export const docgen: Workload = {
     await c.agent(w, [
       {
         say: 'the model renders the invoices with its generator',
-        call: { name: RUN, input: { language: 'sh', code: 'python3 gen.py data/customers.json', files: { ...TEMPLATES, 'data/customers.json': JSON.stringify(data, null, 2) } } },
+        call: { name: RUN, input: { language: 'sh', code: 'python gen.py data/customers.json', files: { ...TEMPLATES, 'data/customers.json': JSON.stringify(data, null, 2) } } },
         check: (o, t) => {
           const r = ranOk(t, o);
           t.expect(r?.stdout === `rendered ${String(data.length)}\n`, `rendered ${String(data.length)}`, JSON.stringify(r?.stdout));
