@@ -185,13 +185,27 @@ export function checkAgentConfiguration(o: Options, trust: boolean, writable: re
 export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings'>;
 
 /**
+ * SHELL_TOOLS are Claude Code's tools that run shell commands on the host.
+ * Claude Code also runs the `` !`command` `` lines of a skill or slash
+ * command (its bundled /security-review runs `git status` and three more)
+ * through these tools' permission check alone, under the command's own
+ * allowed-tools, without the PreToolUse hook or canUseTool (measured with
+ * SDK 0.3.330). An ask rule for them makes that check ask, which nobody
+ * answers there, so those lines do not run; the model's own calls still
+ * reach gatekeeper's hook and, through the ask, its canUseTool.
+ */
+export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
+
+/**
  * isolation returns the options gatekeeper sets so that Claude Code loads
  * no agent configuration from files: no setting sources, only the MCP
  * servers given in options, prompts delivered as written (an `@path` in a
  * prompt would otherwise put the file into the model's context without a
- * Read), and (unless the caller trusts agent configuration) a policy tier
- * that lets only managed hooks run besides the SDK host's own callbacks.
- * Each default gives way to a value the caller sets (and the checks allow).
+ * Read), and a policy tier that asks for every shell command (SHELL_TOOLS)
+ * and (unless the caller trusts agent configuration) lets only managed
+ * hooks run besides the SDK host's own callbacks. Each default gives way
+ * to a value the caller sets (and the checks allow); the caller's own
+ * policy-tier settings are kept, the ask rules added to theirs.
  */
 export function isolation(caller: Options, trust: boolean): Isolation {
   const out: Isolation = {
@@ -199,11 +213,10 @@ export function isolation(caller: Options, trust: boolean): Isolation {
     strictMcpConfig: caller.strictMcpConfig ?? true,
     verbatimPrompts: caller.verbatimPrompts ?? true,
   };
-  if (trust) {
-    if (caller.managedSettings !== undefined) out.managedSettings = caller.managedSettings;
-  } else {
-    out.managedSettings = { ...(caller.managedSettings ?? {}), allowManagedHooksOnly: true };
-  }
+  const managed = caller.managedSettings ?? {};
+  const ask = [...new Set([...(managed.permissions?.ask ?? []), ...SHELL_TOOLS])];
+  out.managedSettings = { ...managed, permissions: { ...managed.permissions, ask } };
+  if (!trust) out.managedSettings.allowManagedHooksOnly = true;
   return out;
 }
 

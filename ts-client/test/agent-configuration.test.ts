@@ -434,11 +434,11 @@ test("agent-configuration escape: connect().options() isolates Claude Code and r
     assert.deepEqual(o.settingSources, []);
     assert.equal(o.strictMcpConfig, true);
     assert.equal(o.verbatimPrompts, true);
-    assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'] }, allowManagedHooksOnly: true });
+    assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'], ask: ['Bash', 'PowerShell'] }, allowManagedHooksOnly: true });
     const trusted = await client.options({ cwd: shared.world.dirs.ws, trustAgentConfiguration: true, settingSources: ['project'] });
     assert.deepEqual(trusted.settingSources, ['project']);
     assert.equal(trusted.strictMcpConfig, true, 'the opt-in keeps the defaults it is not asked to change');
-    assert.equal(trusted.managedSettings, undefined, 'with the opt-in, the caller\'s own hooks in settings may run');
+    assert.deepEqual(trusted.managedSettings, { permissions: { ask: ['Bash', 'PowerShell'] } }, 'with the opt-in, the caller\'s own hooks in settings may run; shell commands are still asked for');
     await assert.rejects(client.options({ cwd: shared.world.dirs.ws, settingSources: ['project'] }), /options\.settingSources \["project"\]/);
   } finally {
     await client.close();

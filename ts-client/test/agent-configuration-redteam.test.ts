@@ -1,0 +1,106 @@
+// Issue 10, red team of the client half: variants of the agent-configuration
+// escape that got through the client as first merged, each found with the
+// real SDK 0.3.330, its Claude Code binary and the real sidecar. As in
+// agent-configuration.test.ts, every test first shows with the bare SDK
+// (isolated as the client isolates it, so that only the variant differs)
+// that what it plants does harm, and then runs the same world through the
+// client, where it must not.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { CanUseTool } from '@anthropic-ai/claude-agent-sdk';
+import type { FakeScriptStep } from '../src/testing/index.js';
+import { agent, bare, closeWorld, only, world, type World } from './helpers/world.js';
+
+function write(path: string, text: string): void {
+  mkdirSync(join(path, '..'), { recursive: true });
+  writeFileSync(path, text);
+}
+
+/** A directory the planted commands write their markers into, emptied. */
+function markerDir(root: string, name: string): string {
+  const d = join(root, `markers-${name}`);
+  rmSync(d, { recursive: true, force: true });
+  mkdirSync(d, { recursive: true });
+  return d;
+}
+
+function markers(dir: string): string[] {
+  return readdirSync(dir).sort();
+}
+
+/** git runs the system's git in dir, as a repository's owner would have. */
+function git(dir: string, ...args: string[]): void {
+  execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], { stdio: 'ignore' });
+}
+
+interface AuditLine {
+  kind: string;
+  event?: string;
+  tool?: string;
+  decision?: string;
+}
+
+/** decided lists the tools the sidecar decided, as "event tool decision". */
+function decided(w: World): string[] {
+  return readFileSync(w.sidecar.auditLog, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as AuditLine)
+    .filter((a) => a.kind === 'decision')
+    .map((a) => `${a.event ?? ''} ${a.tool ?? ''} ${a.decision ?? ''}`);
+}
+
+test("agent-configuration escape: a skill's !`command` lines run no shell command gatekeeper did not decide, with Bash allowed or asked", async () => {
+  for (const bash of ['ask', 'allow'] as const) {
+    const w = await world({ allow: ['Read', 'Skill', ...(bash === 'allow' ? ['Bash'] : [])], ask: bash === 'ask' ? ['Bash'] : [], deny: [] });
+    try {
+      const { ws, root } = w.dirs;
+      const m = markerDir(root, bash);
+      // A repository that ships its .git/config (a tarball, a shared
+      // checkout): Claude Code's own git calls switch core.fsmonitor off, a
+      // plain `git status` runs it.
+      execFileSync('git', ['init', '-q', ws]);
+      write(join(ws, 'a.txt'), 'a\n');
+      git(ws, 'add', 'a.txt');
+      git(ws, 'commit', '-qm', 'init');
+      git(ws, 'config', 'core.fsmonitor', `touch ${join(m, 'fsmonitor')}; false`);
+      // The bundled /security-review command runs `!git status` and three
+      // more git commands under its own allowed-tools.
+      const script: FakeScriptStep[] = [
+        { type: 'tool_use', name: 'Skill', input: { skill: 'security-review' }, id: 'toolu_skill' },
+        { type: 'tool_use', name: 'Bash', input: { command: `touch ${join(m, 'model-bash')}` }, id: 'toolu_bash' },
+        { type: 'text', text: 'done' },
+      ];
+      const asked: string[] = [];
+      const human: CanUseTool = async (name, input) => {
+        asked.push(name);
+        return { behavior: 'allow', updatedInput: input };
+      };
+
+      await bare(root, script, { settingSources: [], strictMcpConfig: true, canUseTool: human });
+      assert.ok(markers(m).includes('fsmonitor'), `control (${bash}): the skill's git status ran the repository's fsmonitor on the host (markers ${JSON.stringify(markers(m))})`);
+      assert.equal(asked.filter((n) => n === 'Bash').length, 1, `control (${bash}): nobody was asked about the skill's commands, only about the model's own Bash`);
+
+      rmSync(m, { recursive: true, force: true });
+      mkdirSync(m);
+      asked.length = 0;
+      const { box } = await agent(w, script, { canUseTool: human }, 'client');
+      const skill = only(box, 'toolu_skill');
+      assert.equal(skill.is_error, true, skill.text);
+      assert.match(skill.text, /Shell command permission check failed for pattern "!`git status`"/);
+      assert.equal(markers(m).includes('fsmonitor'), false, `${bash}: no shell command of the skill ran`);
+      // The model's own Bash call still works, decided by gatekeeper (and,
+      // for ask, by the human).
+      assert.equal(only(box, 'toolu_bash').is_error, false, only(box, 'toolu_bash').text);
+      assert.deepEqual(markers(m), ['model-bash']);
+      assert.ok(decided(w).includes(`PreToolUse Bash ${bash}`), `${bash}: the sidecar decided the model's Bash: ${JSON.stringify(decided(w))}`);
+      assert.deepEqual(asked, ['Skill', 'Bash'], `${bash}: the human is asked about the skill and the model's Bash, in that order`);
+    } finally {
+      await closeWorld(w);
+    }
+  }
+});
