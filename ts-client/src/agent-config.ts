@@ -182,7 +182,7 @@ export function checkAgentConfiguration(o: Options, trust: boolean, writable: re
 }
 
 /** The options isolation sets. */
-export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings'>;
+export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings' | 'settings'>;
 
 /**
  * SHELL_TOOLS are Claude Code's tools that run shell commands on the host.
@@ -201,11 +201,17 @@ export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
  * no agent configuration from files: no setting sources, only the MCP
  * servers given in options, prompts delivered as written (an `@path` in a
  * prompt would otherwise put the file into the model's context without a
- * Read), and a policy tier that asks for every shell command (SHELL_TOOLS)
- * and (unless the caller trusts agent configuration) lets only managed
- * hooks run besides the SDK host's own callbacks. Each default gives way
- * to a value the caller sets (and the checks allow); the caller's own
- * policy-tier settings are kept, the ask rules added to theirs.
+ * Read), auto memory off (Claude Code loads its MEMORY.md into the context
+ * whatever settingSources says, from CLAUDE_CONFIG_DIR or a directory
+ * CLAUDE_CODE_REMOTE_MEMORY_DIR or CLAUDE_COWORK_MEMORY_PATH_OVERRIDE
+ * names, measured; where those lie in the workspace the model writes
+ * instructions for every later session), and a policy tier that asks for
+ * every shell command (SHELL_TOOLS) and (unless the caller trusts agent
+ * configuration) lets only managed hooks run besides the SDK host's own
+ * callbacks. Each default gives way to a value the caller sets (and the
+ * checks allow); the caller's own settings and policy-tier settings are
+ * kept, the ask rules added to theirs. A settings file path (trusted only)
+ * is passed on as it is: that file decides.
  */
 export function isolation(caller: Options, trust: boolean): Isolation {
   const out: Isolation = {
@@ -213,6 +219,7 @@ export function isolation(caller: Options, trust: boolean): Isolation {
     strictMcpConfig: caller.strictMcpConfig ?? true,
     verbatimPrompts: caller.verbatimPrompts ?? true,
   };
+  if (typeof caller.settings !== 'string') out.settings = { autoMemoryEnabled: false, ...(caller.settings ?? {}) };
   const managed = caller.managedSettings ?? {};
   const ask = [...new Set([...(managed.permissions?.ask ?? []), ...SHELL_TOOLS])];
   out.managedSettings = { ...managed, permissions: { ...managed.permissions, ask } };
