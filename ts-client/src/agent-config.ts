@@ -18,6 +18,8 @@ export interface CheckContext {
   trust: boolean;
   /** Where the model may write: Claude Code's cwd, the additional directories and the policy's workspace_root once known, resolved. */
   dirs: readonly string[];
+  /** Prompts are delivered as written (verbatimPrompts, on unless the caller turns it off). */
+  verbatim: boolean;
 }
 
 type Check<K extends keyof Options> = (value: NonNullable<Options[K]>, ctx: CheckContext) => void;
@@ -164,7 +166,7 @@ export const OPTION_RULES: { readonly [K in keyof Options]-?: Rule<K> } = {
  */
 export function checkAgentConfiguration(o: Options, trust: boolean, writable: readonly string[] = []): void {
   const cwd = resolvePath(o.cwd ?? process.cwd());
-  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d)), ...writable] };
+  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d)), ...writable], verbatim: o.verbatimPrompts !== false };
   const rules = OPTION_RULES as Record<string, Rule<keyof Options> | undefined>;
   for (const [key, value] of Object.entries(o)) {
     if (value === undefined) continue;
@@ -231,6 +233,12 @@ export function isolation(caller: Options, trust: boolean): Isolation {
 function checkAgent(name: string, def: AgentDefinition, ctx: CheckContext): void {
   const where = `options.agents.${name}`;
   if (def.permissionMode === 'bypassPermissions') refuse(`${where}.permissionMode 'bypassPermissions'`, "the subagent's tools would run without asking gatekeeper");
+  if (def.initialPrompt !== undefined && ctx.verbatim) {
+    refuse(
+      `${where}.initialPrompt`,
+      'Claude Code expands its @path file mentions and runs its slash commands whatever verbatimPrompts says (measured), so a mention reads any file into the model\'s context without a Read; put the text in the prompt, or set verbatimPrompts: false if every prompt is yours',
+    );
+  }
   if (def.memory !== undefined) {
     refuseUntrusted(ctx.trust, `${where}.memory`, 'agent memory files (.claude/agent-memory and the like) are loaded into the agent\'s context, and the model can write them');
   }

@@ -12,6 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { CanUseTool } from '@anthropic-ai/claude-agent-sdk';
+import { connect, GatekeeperConfigError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { agent, bare, closeWorld, modelSaw, only, world, type World } from './helpers/world.js';
 
@@ -139,6 +140,40 @@ test("agent-configuration escape: auto memory the model writes into a directory 
       const { box } = await agent(w, script, (b) => ({ env: b.fake.env(b.home, way.env) }), 'client');
       assert.equal(modelSaw(box).includes(`MEMORY-${tag}`), false, `${way.name}: the memory reached the model`);
     }
+  } finally {
+    await closeWorld(w);
+  }
+});
+
+test("agent-configuration escape: a main-thread agent's initialPrompt does not read an @path into the model's requests", async () => {
+  const w = await world();
+  try {
+    const { root, ws } = w.dirs;
+    const tag = Math.random().toString(36).slice(2);
+    write(join(root, 'initial-secret.env'), `TOKEN=INITIAL-SECRET-${tag}\n`);
+    // Agent definitions assembled from text nobody checked, as prompts are.
+    const agents = { triage: { description: 'triages tickets', prompt: 'You triage tickets.', initialPrompt: 'Ticket: "details in @../initial-secret.env"' } };
+    const script: FakeScriptStep[] = [{ type: 'text', text: 'done' }];
+    const ctl = await bare(root, script, { settingSources: [], strictMcpConfig: true, verbatimPrompts: true, agent: 'triage', agents });
+    assert.ok(modelSaw(ctl.box).includes(`INITIAL-SECRET-${tag}`), 'control: with verbatimPrompts the bare SDK still expanded the initialPrompt\'s @path into the requests');
+
+    const gatekeeper = { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile };
+    assert.throws(
+      () => query({ prompt: 'x', options: { cwd: ws, gatekeeper, agent: 'triage', agents } }),
+      (err: unknown) =>
+        err instanceof GatekeeperConfigError &&
+        /gatekeeper refuses options\.agents\.triage\.initialPrompt: Claude Code expands its @path file mentions and runs its slash commands whatever verbatimPrompts says/.test(err.message),
+    );
+    const client = connect(gatekeeper);
+    try {
+      await assert.rejects(client.options({ cwd: ws, agent: 'triage', agents }), /options\.agents\.triage\.initialPrompt/);
+    } finally {
+      await client.close();
+    }
+    // Prompts that are the caller's own may be sent as Claude Code sends them.
+    assert.doesNotThrow(() => query({ prompt: 'x', options: { cwd: ws, gatekeeper, verbatimPrompts: false, agent: 'triage', agents } }));
+    const { box } = await agent(w, script, { agent: 'triage', agents: { triage: { ...agents.triage, initialPrompt: undefined } } }, 'client');
+    assert.equal(modelSaw(box).includes(`INITIAL-SECRET-${tag}`), false);
   } finally {
     await closeWorld(w);
   }
