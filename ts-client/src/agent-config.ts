@@ -396,10 +396,14 @@ function checkExtraArgs(args: Record<string, string | null>, ctx: CheckContext):
 /**
  * CONFIG_ENV are environment variables of Claude Code (as bundled with SDK
  * 0.3.330, found in its binary) that load configuration, plugins, MCP
- * servers or instructions, wherever they point: CLAUDE_CODE_PLUGIN_DIRS
- * loads a plugin's hooks even with settingSources [] (tested). Refused
- * unless trusted. CLAUDE_CONFIG_DIR is not here: with settingSources []
- * nothing in it is loaded as configuration (tested).
+ * servers, instructions or code, wherever they point: CLAUDE_CODE_PLUGIN_DIRS
+ * loads a plugin's hooks even with settingSources [] (tested), and the Bun
+ * runtime the binary is built on takes its own command-line flags from
+ * BUN_OPTIONS (`--preload`, `-r`, `--config`) and a script to preload from
+ * BUN_INSPECT_PRELOAD, and runs that script in Claude Code's process at
+ * start (tested). Refused unless trusted. CLAUDE_CONFIG_DIR is not here:
+ * with settingSources [] and auto memory off nothing in it is loaded as
+ * configuration (tested).
  */
 export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_PLUGIN_DIRS',
@@ -419,14 +423,24 @@ export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD',
   'CLAUDE_CODE_ENABLE_FUNCTION_HOOKS',
   'CLAUDE_DEV_MODS_DIR',
+  'BUN_OPTIONS',
+  'BUN_INSPECT_PRELOAD',
 ];
 
 /**
  * PROGRAM_ENV are variables naming a program Claude Code (or a shell it
- * starts) runs, or a file a shell sources: refused unless trusted when that
- * program or file is relative or lies where the model can write.
+ * starts) runs, a file a shell sources, or a configuration directory whose
+ * commands a program Claude Code starts runs: refused unless trusted when
+ * that path is relative or lies where the model can write. SHELL is the
+ * shell Claude Code runs Bash commands in when CLAUDE_CODE_SHELL is unset;
+ * XDG_CONFIG_HOME holds git's user configuration (`git/config`), and
+ * Claude Code's `git status` at start runs the filter drivers it defines
+ * (Claude Code switches off only those of the repository's own config;
+ * tested).
  */
 export const PROGRAM_ENV: readonly string[] = [
+  'SHELL',
+  'XDG_CONFIG_HOME',
   'CLAUDE_CODE_SHELL',
   'CLAUDE_CODE_SHELL_PREFIX',
   'CLAUDE_CODE_GIT_BASH_PATH',
@@ -441,9 +455,10 @@ export const PROGRAM_ENV: readonly string[] = [
  * SEARCH_ENV are lists of directories or files programs are loaded from,
  * with their separators: every entry must be absolute and lie where the
  * model cannot write (Claude Code runs git and the hooks' shells from PATH,
- * measured).
+ * measured; the dynamic loader runs LD_AUDIT's libraries in Claude Code's
+ * process, as LD_PRELOAD's, measured).
  */
-const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/ };
+const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/, LD_AUDIT: /[:\s]+/ };
 
 function checkEnv(given: Record<string, string | undefined>, where: string, ctx: CheckContext): void {
   // Names compared without case: Windows reads the environment so.
@@ -451,13 +466,22 @@ function checkEnv(given: Record<string, string | undefined>, where: string, ctx:
   for (const [k, v] of Object.entries(given)) env[k.toUpperCase()] = v;
   for (const name of CONFIG_ENV) {
     const v = env[name];
-    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers or instructions) named by it');
+    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers, instructions, runtime flags or code) named by it');
   }
   const writable = (p: string): boolean => !isAbsolute(p) || inside(p, ctx.dirs);
   for (const name of PROGRAM_ENV) {
-    const program = env[name]?.trim().split(/\s+/)[0];
-    if (program !== undefined && program !== '' && writable(program)) {
-      refuseUntrusted(ctx.trust, `${where} ${name} ${JSON.stringify(program)}`, 'it names a program or shell file Claude Code runs, and it is relative or lies in a directory the model can write');
+    const v = env[name]?.trim();
+    if (v === undefined || v === '') continue;
+    // The whole value (a path may hold spaces), the program of a command
+    // line, and every absolute path among its arguments (`env /ws/x`).
+    const [program = '', ...args] = v.split(/\s+/);
+    const found = [program, v].find(writable) ?? args.find((a) => isAbsolute(a) && inside(a, ctx.dirs));
+    if (found !== undefined) {
+      refuseUntrusted(
+        ctx.trust,
+        `${where} ${name} ${JSON.stringify(found)}`,
+        'it names a program, a shell file or a configuration directory that Claude Code or a program it starts runs or reads, and it is relative or lies in a directory the model can write',
+      );
     }
   }
   for (const [name, separator] of Object.entries(SEARCH_ENV)) {

@@ -9,12 +9,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { CanUseTool } from '@anthropic-ai/claude-agent-sdk';
+import { query as sdkQuery, type CanUseTool } from '@anthropic-ai/claude-agent-sdk';
 import { connect, GatekeeperConfigError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
-import { agent, bare, closeWorld, modelSaw, only, world, type World } from './helpers/world.js';
+import { drain, makeSandbox } from './helpers/agent.js';
+import { policyYaml, startSidecar } from './helpers/sidecar.js';
+import { agent, bare, closeWorld, modelSaw, only, tree, world, type World } from './helpers/world.js';
 
 function write(path: string, text: string): void {
   mkdirSync(join(path, '..'), { recursive: true });
@@ -174,6 +176,96 @@ test("agent-configuration escape: a main-thread agent's initialPrompt does not r
     assert.doesNotThrow(() => query({ prompt: 'x', options: { cwd: ws, gatekeeper, verbatimPrompts: false, agent: 'triage', agents } }));
     const { box } = await agent(w, script, { agent: 'triage', agents: { triage: { ...agents.triage, initialPrompt: undefined } } }, 'client');
     assert.equal(modelSaw(box).includes(`INITIAL-SECRET-${tag}`), false);
+  } finally {
+    await closeWorld(w);
+  }
+});
+
+test('agent-configuration escape: environment variables that make Claude Code or its git run files from the workspace at start are refused', async () => {
+  const w = await world();
+  try {
+    const { ws, root } = w.dirs;
+    const m = markerDir(root, 'env');
+    execFileSync('git', ['init', '-q', ws]);
+    write(join(ws, 'a.txt'), 'a\n');
+    git(ws, 'add', 'a.txt');
+    git(ws, 'commit', '-qm', 'init');
+    // Session 1: the model writes a git configuration, an attributes file
+    // that uses it, and a script. All ordinary names inside the workspace,
+    // so the gate lets it.
+    const writes: FakeScriptStep[] = [
+      { type: 'tool_use', name: 'Write', input: { file_path: join(ws, 'xdg', 'git', 'config'), content: `[filter "x"]\n\tprocess = "touch ${join(m, 'xdg-git-filter')}; exit 1"\n` }, id: 'toolu_w1' },
+      { type: 'tool_use', name: 'Write', input: { file_path: join(ws, '.gitattributes'), content: '*.txt filter=x\n' }, id: 'toolu_w2' },
+      { type: 'tool_use', name: 'Write', input: { file_path: join(ws, 'boot.js'), content: `require('node:fs').writeFileSync(${JSON.stringify(join(m, 'bun-preload'))} + '-' + (process.env.WAY ?? ''), '')\n` }, id: 'toolu_w3' },
+      { type: 'text', text: 'done' },
+    ];
+    const first = await agent(w, writes, {}, 'client');
+    for (const id of ['toolu_w1', 'toolu_w2', 'toolu_w3']) assert.equal(only(first.box, id).is_error, false, only(first.box, id).text);
+
+    // Session 2 in an environment that points into the workspace.
+    const ways: { name: string; env: Record<string, string>; marker: string; refusal: RegExp }[] = [
+      { name: 'XDG_CONFIG_HOME (git reads its config there)', env: { XDG_CONFIG_HOME: join(ws, 'xdg') }, marker: 'xdg-git-filter', refusal: /options\.env XDG_CONFIG_HOME ".*\/ws\/xdg": it names a program, a shell file or a configuration directory/ },
+      { name: 'XDG_CONFIG_HOME, relative', env: { XDG_CONFIG_HOME: 'xdg' }, marker: 'xdg-git-filter', refusal: /options\.env XDG_CONFIG_HOME "xdg"/ },
+      { name: 'BUN_OPTIONS --preload', env: { BUN_OPTIONS: `--preload ${join(ws, 'boot.js')}`, WAY: 'opt' }, marker: 'bun-preload-opt', refusal: /options\.env BUN_OPTIONS: Claude Code loads configuration/ },
+      { name: 'BUN_OPTIONS -r, relative', env: { BUN_OPTIONS: '-r ./boot.js', WAY: 'rel' }, marker: 'bun-preload-rel', refusal: /options\.env BUN_OPTIONS/ },
+      { name: 'BUN_INSPECT_PRELOAD', env: { BUN_INSPECT_PRELOAD: join(ws, 'boot.js'), WAY: 'inspect' }, marker: 'bun-preload-inspect', refusal: /options\.env BUN_INSPECT_PRELOAD/ },
+    ];
+    const script: FakeScriptStep[] = [{ type: 'text', text: 'done' }];
+    const gatekeeper = { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile };
+    for (const way of ways) {
+      for (const f of markers(m)) rmSync(join(m, f));
+      execFileSync('touch', ['-d', '+1 hour', join(ws, 'a.txt')]); // as a copied tree: git must read the file again
+      await bare(root, script, (box) => ({ settingSources: [], strictMcpConfig: true, env: box.fake.env(box.home, way.env) }));
+      assert.ok(markers(m).includes(way.marker), `control (${way.name}): the bare SDK ran the workspace's file at start (markers ${JSON.stringify(markers(m))})`);
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...way.env };
+      assert.throws(
+        () => query({ prompt: 'x', options: { cwd: ws, gatekeeper, env } }),
+        (err: unknown) => err instanceof GatekeeperConfigError && way.refusal.test(err.message) && /trustAgentConfiguration: true/.test(err.message),
+        way.name,
+      );
+      assert.doesNotThrow(() => query({ prompt: 'x', options: { cwd: ws, gatekeeper, env, trustAgentConfiguration: true } }), `${way.name}, with the opt-in`);
+    }
+  } finally {
+    await closeWorld(w);
+  }
+});
+
+test('agent-configuration escape: a shell in the workspace is refused as SHELL and when the workspace path holds a space', async () => {
+  const dirs = tree();
+  // A workspace whose path holds a space, as on many desktops.
+  const ws = join(dirs.root, 'my ws');
+  mkdirSync(ws);
+  const sidecar = await startSidecar({ dir: dirs.gk, home: dirs.home, policy: policyYaml({ workspace: ws, allow: ['Read', 'Bash'], deny: [] }) });
+  const w: World = { dirs: { ...dirs, ws }, sidecar };
+  try {
+    const m = markerDir(dirs.root, 'shell');
+    const shell = join(ws, 'bin', 'bash');
+    write(shell, `#!/bin/bash\ntouch ${join(m, 'shell-ran')}\nexec /bin/bash "$@"\n`);
+    chmodSync(shell, 0o755);
+    const script: FakeScriptStep[] = [{ type: 'tool_use', name: 'Bash', input: { command: 'true' }, id: 'toolu_bash' }, { type: 'text', text: 'done' }];
+    const gatekeeper = { url: sidecar.url, tokenFile: sidecar.tokenFile };
+    const ways: { name: string; env: Record<string, string>; refusal: RegExp }[] = [
+      { name: 'SHELL', env: { SHELL: shell }, refusal: /options\.env SHELL ".*\/my ws\/bin\/bash": it names a program/ },
+      { name: 'CLAUDE_CODE_SHELL in a path with a space', env: { CLAUDE_CODE_SHELL: shell }, refusal: /options\.env CLAUDE_CODE_SHELL ".*\/my ws\/bin\/bash": it names a program/ },
+    ];
+    for (const way of ways) {
+      for (const f of markers(m)) rmSync(join(m, f));
+      const ctl = await makeSandbox(script, dirs.root);
+      await drain(sdkQuery({ prompt: 'x', options: { cwd: ws, env: ctl.fake.env(ctl.home, way.env), settingSources: [], canUseTool: async (_n, input) => ({ behavior: 'allow', updatedInput: input }) } }));
+      await ctl.fake.close();
+      assert.deepEqual(markers(m), ['shell-ran'], `control (${way.name}): the bare SDK ran the model's Bash call in the workspace's shell`);
+      const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', ...way.env };
+      assert.throws(
+        () => query({ prompt: 'x', options: { cwd: ws, gatekeeper, env } }),
+        (err: unknown) => err instanceof GatekeeperConfigError && way.refusal.test(err.message),
+        way.name,
+      );
+    }
+    // A shell outside the workspace is fine, and the session works.
+    for (const f of markers(m)) rmSync(join(m, f));
+    const { box } = await agent(w, script, (b) => ({ cwd: ws, env: b.fake.env(b.home, { SHELL: '/bin/bash' }) }), 'client');
+    assert.equal(only(box, 'toolu_bash').is_error, false, only(box, 'toolu_bash').text);
+    assert.deepEqual(markers(m), []);
   } finally {
     await closeWorld(w);
   }

@@ -369,10 +369,12 @@ test('agent-configuration escape: options that bring configuration in are refuse
     { name: 'a config env var spelled in lower case', o: { env: { PATH: '/usr/bin', claude_code_plugin_dirs: join(ws, 'p') } }, want: /options\.env CLAUDE_CODE_PLUGIN_DIRS/ },
     { name: 'PATH through the workspace', o: { env: { PATH: `${join(ws, 'bin')}:/usr/bin` } }, want: /options\.env PATH entry ".*\/ws\/bin": it is relative or lies in a directory the model can write/ },
     { name: 'a relative PATH entry', o: { env: { PATH: '/usr/bin::/bin' } }, want: /options\.env PATH entry ""/ },
-    { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program or shell file Claude Code runs/ },
+    { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program, a shell file or a configuration directory that Claude Code or a program it starts runs or reads/ },
     { name: 'a shell prefix run from the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL_PREFIX: `${join(ws, 'wrap')} --log` } }, want: /options\.env CLAUDE_CODE_SHELL_PREFIX ".*\/ws\/wrap"/ },
     { name: 'a relative BASH_ENV', o: { env: { PATH: '/usr/bin', BASH_ENV: '.bashrc' } }, want: /options\.env BASH_ENV "\.bashrc"/ },
     { name: 'a library preloaded from the workspace', o: { env: { PATH: '/usr/bin', LD_PRELOAD: `/usr/lib/x.so ${join(ws, 'evil.so')}` } }, want: /options\.env LD_PRELOAD entry ".*\/ws\/evil\.so"/ },
+    { name: 'a loader audit library from the workspace', o: { env: { PATH: '/usr/bin', LD_AUDIT: `/usr/lib/a.so:${join(ws, 'audit.so')}` } }, want: /options\.env LD_AUDIT entry ".*\/ws\/audit\.so"/ },
+    { name: 'a shell prefix whose argument is a program in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL_PREFIX: `/usr/bin/env ${join(ws, 'wrap')}` } }, want: /options\.env CLAUDE_CODE_SHELL_PREFIX ".*\/ws\/wrap"/ },
     { name: 'Claude Code from the workspace', o: { pathToClaudeCodeExecutable: join(ws, 'claude') }, want: /options\.pathToClaudeCodeExecutable: .* lies in a directory the model can write/ },
   ];
   for (const c of cases) {
