@@ -270,3 +270,33 @@ test('agent-configuration escape: a shell in the workspace is refused as SHELL a
     await closeWorld(w);
   }
 });
+
+test("agent-configuration escape: a subagent that preloads a skill runs none of the skill's !`command` lines", async () => {
+  const w = await world({ allow: ['Read', 'Agent', 'Bash'], deny: [] });
+  try {
+    const { ws, root } = w.dirs;
+    const m = markerDir(root, 'subagent');
+    execFileSync('git', ['init', '-q', ws]);
+    write(join(ws, 'a.txt'), 'a\n');
+    git(ws, 'add', 'a.txt');
+    git(ws, 'commit', '-qm', 'init');
+    git(ws, 'config', 'core.fsmonitor', `touch ${join(m, 'fsmonitor')}; false`);
+    const agents = { reviewer: { description: 'reviews changes', prompt: 'You review changes.', skills: ['security-review'] } };
+    const script: FakeScriptStep[] = [
+      { type: 'tool_use', name: 'Agent', input: { description: 'review', prompt: 'review the branch', subagent_type: 'reviewer', run_in_background: false }, id: 'toolu_agent' },
+      { type: 'text', text: 'reviewed' },
+      { type: 'text', text: 'done' },
+    ];
+    const allow: CanUseTool = async (_n, input) => ({ behavior: 'allow', updatedInput: input });
+    await bare(root, script, { settingSources: [], strictMcpConfig: true, canUseTool: allow, agents });
+    assert.ok(markers(m).includes('fsmonitor'), "control: the subagent's preloaded skill ran git status, and the repository's fsmonitor, on the host");
+
+    rmSync(m, { recursive: true, force: true });
+    mkdirSync(m);
+    const { box } = await agent(w, script, { canUseTool: allow, agents }, 'client');
+    assert.match(only(box, 'toolu_agent').text, /Shell command permission check failed for pattern "!`git status`"/);
+    assert.deepEqual(markers(m), []);
+  } finally {
+    await closeWorld(w);
+  }
+});
