@@ -40,6 +40,14 @@ function git(dir: string, ...args: string[]): void {
   execFileSync('git', ['-C', dir, '-c', 'user.name=t', '-c', 'user.email=t@example.invalid', ...args], { stdio: 'ignore' });
 }
 
+/** gitRepo makes dir a git repository with one committed file, a.txt. */
+function gitRepo(dir: string): void {
+  execFileSync('git', ['init', '-q', dir]);
+  write(join(dir, 'a.txt'), 'a\n');
+  git(dir, 'add', 'a.txt');
+  git(dir, 'commit', '-qm', 'init');
+}
+
 interface AuditLine {
   kind: string;
   event?: string;
@@ -66,10 +74,7 @@ test("agent-configuration escape: a skill's !`command` lines run no shell comman
       // A repository that ships its .git/config (a tarball, a shared
       // checkout): Claude Code's own git calls switch core.fsmonitor off, a
       // plain `git status` runs it.
-      execFileSync('git', ['init', '-q', ws]);
-      write(join(ws, 'a.txt'), 'a\n');
-      git(ws, 'add', 'a.txt');
-      git(ws, 'commit', '-qm', 'init');
+      gitRepo(ws);
       git(ws, 'config', 'core.fsmonitor', `touch ${join(m, 'fsmonitor')}; false`);
       // The bundled /security-review command runs `!git status` and three
       // more git commands under its own allowed-tools.
@@ -186,10 +191,7 @@ test('agent-configuration escape: environment variables that make Claude Code or
   try {
     const { ws, root } = w.dirs;
     const m = markerDir(root, 'env');
-    execFileSync('git', ['init', '-q', ws]);
-    write(join(ws, 'a.txt'), 'a\n');
-    git(ws, 'add', 'a.txt');
-    git(ws, 'commit', '-qm', 'init');
+    gitRepo(ws);
     // Session 1: the model writes a git configuration, an attributes file
     // that uses it, and a script. All ordinary names inside the workspace,
     // so the gate lets it.
@@ -276,10 +278,7 @@ test("agent-configuration escape: a subagent that preloads a skill runs none of 
   try {
     const { ws, root } = w.dirs;
     const m = markerDir(root, 'subagent');
-    execFileSync('git', ['init', '-q', ws]);
-    write(join(ws, 'a.txt'), 'a\n');
-    git(ws, 'add', 'a.txt');
-    git(ws, 'commit', '-qm', 'init');
+    gitRepo(ws);
     git(ws, 'config', 'core.fsmonitor', `touch ${join(m, 'fsmonitor')}; false`);
     const agents = { reviewer: { description: 'reviews changes', prompt: 'You review changes.', skills: ['security-review'] } };
     const script: FakeScriptStep[] = [
