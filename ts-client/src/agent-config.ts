@@ -194,9 +194,18 @@ export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 've
  * allowed-tools, without the PreToolUse hook or canUseTool (measured with
  * SDK 0.3.330). An ask rule for them makes that check ask, which nobody
  * answers there, so those lines do not run; the model's own calls still
- * reach gatekeeper's hook and, through the ask, its canUseTool.
+ * reach gatekeeper's hook and, through the ask, its canUseTool. The rules
+ * go into the flag settings, which an administrator's managed settings do
+ * not displace (they do displace the SDK's managedSettings tier: measured,
+ * with /etc/claude-code/managed-settings.json present the skill's lines ran
+ * again), and into the policy tier, which applyFlagSettings cannot replace.
  */
 export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
+
+/** askingShell returns permissions with ask rules for SHELL_TOOLS added to theirs. */
+export function askingShell<P extends { ask?: string[] }>(permissions: P | undefined): P & { ask: string[] } {
+  return { ...(permissions ?? ({} as P)), ask: [...new Set([...(permissions?.ask ?? []), ...SHELL_TOOLS])] };
+}
 
 /**
  * isolation returns the options gatekeeper sets so that Claude Code loads
@@ -207,13 +216,14 @@ export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
  * whatever settingSources says, from CLAUDE_CONFIG_DIR or a directory
  * CLAUDE_CODE_REMOTE_MEMORY_DIR or CLAUDE_COWORK_MEMORY_PATH_OVERRIDE
  * names, measured; where those lie in the workspace the model writes
- * instructions for every later session), and a policy tier that asks for
- * every shell command (SHELL_TOOLS) and (unless the caller trusts agent
- * configuration) lets only managed hooks run besides the SDK host's own
- * callbacks. Each default gives way to a value the caller sets (and the
- * checks allow); the caller's own settings and policy-tier settings are
- * kept, the ask rules added to theirs. A settings file path (trusted only)
- * is passed on as it is: that file decides.
+ * instructions for every later session), ask rules for every shell
+ * command (SHELL_TOOLS) in the flag settings and the policy tier, and
+ * (unless the caller trusts agent configuration) a policy tier that lets
+ * only managed hooks run besides the SDK host's own callbacks. Each default
+ * gives way to a value the caller sets (and the checks allow); the caller's
+ * own settings and policy-tier settings are kept, the ask rules added to
+ * theirs. A settings file path (trusted only) is passed on as it is: that
+ * file decides, and only the policy tier's ask rules hold.
  */
 export function isolation(caller: Options, trust: boolean): Isolation {
   const out: Isolation = {
@@ -221,10 +231,12 @@ export function isolation(caller: Options, trust: boolean): Isolation {
     strictMcpConfig: caller.strictMcpConfig ?? true,
     verbatimPrompts: caller.verbatimPrompts ?? true,
   };
-  if (typeof caller.settings !== 'string') out.settings = { autoMemoryEnabled: false, ...(caller.settings ?? {}) };
+  if (typeof caller.settings !== 'string') {
+    const settings = caller.settings ?? {};
+    out.settings = { autoMemoryEnabled: false, ...settings, permissions: askingShell(settings.permissions) };
+  }
   const managed = caller.managedSettings ?? {};
-  const ask = [...new Set([...(managed.permissions?.ask ?? []), ...SHELL_TOOLS])];
-  out.managedSettings = { ...managed, permissions: { ...managed.permissions, ask } };
+  out.managedSettings = { ...managed, permissions: askingShell(managed.permissions) };
   if (!trust) out.managedSettings.allowManagedHooksOnly = true;
   return out;
 }
