@@ -208,6 +208,17 @@ export function askingShell<P extends { ask?: string[] }>(permissions: P | undef
 }
 
 /**
+ * ISOLATED_ENV is the environment the flag settings give Claude Code.
+ * CLAUDE_CODE_DISABLE_CRON: Claude Code reads the workspace's
+ * `.claude/scheduled_tasks.json` (durable CronCreate tasks) whatever
+ * settingSources says and sends each task's prompt as a user turn when it
+ * fires, one whose time has passed at once (measured): a repository could
+ * speak as the user. Only the flag settings' env stops it (the policy tier
+ * does not carry it, measured).
+ */
+const ISOLATED_ENV: Readonly<Record<string, string>> = { CLAUDE_CODE_DISABLE_CRON: '1' };
+
+/**
  * isolation returns the options gatekeeper sets so that Claude Code loads
  * no agent configuration from files: no setting sources, only the MCP
  * servers given in options, prompts delivered as written (an `@path` in a
@@ -216,7 +227,8 @@ export function askingShell<P extends { ask?: string[] }>(permissions: P | undef
  * whatever settingSources says, from CLAUDE_CONFIG_DIR or a directory
  * CLAUDE_CODE_REMOTE_MEMORY_DIR or CLAUDE_COWORK_MEMORY_PATH_OVERRIDE
  * names, measured; where those lie in the workspace the model writes
- * instructions for every later session), ask rules for every shell
+ * instructions for every later session), no scheduled tasks
+ * (ISOLATED_ENV), ask rules for every shell
  * command (SHELL_TOOLS) in the flag settings and the policy tier, and
  * (unless the caller trusts agent configuration) a policy tier that lets
  * only managed hooks run besides the SDK host's own callbacks. Each default
@@ -233,7 +245,7 @@ export function isolation(caller: Options, trust: boolean): Isolation {
   };
   if (typeof caller.settings !== 'string') {
     const settings = caller.settings ?? {};
-    out.settings = { autoMemoryEnabled: false, ...settings, permissions: askingShell(settings.permissions) };
+    out.settings = { autoMemoryEnabled: false, ...settings, env: { ...ISOLATED_ENV, ...settings.env }, permissions: askingShell(settings.permissions) };
   }
   const managed = caller.managedSettings ?? {};
   out.managedSettings = { ...managed, permissions: askingShell(managed.permissions) };

@@ -116,8 +116,8 @@ export interface GatekeeperOwnOptions {
    * cannot write, and keep the policy's write-protect list on.
    *
    * Defaults stay isolated with it: `settingSources` is still `[]`,
-   * `strictMcpConfig` and `verbatimPrompts` still `true`, auto memory off
-   * and shell commands asked for unless given; only the
+   * `strictMcpConfig` and `verbatimPrompts` still `true`, auto memory and
+   * scheduled tasks off and shell commands asked for unless given; only the
    * `allowManagedHooksOnly` policy is left out. Nothing here unlocks
    * `bypassPermissions`, `allowDangerouslySkipPermissions`,
    * `permissionPromptToolName` or `disableAllHooks`.

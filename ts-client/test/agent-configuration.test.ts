@@ -436,7 +436,7 @@ test("agent-configuration escape: connect().options() isolates Claude Code and r
     assert.deepEqual(o.settingSources, []);
     assert.equal(o.strictMcpConfig, true);
     assert.equal(o.verbatimPrompts, true);
-    assert.deepEqual(o.settings, { autoMemoryEnabled: false, permissions: { ask: ['Bash', 'PowerShell'] } });
+    assert.deepEqual(o.settings, { autoMemoryEnabled: false, env: { CLAUDE_CODE_DISABLE_CRON: '1' }, permissions: { ask: ['Bash', 'PowerShell'] } });
     assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'], ask: ['Bash', 'PowerShell'] }, allowManagedHooksOnly: true });
     const trusted = await client.options({ cwd: shared.world.dirs.ws, trustAgentConfiguration: true, settingSources: ['project'] });
     assert.deepEqual(trusted.settingSources, ['project']);
