@@ -253,21 +253,68 @@ export function isolation(caller: Options, trust: boolean): Isolation {
   return out;
 }
 
-/** checkAgent checks one subagent definition. */
-function checkAgent(name: string, def: AgentDefinition, ctx: CheckContext): void {
-  const where = `options.agents.${name}`;
-  if (def.permissionMode === 'bypassPermissions') refuse(`${where}.permissionMode 'bypassPermissions'`, "the subagent's tools would run without asking gatekeeper");
-  if (def.initialPrompt !== undefined && ctx.verbatim) {
+type AgentCheck<K extends keyof AgentDefinition> = (value: NonNullable<AgentDefinition[K]>, where: string, ctx: CheckContext) => void;
+
+/**
+ * AGENT_RULES classifies every field of the SDK's AgentDefinition, as
+ * OPTION_RULES does the options: `pass`, or a check. A field that is not
+ * here is refused, with or without the opt-in: Claude Code reads more of an
+ * agent definition than the SDK declares: `hooks`, as in an agent file's
+ * frontmatter, ran command hooks on the host (measured), held only by the
+ * allowManagedHooksOnly policy, which trustAgentConfiguration leaves out and
+ * an administrator's managed settings displace.
+ */
+export const AGENT_RULES: { readonly [K in keyof AgentDefinition]-?: 'pass' | AgentCheck<K> } = {
+  description: 'pass',
+  prompt: 'pass',
+  tools: 'pass',
+  disallowedTools: 'pass',
+  model: 'pass',
+  criticalSystemReminder_EXPERIMENTAL: 'pass',
+  // Skills are bundled ones only (settingSources []); their !`command`
+  // lines meet the shell ask rules (SHELL_TOOLS).
+  skills: 'pass',
+  maxTurns: 'pass',
+  autoCompactWindow: 'pass',
+  background: 'pass',
+  omitClaudeMd: 'pass',
+  effort: 'pass',
+  observer: 'pass',
+  observerMessage: 'pass',
+  mcpServers: (specs, where) => {
+    for (const spec of specs) {
+      if (typeof spec === 'object' && spec !== null) checkServerNames(spec, `${where}.mcpServers`);
+    }
+  },
+  permissionMode: (mode, where) => {
+    if (mode === 'bypassPermissions') refuse(`${where}.permissionMode 'bypassPermissions'`, "the subagent's tools would run without asking gatekeeper");
+  },
+  initialPrompt: (_prompt, where, ctx) => {
+    if (!ctx.verbatim) return;
     refuse(
       `${where}.initialPrompt`,
       'Claude Code expands its @path file mentions and runs its slash commands whatever verbatimPrompts says (measured), so a mention reads any file into the model\'s context without a Read; put the text in the prompt, or set verbatimPrompts: false if every prompt is yours',
     );
-  }
-  if (def.memory !== undefined) {
+  },
+  memory: (_scope, where, ctx) => {
     refuseUntrusted(ctx.trust, `${where}.memory`, 'agent memory files (.claude/agent-memory and the like) are loaded into the agent\'s context, and the model can write them');
-  }
-  for (const spec of def.mcpServers ?? []) {
-    if (typeof spec === 'object' && spec !== null) checkServerNames(spec, `${where}.mcpServers`);
+  },
+};
+
+/** checkAgent applies AGENT_RULES to one subagent definition. */
+function checkAgent(name: string, def: AgentDefinition, ctx: CheckContext): void {
+  const where = `options.agents.${name}`;
+  const rules = AGENT_RULES as Record<string, 'pass' | ((v: unknown, w: string, c: CheckContext) => void) | undefined>;
+  for (const [key, value] of Object.entries(def)) {
+    if (value === undefined) continue;
+    const rule = rules[key];
+    if (rule === undefined) {
+      refuse(
+        `${where}.${key}`,
+        'it is not a field of AgentDefinition in @anthropic-ai/claude-agent-sdk 0.3.330 that gatekeeper has classified, and Claude Code reads fields the SDK does not declare (hooks among them, which run commands on the host)',
+      );
+    }
+    if (typeof rule === 'function') rule(value, where, ctx);
   }
 }
 

@@ -11,10 +11,12 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { query as sdkQuery, type CanUseTool, type SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
+import { query as sdkQuery, type AgentDefinition, type CanUseTool, type SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
+import { AGENT_RULES } from '../src/agent-config.js';
 import { connect, GatekeeperConfigError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox } from './helpers/agent.js';
+import { declaredFields } from './helpers/sdk-types.js';
 import { policyYaml, startSidecar } from './helpers/sidecar.js';
 import { agent, bare, closeWorld, modelSaw, only, tree, world, type World } from './helpers/world.js';
 
@@ -337,4 +339,52 @@ test("agent-configuration escape: a scheduled task planted in .claude/scheduled_
   } finally {
     await closeWorld(w);
   }
+});
+
+test('agent-configuration escape: command hooks in an agent definition never run; fields AgentDefinition does not declare are refused', async () => {
+  const w = await world({ allow: ['Read', 'Agent'] });
+  try {
+    const { ws, root } = w.dirs;
+    const m = markerDir(root, 'agent-hooks');
+    write(join(ws, 'a.txt'), 'a\n');
+    const touch = (name: string) => [{ matcher: '', hooks: [{ type: 'command', command: `touch ${join(m, name)}` }] }];
+    // Claude Code reads hooks in an agent definition (as in an agent file's
+    // frontmatter) though the SDK's AgentDefinition does not declare them.
+    const agents = { helper: { description: 'helps', prompt: 'You help.', hooks: { PreToolUse: touch('agent-PreToolUse'), Stop: touch('agent-Stop') } } } as unknown as Record<string, AgentDefinition>;
+    const script: FakeScriptStep[] = [
+      { type: 'tool_use', name: 'Agent', input: { description: 'help', prompt: 'read a.txt', subagent_type: 'helper', run_in_background: false }, id: 'toolu_agent' },
+      { type: 'tool_use', name: 'Read', input: { file_path: join(ws, 'a.txt') }, id: 'toolu_read' },
+      { type: 'text', text: 'read it' },
+      { type: 'text', text: 'done' },
+    ];
+    // Only allowManagedHooksOnly held them, which the client leaves out
+    // under trustAgentConfiguration and which an administrator's managed
+    // settings displace.
+    await bare(root, script, { settingSources: [], strictMcpConfig: true, agents, canUseTool: async (_n, input) => ({ behavior: 'allow', updatedInput: input }) });
+    assert.ok(markers(m).includes('agent-PreToolUse'), `control: the bare SDK ran the agent's command hook on the host (markers ${JSON.stringify(markers(m))})`);
+
+    const gatekeeper = { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile };
+    for (const trustAgentConfiguration of [false, true]) {
+      assert.throws(
+        () => query({ prompt: 'x', options: { cwd: ws, gatekeeper, agents, trustAgentConfiguration } }),
+        (err: unknown) =>
+          err instanceof GatekeeperConfigError && /gatekeeper refuses options\.agents\.helper\.hooks: it is not a field of AgentDefinition in @anthropic-ai\/claude-agent-sdk 0\.3\.330 that gatekeeper has classified/.test(err.message),
+        `trust ${String(trustAgentConfiguration)}`,
+      );
+    }
+    const client = connect(gatekeeper);
+    try {
+      await assert.rejects(client.options({ cwd: ws, agents }), /options\.agents\.helper\.hooks/);
+    } finally {
+      await client.close();
+    }
+  } finally {
+    await closeWorld(w);
+  }
+});
+
+test("every field of the SDK's AgentDefinition type is classified by the client, and nothing else", () => {
+  const declared = declaredFields('AgentDefinition');
+  assert.ok(declared && declared.length > 10, 'sdk.d.ts declares AgentDefinition as a type literal');
+  assert.deepEqual(Object.keys(AGENT_RULES).sort(), [...declared].sort());
 });

@@ -8,15 +8,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { query as sdkQuery, type Options, type Query, type Settings } from '@anthropic-ai/claude-agent-sdk';
-import ts from 'typescript';
 import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import { OPTION_RULES } from '../src/agent-config.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
+import { declaredFields } from './helpers/sdk-types.js';
 import { agent, bare, closeWorld, modelSaw, only, sharedWorld, world } from './helpers/world.js';
 
 /** A directory the planted hooks and servers write their markers into. */
@@ -458,14 +457,7 @@ test("agent-configuration escape: the Query's control methods refuse what the op
 });
 
 test('every option of the SDK\'s Options type is classified by the client, and nothing else', () => {
-  const dts = join(dirname(createRequire(import.meta.url).resolve('@anthropic-ai/claude-agent-sdk')), 'sdk.d.ts');
-  const sf = ts.createSourceFile(dts, readFileSync(dts, 'utf8'), ts.ScriptTarget.Latest, true);
-  let declared: string[] | undefined;
-  sf.forEachChild((n) => {
-    if (ts.isTypeAliasDeclaration(n) && n.name.text === 'Options' && ts.isTypeLiteralNode(n.type)) {
-      declared = n.type.members.filter(ts.isPropertySignature).map((p) => p.name.getText(sf));
-    }
-  });
+  const declared = declaredFields('Options');
   assert.ok(declared && declared.length > 50, 'sdk.d.ts declares Options as a type literal');
   assert.deepEqual(Object.keys(OPTION_RULES).sort(), [...declared].sort());
 });
