@@ -16,7 +16,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs test-console screenshot demo bench clean
+.PHONY: all build engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs test-console screenshot demo bench clean
 
 all: build
 
@@ -27,8 +27,13 @@ build:
 engine:
 	scripts/ensure-docker
 
-# image: the default sandbox image, built locally (no registry); a no-op when its recipe is unchanged.
+# image: every sandbox image profile (minimal, python, python-data, node), built locally from
+# Debian packages (no registry); a no-op for each profile whose recipe is unchanged. It prints
+# what each took and the total. image-default: the default profile (python) alone.
 image: build engine
+	$(BIN) image build --all
+
+image-default: build engine
 	$(BIN) image build
 
 # kube: a real single-node Kubernetes cluster in its own network namespace; the
@@ -60,10 +65,10 @@ test-ts: build
 # The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
 # managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
 # run mounts the installed settings at /etc/claude-code in a private mount namespace.
-test-cli: build engine image
+test-cli: build engine image-default
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
-walkthroughs: build engine image
+walkthroughs: build engine image-default
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all
 
 # chromium: Debian's chromium package (the browser tests never download one).
@@ -71,13 +76,13 @@ chromium:
 	scripts/ensure-chromium >/dev/null
 
 # The console's browser test: the real sidecar with --ui, real traffic, headless Chromium; screenshots in walkthroughs/build/console-out.
-test-console: build engine image chromium
+test-console: build engine image-default chromium
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run console
 
-screenshot: build engine image chromium
+screenshot: build engine image-default chromium
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) CONSOLE_SCREENSHOT=$(CURDIR)/docs/console.png npm run console
 
-demo: build engine image
+demo: build engine image-default
 	scripts/demo
 
 bench: build engine image

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,70 @@ func TestWritePolicyRewritesWorkspaceAndRuntime(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the written policy lacks %q", want)
 		}
+	}
+}
+
+func TestPolicyWithImage(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	shipped, err := os.ReadFile("../sandbox.policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := WritePolicy(shipped, dir, "runc", "runc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := policyWithImage(base, "node", "node")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^    image: node\b`).Match(got) || strings.Count(string(got), "image:") != 1 {
+		t.Errorf("policy for node:\n%s", got)
+	}
+	if err := os.WriteFile(base, []byte("version: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policyWithImage(base, "x", "node"); err == nil || !strings.Contains(err.Error(), "expected one `image:` line") {
+		t.Errorf("a policy without an image line: %v, want an error", err)
+	}
+}
+
+func TestProfileTarget(t *testing.T) {
+	t.Parallel()
+	warm := func(p50 float64) Summary { return Summary{N: 20, P50: p50, P99: 2 * p50} }
+	tests := []struct {
+		name     string
+		profiles []ProfileRun
+		want     string // the target's value
+		met      *bool
+		row      string // in the table
+	}{
+		{"python within 1.5x of minimal meets it", []ProfileRun{{Profile: "minimal", Warm: warm(30), Cold: warm(300)}, {Profile: "python", Warm: warm(42), Cold: warm(310)}}, "1.40×, 42.0 ms vs 30.0 ms", ptr(true), "| 5 | warm hello world p50: profile `python` vs `minimal` (the old default image) | 42.0 ms | 30.0 ms | 1.40× | ≤ 1.5× | met |"},
+		{"python beyond 1.5x misses it", []ProfileRun{{Profile: "minimal", Warm: warm(30), Cold: warm(300)}, {Profile: "python", Warm: warm(48), Cold: warm(310)}}, "1.60×, 48.0 ms vs 30.0 ms", ptr(false), "| 1.60× | ≤ 1.5× | **missed** |"},
+		{"a profile without samples is not measured", []ProfileRun{{Profile: "minimal"}, {Profile: "python", Warm: warm(42), Cold: warm(310)}}, "not measured", nil, "profile `minimal` (0 MiB): warm pool vs cold, p50 | not measured |"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := &Results{Profiles: tt.profiles}
+			r.evaluate()
+			var got *Target
+			for i := range r.Targets {
+				if r.Targets[i].ID == "warm_python_vs_minimal" {
+					got = &r.Targets[i]
+				}
+			}
+			if got == nil || got.Value != tt.want || (got.Met == nil) != (tt.met == nil) || (got.Met != nil && *got.Met != *tt.met) {
+				t.Fatalf("target %+v, want value %q met %v", got, tt.want, tt.met)
+			}
+			if table := r.Table(); !strings.Contains(table, tt.row) {
+				t.Errorf("table lacks %q:\n%s", tt.row, table)
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ type Results struct {
 	Decision     *DecisionResult    `json:"decision_round_trip,omitempty"`
 	Throughput   []ThroughputResult `json:"throughput,omitempty"`
 	Runs         []RunResult        `json:"runs,omitempty"`
+	Profiles     []ProfileRun       `json:"profiles,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
@@ -217,6 +218,7 @@ func (r *Results) evaluate() {
 		ratio := Ratio(run.Cold.P50, run.Docker.P50)
 		r.target("cold_"+rt, "cold p50 ≤ 0.8× docker run --rm ("+rt+")", fmt.Sprintf("%.2f×", ratio), ptr(ratio <= 0.8))
 	}
+	r.evaluateProfiles()
 	if m := r.Memory; m != nil && m.IdleGatekeeper > 0 {
 		r.target("rss_idle", "sidecar RSS idle < 60 MiB", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), ptr(mib(m.IdleGatekeeper) < 60))
 	} else {
@@ -321,6 +323,7 @@ func (r *Results) Table() string {
 	if len(r.Runs) == 0 {
 		row("3", "sandboxed Python hello world", "not measured", "", "", "", "")
 	}
+	r.profileRows(row)
 	if m := r.Memory; m != nil {
 		if m.IdleGatekeeper > 0 {
 			row("4", "resident memory (VmRSS) idle: sidecar vs OPA REST", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), fmt.Sprintf("%.1f MiB", mib(m.IdleOPA)), ratio(float64(m.IdleGatekeeper), float64(m.IdleOPA)), "< 60 MiB", r.met("rss_idle"))
@@ -523,6 +526,18 @@ func (r *Results) Chart() []byte {
 			} {
 				if ds := r.samples["run/"+run.Runtime+"/"+s.key]; len(ds) > 0 {
 					p.Series = append(p.Series, ChartSeries{Name: s.name + " (" + run.Runtime + ")", Color: s.color, Dashed: dashed, Samples: ds})
+				}
+			}
+		}
+		panels = append(panels, p)
+	}
+	if len(r.Profiles) > 0 {
+		p := ChartPanel{Title: "Hello world per image profile, runc, end to end"}
+		colors := []string{"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b"}
+		for i, pr := range r.Profiles {
+			for _, kind := range []string{"warm", "cold"} {
+				if ds := r.samples["profile/"+pr.Profile+"/"+kind]; len(ds) > 0 {
+					p.Series = append(p.Series, ChartSeries{Name: pr.Profile + " " + kind, Color: colors[i%len(colors)], Dashed: kind == "cold", Samples: ds})
 				}
 			}
 		}

@@ -36,8 +36,9 @@ type Config struct {
 	Slice  time.Duration
 	Rounds int
 	// Runs is the number of container runs per series (40); TraceRuns the
-	// number of traced runs through the runner, cold and then warm (10 each).
-	Runs, TraceRuns int
+	// number of traced runs through the runner, cold and then warm (10 each);
+	// ProfileRuns the runs per series of row 5, per image profile (20).
+	Runs, TraceRuns, ProfileRuns int
 	// FloodMiB is how much the output-flood run prints (100).
 	FloodMiB int
 	// Perf records the sidecar with perf(1) during the heaviest throughput
@@ -51,8 +52,8 @@ type Config struct {
 	RegoBench string
 	// Only limits the run to these phases: decisions (row 1 and idle
 	// memory), throughput (row 2 and memory under load), runs (row 3),
-	// memory (the output flood), trace (a cold run by engine API call);
-	// empty means all.
+	// memory (the output flood), trace (a cold run by engine API call),
+	// profiles (row 5: hello world per image profile); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -69,6 +70,7 @@ func (c *Config) defaults() {
 	def(&c.Rounds, 3)
 	def(&c.Runs, 40)
 	def(&c.TraceRuns, 10)
+	def(&c.ProfileRuns, 20)
 	def(&c.FloodMiB, 100)
 	if len(c.Conns) == 0 {
 		c.Conns = []int{1, 16, 64}
@@ -136,6 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"decisions", e.decisions},
 		{"throughput", e.throughput},
 		{"runs", e.runs},
+		{"profiles", e.profiles},
 		{"memory", e.flood},
 		{"trace", e.trace},
 	}
@@ -251,15 +254,40 @@ func (e *env) floorCases(ctx context.Context) ([]map[string]any, error) {
 }
 
 // startSidecar starts a sidecar that is stopped when Run ends (or earlier
-// by the caller).
+// by the caller), serving o.Policy or, when that is empty, the shipped
+// policy under runtime.
 func (e *env) startSidecar(ctx context.Context, runtime string, o SidecarOptions) (*Sidecar, error) {
-	o.Binary, o.Dir, o.Policy = e.cfg.Gatekeeper, e.tmp, e.policy[runtime]
+	o.Binary, o.Dir = e.cfg.Gatekeeper, e.tmp
+	if o.Policy == "" {
+		o.Policy = e.policy[runtime]
+	}
 	s, err := StartSidecar(ctx, o)
 	if err != nil {
 		return nil, err
 	}
 	e.cleanup = append(e.cleanup, s.Stop)
 	return s, nil
+}
+
+// sidecarQuery starts a sidecar (see startSidecar), connects to it and
+// opens a query without an override; it returns the query's id and
+// effective policy. The client closes when Run ends, or earlier by the
+// caller.
+func (e *env) sidecarQuery(ctx context.Context, runtime string, o SidecarOptions) (*Sidecar, *Client, string, json.RawMessage, error) {
+	sc, err := e.startSidecar(ctx, runtime, o)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	c, err := Dial(ctx, sc.Socket, sc.Token)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	e.cleanup = append(e.cleanup, func() { c.Close() })
+	q, eff, err := c.OpenQuery(nil)
+	if err != nil {
+		return nil, nil, "", nil, err
+	}
+	return sc, c, q, eff, nil
 }
 
 func (e *env) startOPA(ctx context.Context) (*Process, error) {
@@ -561,20 +589,12 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 	if warm {
 		coldArgs = []string{"--pool-size", "0"}
 	}
-	cold, err := e.startSidecar(ctx, rt, SidecarOptions{Name: "cold-" + rt, Args: coldArgs})
+	cold, cc, cq, effRaw, err := e.sidecarQuery(ctx, rt, SidecarOptions{Name: "cold-" + rt, Args: coldArgs})
 	if err != nil {
 		return err
 	}
 	defer cold.Stop()
-	cc, err := Dial(ctx, cold.Socket, cold.Token)
-	if err != nil {
-		return err
-	}
 	defer cc.Close()
-	cq, effRaw, err := cc.OpenQuery(nil)
-	if err != nil {
-		return err
-	}
 	var eff EffectiveSandbox
 	if err := json.Unmarshal(effRaw, &eff); err != nil {
 		return fmt.Errorf("effective policy: %w", err)
@@ -626,20 +646,14 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 	all := []series{}
 	var warmSC *Sidecar
 	if warm {
-		warmSC, err = e.startSidecar(ctx, rt, SidecarOptions{Name: "warm-" + rt})
+		var wc *Client
+		var wq string
+		warmSC, wc, wq, _, err = e.sidecarQuery(ctx, rt, SidecarOptions{Name: "warm-" + rt})
 		if err != nil {
 			return err
 		}
 		defer warmSC.Stop()
-		wc, err := Dial(ctx, warmSC.Socket, warmSC.Token)
-		if err != nil {
-			return err
-		}
 		defer wc.Close()
-		wq, _, err := wc.OpenQuery(nil)
-		if err != nil {
-			return err
-		}
 		all = append(all, series{"warm", viaSidecar("warm", wc, wq)})
 		// The same warm run with nothing sent back: a sidecar keeping no
 		// workspaces, and a query returning no files, so the launcher
@@ -754,20 +768,12 @@ func (e *env) catchContainer(ctx context.Context, c *Client, q, rt string) (Cont
 // every 10 ms) while two runs each print FloodMiB MiB, of which the sidecar
 // keeps and forwards at most output.max_bytes.
 func (e *env) flood(ctx context.Context) error {
-	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "flood", Env: []string{"GODEBUG=gctrace=1"}})
+	sc, c, q, effRaw, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: "flood", Env: []string{"GODEBUG=gctrace=1"}})
 	if err != nil {
 		return err
 	}
 	defer sc.Stop()
-	c, err := Dial(ctx, sc.Socket, sc.Token)
-	if err != nil {
-		return err
-	}
 	defer c.Close()
-	q, effRaw, err := c.OpenQuery(nil)
-	if err != nil {
-		return err
-	}
 	var eff EffectiveSandbox
 	if err := json.Unmarshal(effRaw, &eff); err != nil {
 		return fmt.Errorf("effective policy: %w", err)

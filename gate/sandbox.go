@@ -1,17 +1,23 @@
 package gate
 
 import (
+	"fmt"
+
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // RunnerSandbox turns the effective policy into the runner's resolved
-// sandbox. defaultImage stands in for an empty sandbox.fs.image.
-func (eff *Effective) RunnerSandbox(defaultImage string) runner.Sandbox {
+// sandbox. Its image is sandbox.fs.image resolved by profile.Resolve: a
+// profile name becomes that profile's tag, an image reference stays as
+// it is. The policy was validated with the same function, so an error
+// here means a policy built around validation; the run must not start.
+func (eff *Effective) RunnerSandbox() (runner.Sandbox, error) {
 	s := eff.Policy.Sandbox
-	img := s.FS.Image
-	if img == "" {
-		img = defaultImage
+	img, err := profile.Resolve(s.FS.Image)
+	if err != nil {
+		return runner.Sandbox{}, fmt.Errorf("sandbox.fs.image: %w", err)
 	}
 	return runner.Sandbox{
 		Image:          img,
@@ -33,5 +39,5 @@ func (eff *Effective) RunnerSandbox(defaultImage string) runner.Sandbox {
 		MaxOutputBytes: int64(s.Output.MaxBytes),
 		MaxFiles:       s.Output.MaxFiles,
 		MaxFilesBytes:  int64(s.Output.MaxFilesBytes),
-	}
+	}, nil
 }

@@ -39,10 +39,14 @@ violations contains msg if {
 	msg := sprintf("sandbox.proc.runtime %q is not in ceilings.runtimes", [input.merged.proc.runtime])
 }
 
+# An override may keep the base image or choose one of ceilings.images
+# (profile names or image references, compared as written; the sidecar
+# writes an empty image as the default profile's name before this runs).
 violations contains msg if {
 	input.merged.fs.image != input.base.fs.image
 	not input.merged.fs.image in {i | some i in input.ceilings.images}
-	msg := sprintf("sandbox.fs.image %q is not in ceilings.images", [input.merged.fs.image])
+	choices := concat(", ", sort({input.base.fs.image} | {i | some i in input.ceilings.images}))
+	msg := sprintf("sandbox.fs.image %q is not in ceilings.images (an override may choose: %s)", [input.merged.fs.image, choices])
 }
 
 # An override never adds or changes a mount.

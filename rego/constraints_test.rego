@@ -98,11 +98,28 @@ test_runtime_outside_ceilings if {
 
 test_runsc_within_ceilings if count(_check([{"op": "replace", "path": "/proc/runtime", "value": "runsc"}])) == 0
 
-test_image_outside_ceilings if {
-	_check([{"op": "replace", "path": "/fs/image", "value": "attacker/image"}]) == {"sandbox.fs.image \"attacker/image\" is not in ceilings.images"}
+# _image_check: the base on profile python, ceilings.images python-data and
+# an image reference, an override asking for image.
+_image_check(image) := v if {
+	base := json.patch(_base, [{"op": "replace", "path": "/fs/image", "value": "python"}])
+	merged := json.patch(base, [{"op": "replace", "path": "/fs/image", "value": image}])
+	ceilings := object.union(_ceilings, {"images": ["python-data", "py:3.12"]})
+	v := constraints.violations with input as {"base": base, "merged": merged, "ceilings": ceilings}
 }
 
-test_image_in_ceilings if count(_check([{"op": "replace", "path": "/fs/image", "value": "py:3.12"}])) == 0
+test_image_outside_ceilings if {
+	_image_check("node") == {"sandbox.fs.image \"node\" is not in ceilings.images (an override may choose: py:3.12, python, python-data)"}
+}
+
+test_image_reference_outside_ceilings if {
+	_image_check("attacker/image:latest") == {"sandbox.fs.image \"attacker/image:latest\" is not in ceilings.images (an override may choose: py:3.12, python, python-data)"}
+}
+
+test_profile_in_ceilings if count(_image_check("python-data")) == 0
+
+test_image_reference_in_ceilings if count(_image_check("py:3.12")) == 0
+
+test_base_image_needs_no_ceiling if count(_image_check("python")) == 0
 
 test_tmpfs_and_output_ceilings if {
 	v := _check([

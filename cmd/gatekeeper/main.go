@@ -47,7 +47,7 @@ Usage:
   gatekeeper policy check F  validate a policy file; print every problem with its location
   gatekeeper decide          decide one call given as JSON on stdin
   gatekeeper run             run code in the sandbox with no agent
-  gatekeeper image build     build the default sandbox image locally
+  gatekeeper image build     build sandbox image profiles locally (python; PROFILE...; --all)
   gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
   gatekeeper runs list       list the runs recorded in an artifacts directory (serve --artifacts-dir)
   gatekeeper runs show ID    print one run's artifact

@@ -111,3 +111,27 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 		t.Fatalf("decide with GATEKEEPER_POLICY=%s: %v %s", file, err, out)
 	}
 }
+
+// TestImageBuildArguments: bad arguments to image build are refused before
+// anything is built, each with a message saying what to run instead.
+func TestImageBuildArguments(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"--node points at the node profile", []string{"image", "build", "--node"}, "--node is gone: Node.js and npm are the node profile now: gatekeeper image build node"},
+		{"an unknown profile lists the profiles", []string{"image", "build", "python", "pyhton"}, `unknown profile "pyhton" (profiles: minimal, python, python-data, node)`},
+		{"--all and names are exclusive", []string{"image", "build", "--all", "node"}, "give --all or profile names, not both"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out, err := cli(t, "", tc.args...)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("image build %v = %v (output %q), want an error containing %q", tc.args[2:], err, out, tc.want)
+			}
+		})
+	}
+}

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -52,20 +55,66 @@ func poolFlags(fs *flag.FlagSet) *poolOptions {
 
 // baseSandbox is the sandbox of the base policy (no override), which the
 // pool keeps warm; nil when it cannot be pooled (network or deps).
-func baseSandbox(ctx context.Context, eng *gate.Engine, defaultImage string) (*runner.Sandbox, error) {
-	q, err := eng.OpenQuery(ctx, "pool", nil)
+func baseSandbox(ctx context.Context, eng *gate.Engine) (*runner.Sandbox, error) {
+	eff, err := baseEffective(ctx, eng)
 	if err != nil {
 		return nil, err
 	}
-	eff, err := q.Effective(ctx)
+	sb, err := eff.RunnerSandbox()
 	if err != nil {
 		return nil, err
 	}
-	sb := eff.RunnerSandbox(defaultImage)
 	if sb.Network.Enabled || sb.DepsDir != "" {
 		return nil, nil
 	}
 	return &sb, nil
+}
+
+// baseEffective is the effective policy of a query without an override.
+func baseEffective(ctx context.Context, eng *gate.Engine) (*gate.Effective, error) {
+	q, err := eng.OpenQuery(ctx, "base", nil)
+	if err != nil {
+		return nil, err
+	}
+	return q.Effective(ctx)
+}
+
+// policyImages are the images the policy lets runs use: the base image
+// and those of ceilings.images, resolved.
+func policyImages(ctx context.Context, eng *gate.Engine) ([]string, error) {
+	eff, err := baseEffective(ctx, eng)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range append([]string{eff.Policy.Sandbox.FS.Image}, eff.Policy.Ceilings.Images...) {
+		ref, err := profile.Resolve(name)
+		if err != nil {
+			return nil, err
+		}
+		if !slices.Contains(out, ref) {
+			out = append(out, ref)
+		}
+	}
+	return out, nil
+}
+
+// warnMissingImages logs each image of the policy the engine lacks, with
+// the command that builds it: runs that use it fail until it is there.
+func warnMissingImages(ctx context.Context, eng *gate.Engine, log *slog.Logger) {
+	refs, err := policyImages(ctx, eng)
+	if err != nil {
+		log.Warn("cannot list the policy's sandbox images", "err", err)
+		return
+	}
+	missing, err := image.Missing(ctx, nil, refs)
+	if err != nil {
+		log.Warn("cannot check the policy's sandbox images (is the docker engine up?)", "err", err)
+		return
+	}
+	for _, ref := range missing {
+		log.Warn("sandbox image missing: runs that use it fail until it is there", "image", ref, "fix", profile.BuildHint(ref))
+	}
 }
 
 // egressOptions are the egress proxy's flags and where its events go.
@@ -116,10 +165,9 @@ func (l logEgress) Egress(ev egress.Event) error {
 
 // sandboxRunner is the Docker backend behind a FIFO queue of --max-runs.
 type sandboxRunner struct {
-	docker       *docker.Runner
-	queue        *runner.Queue
-	defaultImage string
-	warmed       chan struct{} // closed when the pool's warm-up returned
+	docker *docker.Runner
+	queue  *runner.Queue
+	warmed chan struct{} // closed when the pool's warm-up returned
 }
 
 // newSandboxRunner makes the Docker runner, with the egress proxy for
@@ -135,7 +183,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
 	}
-	d, err := docker.New(docker.Config{Instance: o.instance, DefaultImage: image.DefaultTag(image.Options{}), Egress: proxy, Pool: pool, Logger: o.log})
+	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: pool, Logger: o.log})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +192,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	} else if n > 0 {
 		o.log.Info("removed leftover sandbox containers and networks", "instance", o.instance, "count", n)
 	}
-	s := &sandboxRunner{docker: d, queue: runner.NewQueue(d, o.maxRuns), defaultImage: image.DefaultTag(image.Options{}), warmed: make(chan struct{})}
+	s := &sandboxRunner{docker: d, queue: runner.NewQueue(d, o.maxRuns), warmed: make(chan struct{})}
 	// The pool warms up while the sidecar serves; a failure is retried by
 	// the pool and only logged here.
 	go func() {
@@ -240,14 +288,18 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 	if err != nil {
 		return err
 	}
-	d, err := docker.New(docker.Config{Instance: *instance, DefaultImage: image.DefaultTag(image.Options{}), Egress: proxy})
+	sb, err := eff.RunnerSandbox()
+	if err != nil {
+		return err
+	}
+	d, err := docker.New(docker.Config{Instance: *instance, Egress: proxy})
 	if err != nil {
 		return err
 	}
 	defer d.Close()
 	spec := runner.Spec{
 		RunID: "r_" + uuid.NewString(), QueryID: "cli", Language: runner.Language(*lang), Code: src,
-		Timeout: eff.Policy.Sandbox.Proc.Timeout.Std(), Sandbox: eff.RunnerSandbox(image.DefaultTag(image.Options{})),
+		Timeout: eff.Policy.Sandbox.Proc.Timeout.Std(), Sandbox: sb,
 	}
 	if *human {
 		spec.OnOutput = func(s runner.Stream, b []byte) {
@@ -287,19 +339,71 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 }
 
 func cmdImageBuild(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
-	fs := newFlags("image build", `image build [--node]
+	var profiles strings.Builder
+	for _, p := range profile.All() {
+		fmt.Fprintf(&profiles, "  %-12s %s\n", p.Name, p.About)
+	}
+	fs := newFlags("image build", `image build [--all | PROFILE...]
 
-Builds the default sandbox image from a minimal Debian root file system
-(debootstrap, the machine's apt mirror) and imports it through the Docker API.
-Does nothing when an image of the same recipe exists.`, stderr)
-	node := fs.Bool("node", false, "also install nodejs (a separate, larger image)")
+Builds sandbox image profiles from Debian packages, with no registry:
+debootstrap makes the base from the machine's apt mirror, each profile adds
+packages in a chroot, the layers are cached in the state directory and
+loaded through the Docker API. A profile whose image exists is left as it is.
+With no PROFILE, builds the default profile (`+profile.Default+`). Prints each
+profile's tag on stdout, what was built and how long it took on stderr.
+
+Profiles (sandbox.fs.image names one; docs/SANDBOX.md):
+`+profiles.String(), stderr)
+	all := fs.Bool("all", false, "build every profile")
+	node := fs.Bool("node", false, "no longer supported: Node.js is the node profile (gatekeeper image build node)")
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
-	tag, err := image.Build(ctx, image.Options{Node: *node})
-	if err != nil {
-		return err
+	names := fs.Args()
+	switch {
+	case *node:
+		return errors.New("image build: --node is gone: Node.js and npm are the node profile now: gatekeeper image build node")
+	case *all && len(names) > 0:
+		return errors.New("image build: give --all or profile names, not both")
+	case *all:
+		names = profile.Names()
+	case len(names) == 0:
+		names = []string{profile.Default}
 	}
-	fmt.Fprintln(stdout, tag)
+	for _, n := range names {
+		if _, ok := profile.Lookup(n); !ok {
+			return fmt.Errorf("image build: unknown profile %q (profiles: %s)", n, strings.Join(profile.Names(), ", "))
+		}
+	}
+	begin := time.Now()
+	for _, n := range names {
+		res, err := image.Build(ctx, image.Options{Profile: n})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, res.Tag)
+		fmt.Fprintln(stderr, buildSummary(n, res))
+	}
+	if len(names) > 1 {
+		fmt.Fprintf(stderr, "image build: %d profiles in %s\n", len(names), time.Since(begin).Round(time.Millisecond))
+	}
 	return nil
 }
+
+// buildSummary is the line `image build` prints on stderr for a profile.
+func buildSummary(name string, res image.Result) string {
+	if res.Existed {
+		return fmt.Sprintf("%s: %s exists (%s)", name, res.Tag, mib(res.Size))
+	}
+	var layers []string
+	for _, l := range res.Layers {
+		if l.Cached {
+			layers = append(layers, l.Profile+" cached")
+		} else {
+			layers = append(layers, fmt.Sprintf("%s built in %s", l.Profile, l.Duration.Round(100*time.Millisecond)))
+		}
+	}
+	return fmt.Sprintf("%s: %s built in %s (%s), %s; log %s", name, res.Tag, res.Duration.Round(100*time.Millisecond), strings.Join(layers, ", "), mib(res.Size), res.Log)
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.0f MiB", float64(n)/(1<<20)) }

@@ -22,7 +22,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
-	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
@@ -111,7 +111,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	if !*noRunner {
 		egressOpts.auditor = auditEgress{cfg.Auditor}
 		if poolOpts.size > 0 {
-			if poolOpts.base, err = baseSandbox(ctx, eng, image.DefaultTag(image.Options{})); err != nil {
+			if poolOpts.base, err = baseSandbox(ctx, eng); err != nil {
 				return err
 			}
 		}
@@ -120,7 +120,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 			return err
 		}
 		defer rs.close()
-		cfg.Runner, cfg.DefaultImage = rs.queue, rs.defaultImage
+		warnMissingImages(ctx, eng, log)
+		cfg.Runner = rs.queue
 		sandboxes = rs.docker
 		if *keepWorkspaces {
 			if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
@@ -203,7 +204,7 @@ func listenAddr(ln net.Listener, listen string) string {
 
 // runnerStatus is the console's view of the Docker runner.
 func runnerStatus(ctx context.Context, d *docker.Runner, instance string) console.RunnerStatus {
-	st := console.RunnerStatus{Backend: "docker", Instance: instance, DefaultImage: image.DefaultTag(image.Options{})}
+	st := console.RunnerStatus{Backend: "docker", Instance: instance, DefaultImage: defaultImageTag()}
 	if d == nil {
 		st.Error = "not started yet"
 		return st
@@ -222,4 +223,13 @@ func clientURL(listen string) string {
 		return "ws://" + listen[6:]
 	}
 	return listen
+}
+
+// defaultImageTag is the image the default profile resolves to.
+func defaultImageTag() string {
+	ref, err := profile.Resolve(profile.Default)
+	if err != nil {
+		return err.Error()
+	}
+	return ref
 }

@@ -42,6 +42,7 @@ func Decode(name string, data []byte, dir string) (*Policy, error) {
 		return nil, &Error{Problems: probs}
 	}
 	p.resolveRoot(dir)
+	p.Sandbox.defaultImage()
 	p.file, p.pos = name, pos
 	err := p.validate(name, pos)
 	p.fillCeilings()

@@ -10,6 +10,8 @@ package policy
 import (
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // Version is the only policy file version this package reads.
@@ -62,8 +64,11 @@ type Sandbox struct {
 
 // FS is the sandbox's filesystem.
 type FS struct {
-	// Image is the container image; empty means gatekeeper's locally built
-	// default image.
+	// Image names the container image: a profile of gatekeeper's locally
+	// built images (python, python-data, node, minimal; see
+	// runner/image/profile) or an image reference with a tag or digest.
+	// Empty (in a file or an override) means the default profile, python;
+	// after decoding it is never empty.
 	Image string `yaml:"image" json:"image"`
 	// Workspace is the tmpfs at /workspace holding the code and its files.
 	Workspace Tmpfs `yaml:"workspace" json:"workspace"`
@@ -146,7 +151,8 @@ type Ceilings struct {
 	OutputFilesBytes ByteSize `yaml:"output_files_bytes" json:"output_files_bytes"`
 	// NetHosts are host patterns an override may add to net.allow.
 	NetHosts []string `yaml:"net_hosts" json:"net_hosts"`
-	// Images an override may choose besides the base image.
+	// Images an override may choose besides the base image: profile names
+	// or image references, as in sandbox.fs.image.
 	Images []string `yaml:"images" json:"images"`
 	// Runtimes an override may choose.
 	Runtimes []string `yaml:"runtimes" json:"runtimes"`
@@ -159,6 +165,7 @@ func Default() Policy {
 		Version: Version,
 		Sandbox: Sandbox{
 			FS: FS{
+				Image:     profile.Default,
 				Workspace: Tmpfs{Size: 64 << 20},
 				Tmp:       Tmpfs{Size: 64 << 20},
 			},
@@ -172,6 +179,13 @@ func Default() Policy {
 			},
 			Output: Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
 		},
+	}
+}
+
+// defaultImage makes an empty sandbox.fs.image name the default profile.
+func (s *Sandbox) defaultImage() {
+	if s.FS.Image == "" {
+		s.FS.Image = profile.Default
 	}
 }
 

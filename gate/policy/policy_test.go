@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 const minimal = "version: 1\nworkspace_root: /srv/app\n"
@@ -59,6 +60,30 @@ func TestDecodeDefaults(t *testing.T) {
 	}
 	if p.Ceilings.Memory != p.Sandbox.Proc.Memory || !slices.Equal(p.Ceilings.Runtimes, []string{"runc"}) {
 		t.Errorf("absent ceilings do not equal the base: %+v", p.Ceilings)
+	}
+}
+
+func TestDecodeImage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src, want string
+	}{
+		{"no image is the default profile", minimal, profile.Default},
+		{"an empty image is the default profile", minimal + "sandbox:\n  fs:\n    image: \"\"\n", profile.Default},
+		{"a profile stays its name", minimal + "sandbox:\n  fs:\n    image: python-data\n", "python-data"},
+		{"an image reference with a tag stays as written", minimal + "sandbox:\n  fs:\n    image: registry.example/sandbox:1.2\n", "registry.example/sandbox:1.2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, err := decode(t, tc.src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Sandbox.FS.Image != tc.want {
+				t.Fatalf("sandbox.fs.image = %q, want %q", p.Sandbox.FS.Image, tc.want)
+			}
+		})
 	}
 }
 
@@ -117,6 +142,10 @@ func TestDecodeErrorsNameTheirLocation(t *testing.T) {
 		{"a file count over the hard bound", minimal + "sandbox:\n  output:\n    max_files: 1001\n", []string{`sandbox.output.max_files: 1001 is out of range`}},
 		{"file bytes over the hard bound", minimal + "sandbox:\n  output:\n    max_files_bytes: 65m\n", []string{`p.yaml:5:22: sandbox.output.max_files_bytes: 65m is over the most a run may return, 64m`}},
 		{"a negative file ceiling", minimal + "ceilings:\n  output_files: -3\n", []string{`ceilings.output_files: must not be negative`}},
+		{"a misspelt image profile", minimal + "sandbox:\n  fs:\n    image: pyhton\n", []string{`p.yaml:5:12: sandbox.fs.image: unknown image profile "pyhton" (profiles: minimal, python, python-data, node;`}},
+		{"an image without a tag", minimal + "sandbox:\n  fs:\n    image: registry.example/sandbox\n", []string{`p.yaml:5:12: sandbox.fs.image: unknown image profile "registry.example/sandbox"`}},
+		{"a malformed image reference", minimal + "sandbox:\n  fs:\n    image: \"UPPER:1\"\n", []string{`p.yaml:5:12: sandbox.fs.image: image "UPPER:1" is not a valid image reference`}},
+		{"an unknown profile in the ceilings", minimal + "ceilings:\n  images: [python-data, nodejs]\n", []string{`p.yaml:4:11: ceilings.images[1]: unknown image profile "nodejs"`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -187,6 +216,17 @@ func TestOverride(t *testing.T) {
 		{name: "root is refused", raw: `{"proc":{"user":0}}`, wantErr: `sandbox_policy:1:17: sandbox.proc.user: uid 0 (root) is never allowed`},
 		{name: "a null is refused", raw: `{"net":null}`, wantErr: `null is not a value`},
 		{name: "a whole policy is not a sandbox section", raw: `{"tools":{"allow":["Bash"]}}`, wantErr: `sandbox.tools: unknown key "tools"`},
+		{name: "a profile is chosen by name", raw: `{"fs":{"image":"node"}}`, check: func(t *testing.T, s policy.Sandbox) {
+			if s.FS.Image != "node" {
+				t.Errorf("image = %q", s.FS.Image)
+			}
+		}},
+		{name: "an empty image asks for the default profile", raw: `{"fs":{"image":""}}`, check: func(t *testing.T, s policy.Sandbox) {
+			if s.FS.Image != profile.Default {
+				t.Errorf("image = %q, want %q", s.FS.Image, profile.Default)
+			}
+		}},
+		{name: "an unknown profile is refused with its location", raw: `{"fs":{"image":"ruby"}}`, wantErr: `sandbox_policy:1:16: sandbox.fs.image: unknown image profile "ruby"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/internal/hostdirs"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // Validate checks a policy built in code (Load and Decode already validate)
@@ -53,6 +54,9 @@ func (p *Policy) validate(file string, pos positions) error {
 		}
 	}
 	v.hostPatterns("ceilings.net_hosts", c.NetHosts, nethost.ParseAllow)
+	for i, img := range c.Images {
+		v.image(fmt.Sprintf("ceilings.images[%d]", i), img)
+	}
 	return v.err()
 }
 
@@ -120,7 +124,15 @@ func (v *validator) tools(t Tools) {
 	}
 }
 
+// image checks that img names a profile or an image reference with a tag
+// or digest, as profile.Resolve will resolve it for the runner.
+func (v *validator) image(path, img string) {
+	if _, err := profile.Resolve(img); err != nil {
+		v.add(path, "%v", err)
+	}
+}
 func (v *validator) sandbox(s Sandbox, pre string) {
+	v.image(pre+"fs.image", s.FS.Image)
 	v.positive(pre+"fs.workspace.size", float64(s.FS.Workspace.Size))
 	v.positive(pre+"fs.tmp.size", float64(s.FS.Tmp.Size))
 	if d := s.FS.Deps; d != "" {
@@ -250,6 +262,7 @@ func (p *Policy) Override(raw []byte) (Sandbox, error) {
 	if len(probs) > 0 {
 		return Sandbox{}, &Error{Problems: probs}
 	}
+	merged.defaultImage()
 	v := validator{file: "sandbox_policy", pos: pos}
 	v.sandbox(merged, "sandbox.")
 	if err := v.err(); err != nil {

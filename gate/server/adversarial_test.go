@@ -232,14 +232,11 @@ func TestAToolInputWithTenThousandKeysIsDecidedAndAudited(t *testing.T) {
 		fmt.Fprintf(&b, `,"k%d":%d`, i, i)
 	}
 	b.WriteString("}")
-	begin := time.Now()
+	// An allow (not gatekeeper.error) also shows the evaluation finished
+	// within the decision timeout.
 	r := c.decideRaw(q, `"Read"`, b.String(), "")
-	took := time.Since(begin)
 	if r["decision"] != "allow" || r["rule"] != "host_fs.inside_workspace" {
 		t.Fatalf("got %v", r)
-	}
-	if took > 5*time.Second {
-		t.Errorf("deciding a 10,000-key input took %v", took)
 	}
 	// The same input with one key repeated at its end is refused whole.
 	dup := strings.TrimSuffix(b.String(), "}") + `,"k0":0}`
@@ -251,7 +248,6 @@ func TestAToolInputWithTenThousandKeysIsDecidedAndAudited(t *testing.T) {
 	if rep.Lines != 2 { // the query and the one decision
 		t.Errorf("audit has %d lines, want 2", rep.Lines)
 	}
-	t.Logf("a 10,000-key tool_input (%d bytes) decided in %v", b.Len(), took)
 }
 
 func TestSecretLookingInputsAreMaskedOverTheWire(t *testing.T) {
@@ -499,7 +495,7 @@ func startWithRego(t *testing.T, r server.Runner, module string) *harness {
 	t.Cleanup(func() { h.audit.Close() })
 	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
 	must(t, err)
-	h.srv, err = server.New(server.Config{Engine: eng, Auditor: h.audit, Runner: r, Token: h.token, Logger: quiet, DefaultImage: "img:test"})
+	h.srv, err = server.New(server.Config{Engine: eng, Auditor: h.audit, Runner: r, Token: h.token, Logger: quiet})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)

@@ -215,9 +215,14 @@ func (c *conn) run(r *wire.Run) {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
 	}
+	sb, err := eff.RunnerSandbox()
+	if err != nil {
+		deny(gate.RuleError, err.Error())
+		return
+	}
 	spec := runner.Spec{
 		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: files,
-		Timeout: timeout, Sandbox: eff.RunnerSandbox(c.s.cfg.DefaultImage), Outputs: r.Outputs,
+		Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
 		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
 	}
 	if ws := c.s.cfg.Workspaces; ws != nil {

@@ -75,8 +75,6 @@ type Config struct {
 	Auditor Auditor
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
-	// DefaultImage replaces an empty sandbox.fs.image.
-	DefaultImage string
 	// Workspaces keeps each query's /workspace between its runs, removed
 	// when the query closes or its connection ends; nil starts every run
 	// from an empty /workspace.

@@ -24,8 +24,20 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
+
+// defaultTag is the image of a policy that names none: the default
+// profile's tag.
+func defaultTag(t *testing.T) string {
+	t.Helper()
+	tag, err := profile.Resolve(profile.Default)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tag
+}
 
 const testPolicy = `version: 1
 workspace_root: ./ws
@@ -86,7 +98,7 @@ func start(t testing.TB, o options) *harness {
 	must(t, err)
 	h.srv, err = server.New(server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
-		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
+		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet,
 		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
 		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
 	})
@@ -468,7 +480,7 @@ func TestRunNeedsAPriorAllowAndIsDecidedAgain(t *testing.T) {
 	if res["type"] != "run_result" || res["stdout"] != "hello\n" || res["exit_code"] != float64(0) || res["reason"] != "exited" || res["run_id"] != out["run_id"] {
 		t.Fatalf("run_result: %v", res)
 	}
-	if got := fr.specs[0]; got.Sandbox.Image != "img:test" || got.Timeout != 10*time.Second || got.Sandbox.UID != 65534 {
+	if got := fr.specs[0]; got.Sandbox.Image != defaultTag(t) || got.Timeout != 10*time.Second || got.Sandbox.UID != 65534 {
 		t.Errorf("spec handed to the runner: %+v", got)
 	}
 	// Each allow authorizes exactly one run.

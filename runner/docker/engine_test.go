@@ -15,7 +15,6 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -113,12 +112,23 @@ func TestNodeMissingFromDefaultImage(t *testing.T) {
 func TestMissingImage(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	r := newTestRunner(t)
-	spec := runnertest.Spec("print(1)")
-	spec.Sandbox.Image = "gatekeeper-sandbox:does-not-exist"
-	_, err := r.Run(t.Context(), spec)
-	if !cerrdefs.IsNotFound(err) || !strings.Contains(err.Error(), "does-not-exist") {
-		t.Fatalf("Run = %v, want a not-found error naming the image", err)
+	tests := []struct {
+		name, image, hint string
+	}{
+		{"a stale profile tag says to build the profiles", "gatekeeper-sandbox:python-000000000000", "gatekeeper image build --all"},
+		{"another image says to load it", "registry.example/sandbox:does-not-exist", "load it into the Docker engine"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newTestRunner(t)
+			spec := runnertest.Spec("print(1)")
+			spec.Sandbox.Image = tt.image
+			_, err := r.Run(t.Context(), spec)
+			if !cerrdefs.IsNotFound(err) || !strings.Contains(err.Error(), tt.image) || !strings.Contains(err.Error(), tt.hint) {
+				t.Fatalf("Run = %v, want a not-found error naming the image and %q", err, tt.hint)
+			}
+		})
 	}
 }
 
@@ -233,15 +243,11 @@ func TestCleanupRemovesOnlyItsInstance(t *testing.T) {
 	}
 }
 
-// TestNodeLanguage builds the image with Debian's nodejs (about a minute,
-// once per recipe) and runs JavaScript under both runtimes.
+// TestNodeLanguage runs JavaScript in the node profile under both runtimes.
 func TestNodeLanguage(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
-	tag, err := image.Build(t.Context(), image.Options{Node: true})
-	if err != nil {
-		t.Fatalf("build the node image: %v", err)
-	}
+	tag := profileImages["node"]
 	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
 		t.Run(string(rt), func(t *testing.T) {
 			t.Parallel()

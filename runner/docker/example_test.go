@@ -20,18 +20,19 @@ func (logAuditor) Egress(ev egress.Event) error {
 	return nil
 }
 
-// A sidecar builds (or finds) the default image, removes what a killed
-// predecessor left, keeps two containers of its base sandbox warm, and runs
-// code under a policy, two runs at a time. Networked sandboxes go through
-// the egress proxy.
+// A sidecar builds (or finds) the default profile's image, removes what a
+// killed predecessor left, keeps two containers of its base sandbox warm,
+// and runs code under a policy, two runs at a time. Networked sandboxes go
+// through the egress proxy.
 func Example() {
 	ctx := context.Background()
-	tag, err := image.Build(ctx, image.Options{})
+	built, err := image.Build(ctx, image.Options{Profile: "python"})
 	if err != nil {
 		log.Fatal(err)
 	}
 	base := runner.Sandbox{
-		UID: 65534, GID: 65534,
+		Image: built.Tag,
+		UID:   65534, GID: 65534,
 		CPUs: 1, MemoryBytes: 256 << 20, PIDs: 64,
 		WorkspaceBytes: 64 << 20, TmpBytes: 64 << 20,
 		MaxOutputBytes: 1 << 20,
@@ -41,10 +42,9 @@ func Example() {
 		log.Fatal(err)
 	}
 	r, err := docker.New(docker.Config{
-		Instance:     "gatekeeper",
-		DefaultImage: tag,
-		Egress:       proxy,
-		Pool:         docker.PoolConfig{Size: 2, Idle: 5 * time.Minute, Sandboxes: []runner.Sandbox{base}},
+		Instance: "gatekeeper",
+		Egress:   proxy,
+		Pool:     docker.PoolConfig{Size: 2, Idle: 5 * time.Minute, Sandboxes: []runner.Sandbox{base}},
 	})
 	if err != nil {
 		log.Fatal(err)

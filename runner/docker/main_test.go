@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // skipEnv, set to 1, skips the tests that need a Docker engine. Without it
@@ -26,8 +27,9 @@ const skipEnv = "GATEKEEPER_SKIP_DOCKER_TESTS"
 func skipEngine() bool { return os.Getenv(skipEnv) == "1" && os.Getenv("CI") != "true" }
 
 var (
-	engineSetupErr error  // why the engine tests cannot run
-	testImage      string // the default sandbox image, built if missing
+	engineSetupErr error             // why the engine tests cannot run
+	testImage      string            // the default profile's image, built if missing
+	profileImages  map[string]string // every profile's image tag, by profile name
 	engineRuntimes map[string]bool
 )
 
@@ -69,10 +71,11 @@ func leftoverNetworks() []string {
 	return out
 }
 
-// setupEngine checks the engine answers and makes sure the default image
-// exists, building it (about a minute) if it does not.
+// setupEngine checks the engine answers and makes sure every profile's
+// image exists, building those that do not: once per machine and recipe
+// (a few minutes from nothing; make test builds them before the tests).
 func setupEngine() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
@@ -92,10 +95,15 @@ func setupEngine() error {
 	for name := range info.Runtimes {
 		engineRuntimes[name] = true
 	}
-	testImage, err = image.Build(ctx, image.Options{Client: cli})
-	if err != nil {
-		return fmt.Errorf("build the sandbox image: %w", err)
+	profileImages = map[string]string{}
+	for _, name := range profile.Names() {
+		res, err := image.Build(ctx, image.Options{Profile: name, Client: cli})
+		if err != nil {
+			return fmt.Errorf("build the %s sandbox image: %w", name, err)
+		}
+		profileImages[name] = res.Tag
 	}
+	testImage = profileImages[profile.Default]
 	return nil
 }
 

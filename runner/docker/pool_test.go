@@ -182,8 +182,11 @@ func TestPoolWarmRunTimeoutCountsFromTheCode(t *testing.T) {
 			if res.Reason != runner.TimedOut || res.ExitCode != 137 || res.Stdout != "started\n" {
 				t.Errorf("ended %s %d stdout %q stderr %q; want timed_out 137 after printing", res.Reason, res.ExitCode, res.Stdout, res.Stderr)
 			}
-			if res.Duration < time.Second || res.Duration > 2*time.Second {
-				t.Errorf("duration %v, want the 1s timeout counted from the code's delivery", res.Duration)
+			// The program printed and then ran into its own 1s timeout: a
+			// clock started with the container would have ended it before
+			// the code arrived. (No upper bound: that would time the machine.)
+			if res.Duration < time.Second {
+				t.Errorf("duration %v, shorter than the 1s timeout counted from the code's delivery", res.Duration)
 			}
 		})
 	}
@@ -322,8 +325,10 @@ func TestPoolWarmContainerEndsByItself(t *testing.T) {
 	select {
 	case st := <-w.sess.waitC:
 		took := time.Since(begin)
-		if st.StatusCode != 125 || took < 2*time.Second || took > 10*time.Second {
-			t.Errorf("the abandoned warm container exited %d after %v; want 125 after about 2s", st.StatusCode, took)
+		// 125 is the launcher's own "no run arrived": its wait, not the
+		// runner, ended the container.
+		if st.StatusCode != 125 || took < 2*time.Second {
+			t.Errorf("the abandoned warm container exited %d after %v; want 125 after its 2s wait", st.StatusCode, took)
 		}
 	case err := <-w.sess.errC:
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -88,7 +89,7 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 	img, err := r.cli.ImageInspect(ctx, p.image)
 	if err != nil {
 		if cerrdefs.IsNotFound(err) {
-			return res, fmt.Errorf("image %s not found (build it with gatekeeper image build): %w", p.image, err)
+			return res, fmt.Errorf("image %s not found (%s): %w", p.image, profile.BuildHint(p.image), err)
 		}
 		return res, engineErr("inspect image "+p.image, err)
 	}

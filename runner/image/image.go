@@ -1,62 +1,58 @@
-// Package image builds gatekeeper's default sandbox image without a
-// registry: debootstrap makes a minimal Debian root file system from the
-// machine's apt mirror, and the Docker API imports it as an image.
+// Package image builds gatekeeper's sandbox images (the profiles of
+// runner/image/profile) without a registry: debootstrap makes the base
+// from the machine's apt mirror, each further layer is the base (and the
+// layers below it) with Debian packages added in a chroot over overlayfs,
+// and the Docker API loads the layers as an image whose tag hashes its
+// recipe.
 //
-// The image's tag carries a hash of its recipe, so Build does nothing when
-// an image of the same recipe exists and builds again only when the recipe
-// changes.
+// Layers are cached in the state directory (layers/<profile>-<hash>), so
+// the base is made once and python-data and node both build on the one
+// python layer; the engine shares the common layers between the images
+// too. Build does nothing when the image of the recipe exists, and
+// rebuilds only the layers whose recipe changed.
 package image
 
 import (
 	"bufio"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	dimage "github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
-	"github.com/docker/docker/pkg/jsonmessage"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
-
-// Repository is the repository part of every tag Build makes.
-const Repository = "gatekeeper-sandbox"
-
-// DefaultSuite is the Debian release the image is made of.
-const DefaultSuite = "bookworm"
 
 // DefaultMirror is used when the machine's apt sources name no Debian mirror.
 const DefaultMirror = "http://deb.debian.org/debian"
 
-// DefaultStateDir holds build logs and the temporary root file system.
+// DefaultSecurityMirror is used when they name no mirror of the security suite.
+const DefaultSecurityMirror = "http://deb.debian.org/debian-security"
+
+// DefaultStateDir holds build logs, the layer cache and apt's caches.
 const DefaultStateDir = "/var/lib/gatekeeper"
 
-// recipeVersion changes whenever the build steps below change in a way that
-// changes the image; it is part of the hashed recipe.
-const recipeVersion = "3"
-
-// Options says what image to build. The zero value builds the default image.
+// Options says what to build. The zero value builds the default profile.
 type Options struct {
-	// Node adds Debian's nodejs so that the node language is available.
-	Node bool
-	// Suite is the Debian release; empty means DefaultSuite.
-	Suite string
-	// Mirror is the Debian mirror to use; empty means the first Debian URI of
-	// the machine's apt sources (see Mirror), else DefaultMirror. It is not
-	// part of the recipe: every mirror serves the same packages.
+	// Profile names the profile to build; empty means profile.Default.
+	Profile string
+	// Mirror is the Debian mirror to use; empty means the first Debian URI
+	// of the machine's apt sources (see Mirror), else DefaultMirror. The
+	// security suite comes from the machine's source for it, else
+	// DefaultSecurityMirror. Neither is part of the recipe: every mirror
+	// serves the same packages.
 	Mirror string
-	// StateDir holds build-<tag>.log and the temporary root file system;
+	// StateDir holds build-<tag>.log, the layer cache and apt's caches;
 	// empty means $GATEKEEPER_STATE_DIR, else DefaultStateDir.
 	StateDir string
 	// Client is the engine client; nil means one from the environment with
@@ -64,47 +60,49 @@ type Options struct {
 	Client *client.Client
 }
 
+// Result says what Build did.
+type Result struct {
+	// Tag is the profile's image tag.
+	Tag string
+	// Existed is true when the image was there already and Build did nothing.
+	Existed bool
+	// Layers are the profile's layers from the base up, each built or
+	// taken from the cache.
+	Layers []Layer
+	// Duration is the whole build, load included.
+	Duration time.Duration
+	// Size is the image's size as the engine reports it (the layers it
+	// shares with other profiles included).
+	Size int64
+	// Log is the build log's path; empty when the image existed.
+	Log string
+}
+
+// Layer is one layer of a Build.
+type Layer struct {
+	Profile string
+	// Cached is true when the layer came from the state directory.
+	Cached bool
+	// Duration is the time its build took (zero when cached).
+	Duration time.Duration
+	// Bytes is the size of its tar.
+	Bytes int64
+}
+
 // engine is the part of the Docker client Build uses.
 type engine interface {
 	ImageInspect(ctx context.Context, ref string, opts ...client.ImageInspectOption) (dimage.InspectResponse, error)
-	ImageImport(ctx context.Context, source dimage.ImportSource, ref string, opts dimage.ImportOptions) (io.ReadCloser, error)
+	ImageLoad(ctx context.Context, input io.Reader, opts ...client.ImageLoadOption) (dimage.LoadResponse, error)
 }
 
-// changes are the image config changes applied on import.
-var changes = []string{
-	"USER 65534:65534",
-	"WORKDIR /workspace",
-	"ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"ENV LANG=C.UTF-8",
-}
-
-// trimmed are the paths (relative to the root file system, globbed) that
-// Build removes to keep the image small.
-var trimmed = []string{
-	"var/lib/apt/lists/*",
-	"var/cache/apt/*",
-	"var/cache/debconf/*-old",
-	"var/log/*",
-	"usr/share/doc/*",
-	"usr/share/man/*",
-	"usr/share/info/*",
-	"usr/share/locale/*",
-	"usr/share/lintian/*",
-}
-
-func (o Options) suite() string {
-	if o.Suite != "" {
-		return o.Suite
-	}
-	return DefaultSuite
-}
-
-func (o Options) packages() []string {
-	p := []string{"python3-minimal"}
-	if o.Node {
-		p = append(p, "nodejs")
-	}
-	return p
+// builder makes the root file systems of layers. The real one
+// (rootBuilder) uses debootstrap, overlayfs and chroot, and needs root.
+type builder interface {
+	// Base makes the base layer's root file system in dir.
+	Base(ctx context.Context, dir string, p profile.Profile, log io.Writer) error
+	// Layer makes p's layer in upper: the files p adds over lowers (the
+	// layers below, the nearest first), in overlayfs's form.
+	Layer(ctx context.Context, lowers []string, upper, scratch string, p profile.Profile, log io.Writer) error
 }
 
 func (o Options) stateDir() string {
@@ -117,108 +115,121 @@ func (o Options) stateDir() string {
 	return DefaultStateDir
 }
 
-// recipe is the text whose hash names the image.
-func (o Options) recipe() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "version %s\nsuite %s\nvariant minbase\ninclude %s\n", recipeVersion, o.suite(), strings.Join(o.packages(), ","))
-	fmt.Fprintf(&b, "trim %s\ndirs /workspace /deps\n", strings.Join(trimmed, " "))
-	for _, c := range changes {
-		fmt.Fprintf(&b, "change %s\n", c)
-	}
-	return b.String()
-}
-
-// DefaultTag returns the tag Build makes for o:
-// gatekeeper-sandbox:<first 12 hex digits of the recipe's SHA-256>. The
-// recipe names packages, not their versions: to pick up updated packages,
-// remove the image and build again.
-func DefaultTag(o Options) string {
-	sum := sha256.Sum256([]byte(o.recipe()))
-	return Repository + ":" + hex.EncodeToString(sum[:])[:12]
-}
-
-// Build makes the image of o unless an image with its tag exists, and
-// returns the tag. It needs root and debootstrap, and takes about a minute.
+// Build makes the image of o.Profile unless an image with its tag exists.
+// It needs root, debootstrap and overlayfs: the base takes about half a
+// minute, python-data a minute or two more (see docs/SANDBOX.md).
 // Concurrent Builds on one machine are serialised by a lock file in the
 // state directory. On failure the error names the build log.
-func Build(ctx context.Context, o Options) (tag string, err error) {
+func Build(ctx context.Context, o Options) (Result, error) {
+	name := o.Profile
+	if name == "" {
+		name = profile.Default
+	}
+	p, ok := profile.Lookup(name)
+	if !ok {
+		return Result{}, fmt.Errorf("unknown image profile %q (profiles: %s)", name, strings.Join(profile.Names(), ", "))
+	}
+	b := rootBuilder{mirrors: o.mirrors(), state: o.stateDir()}
 	if o.Client != nil {
-		return build(ctx, o.Client, o, debootstrap)
+		return build(ctx, o.Client, o, p, b)
 	}
 	cli, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
 	if err != nil {
-		return "", fmt.Errorf("docker client: %w", err)
+		return Result{}, fmt.Errorf("docker client: %w", err)
 	}
 	defer cli.Close()
-	return build(ctx, cli, o, debootstrap)
+	return build(ctx, cli, o, p, b)
 }
 
-// bootstrapFunc makes a root file system in dir, keeping downloaded
-// packages in cache, logging to log.
-type bootstrapFunc func(ctx context.Context, dir, cache, suite, mirror string, packages []string, log io.Writer) error
-
-func build(ctx context.Context, cli engine, o Options, bootstrap bootstrapFunc) (string, error) {
-	tag := DefaultTag(o)
-	exists, err := imageExists(ctx, cli, tag)
+func build(ctx context.Context, cli engine, o Options, p profile.Profile, b builder) (Result, error) {
+	begin := time.Now()
+	res := Result{Tag: p.Tag()}
+	exists, err := imageExists(ctx, cli, res.Tag, &res.Size)
 	if err != nil || exists {
-		return tag, err
+		res.Existed = exists
+		return res, err
 	}
 
 	state := o.stateDir()
 	if err := os.MkdirAll(state, 0o755); err != nil {
-		return "", fmt.Errorf("state dir: %w", err)
+		return res, fmt.Errorf("state dir: %w", err)
 	}
 	unlock, err := lock(filepath.Join(state, "image-build.lock"))
 	if err != nil {
-		return "", err
+		return res, err
 	}
 	defer unlock()
 	// Someone else may have built it while we waited for the lock.
-	if exists, err := imageExists(ctx, cli, tag); err != nil || exists {
-		return tag, err
+	if exists, err := imageExists(ctx, cli, res.Tag, &res.Size); err != nil || exists {
+		res.Existed = exists
+		return res, err
 	}
 
-	logPath := filepath.Join(state, "build-"+strings.ReplaceAll(tag, ":", "-")+".log")
-	logFile, err := os.Create(logPath)
+	res.Log = filepath.Join(state, "build-"+strings.ReplaceAll(res.Tag, ":", "-")+".log")
+	logFile, err := os.Create(res.Log)
 	if err != nil {
-		return "", fmt.Errorf("build log: %w", err)
+		return res, fmt.Errorf("build log: %w", err)
 	}
 	defer logFile.Close()
-	fail := func(step string, err error) (string, error) {
+	fail := func(step string, err error) (Result, error) {
 		fmt.Fprintf(logFile, "error: %s: %v\n", step, err)
-		return "", fmt.Errorf("build image %s: %s: %w (log: %s)", tag, step, err, logPath)
+		return res, fmt.Errorf("build image %s: %s: %w (log: %s)", res.Tag, step, err, res.Log)
 	}
+	fmt.Fprintf(logFile, "building %s\n%s", res.Tag, p.Recipe())
 
-	mirror := o.Mirror
-	if mirror == "" {
-		mirror = Mirror(o.suite())
+	var cached []cachedLayer
+	for _, l := range p.Chain() {
+		c, layer, err := ensureLayer(ctx, filepath.Join(state, "layers"), l, cached, b, logFile)
+		if err != nil {
+			return fail("layer "+l.Name, err)
+		}
+		cached = append(cached, c)
+		res.Layers = append(res.Layers, layer)
+		fmt.Fprintf(logFile, "layer %s: %s, %d bytes, cached %v, %s\n", l.Name, c.meta.DiffID, c.meta.Size, layer.Cached, layer.Duration.Round(time.Millisecond))
 	}
-	fmt.Fprintf(logFile, "building %s from %s\n%s", tag, mirror, o.recipe())
-
-	work, err := os.MkdirTemp(state, "rootfs-")
-	if err != nil {
-		return fail("temp dir", err)
+	if err := load(ctx, cli, p, cached, logFile); err != nil {
+		return fail("load", err)
 	}
-	defer os.RemoveAll(work)
-	rootfs := filepath.Join(work, "rootfs")
-
-	if err := bootstrap(ctx, rootfs, filepath.Join(state, "debootstrap-cache"), o.suite(), mirror, o.packages(), logFile); err != nil {
-		return fail("debootstrap", err)
+	if exists, err := imageExists(ctx, cli, res.Tag, &res.Size); err != nil || !exists {
+		return fail("load", fmt.Errorf("the engine has no %s after the load (%v)", res.Tag, err))
 	}
-	if err := trim(rootfs); err != nil {
-		return fail("trim root file system", err)
-	}
-	if err := importRootfs(ctx, cli, rootfs, tag, logFile); err != nil {
-		return fail("import", err)
-	}
-	fmt.Fprintf(logFile, "done: %s\n", tag)
-	return tag, nil
+	res.Duration = time.Since(begin)
+	fmt.Fprintf(logFile, "done: %s in %s\n", res.Tag, res.Duration.Round(time.Millisecond))
+	return res, nil
 }
 
-func imageExists(ctx context.Context, cli engine, tag string) (bool, error) {
-	_, err := cli.ImageInspect(ctx, tag)
+// Missing returns those of refs (image references) the engine has no
+// image of. A nil cli means a client from the environment. An engine that
+// cannot be reached is an error wrapping runner.ErrUnavailable.
+func Missing(ctx context.Context, cli *client.Client, refs []string) ([]string, error) {
+	if cli == nil {
+		c, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+		if err != nil {
+			return nil, fmt.Errorf("docker client: %w", err)
+		}
+		defer c.Close()
+		cli = c
+	}
+	var missing []string
+	for _, ref := range refs {
+		var size int64
+		ok, err := imageExists(ctx, cli, ref, &size)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			missing = append(missing, ref)
+		}
+	}
+	return missing, nil
+}
+
+// imageExists reports whether the engine has tag, and its size in size.
+func imageExists(ctx context.Context, cli engine, tag string, size *int64) (bool, error) {
+	img, err := cli.ImageInspect(ctx, tag)
 	switch {
 	case err == nil:
+		*size = img.Size
 		return true, nil
 	case cerrdefs.IsNotFound(err):
 		return false, nil
@@ -227,86 +238,6 @@ func imageExists(ctx context.Context, cli engine, tag string) (bool, error) {
 	default:
 		return false, fmt.Errorf("inspect image %s: %w", tag, err)
 	}
-}
-
-// debootstrap runs debootstrap --variant=minbase, keeping the downloaded
-// packages in cache so that a rebuild downloads only what changed.
-func debootstrap(ctx context.Context, dir, cache, suite, mirror string, packages []string, log io.Writer) error {
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return fmt.Errorf("debootstrap not found (apt-get install debootstrap, or run scripts/ensure-docker): %w", err)
-	}
-	if os.Geteuid() != 0 {
-		return errors.New("debootstrap needs root")
-	}
-	if err := os.MkdirAll(cache, 0o755); err != nil {
-		return fmt.Errorf("debootstrap cache: %w", err)
-	}
-	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--cache-dir="+cache,
-		"--include="+strings.Join(packages, ","), suite, dir, mirror)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive", "LANG=C.UTF-8")
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("debootstrap %s from %s: %w", suite, mirror, err)
-	}
-	return nil
-}
-
-// trim removes what the sandbox does not need and creates the mount points.
-func trim(rootfs string) error {
-	for _, pattern := range trimmed {
-		matches, err := filepath.Glob(filepath.Join(rootfs, pattern))
-		if err != nil {
-			return err
-		}
-		for _, m := range matches {
-			if err := os.RemoveAll(m); err != nil {
-				return err
-			}
-		}
-	}
-	for _, d := range []string{"workspace", "deps"} {
-		p := filepath.Join(rootfs, d)
-		if err := os.MkdirAll(p, 0o755); err != nil {
-			return err
-		}
-		if err := os.Chmod(p, 0o755); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// importRootfs streams a tar of rootfs (made by the system's tar, which
-// keeps owners, modes, links and devices exactly) into ImageImport.
-func importRootfs(ctx context.Context, cli engine, rootfs, tag string, log io.Writer) error {
-	cmd := exec.CommandContext(ctx, "tar", "--numeric-owner", "--xattrs", "-C", rootfs, "-cf", "-", ".")
-	cmd.Stderr = log
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("tar: %w", err)
-	}
-	resp, err := cli.ImageImport(ctx, dimage.ImportSource{Source: out, SourceName: "-"}, tag, dimage.ImportOptions{
-		Changes: append(append([]string{}, changes...), "LABEL gatekeeper.recipe="+strings.TrimPrefix(tag, Repository+":")),
-		Message: "gatekeeper sandbox image",
-	})
-	if err != nil {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		return fmt.Errorf("image import: %w", err)
-	}
-	defer resp.Close()
-	streamErr := jsonmessage.DisplayJSONMessagesStream(resp, log, 0, false, nil)
-	_, _ = io.Copy(io.Discard, out)
-	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("tar: %w", err)
-	}
-	if streamErr != nil {
-		return fmt.Errorf("image import: %w", streamErr)
-	}
-	return nil
 }
 
 // lock takes an exclusive flock on path, waiting for it.
@@ -322,14 +253,32 @@ func lock(path string) (unlock func(), err error) {
 	return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
 }
 
+// mirrors are the Debian mirrors of a build.
+type mirrors struct{ main, security string }
+
+func (o Options) mirrors() mirrors {
+	m := mirrors{main: o.Mirror, security: mirrorFrom("/etc/apt", profile.Suite+"-security", DefaultSecurityMirror)}
+	if m.main == "" {
+		m.main = Mirror(profile.Suite)
+	}
+	return m
+}
+
+// sourcesList is the apt sources of a build: the suite, its updates and
+// its security suite.
+func (m mirrors) sourcesList() string {
+	s := profile.Suite
+	return fmt.Sprintf("deb %s %s main\ndeb %s %s-updates main\ndeb %s %s-security main\n", m.main, s, m.main, s, m.security, s)
+}
+
 // Mirror returns the first Debian mirror URI for suite in the machine's apt
 // sources (/etc/apt/sources.list and /etc/apt/sources.list.d/*.list and
 // *.sources), or DefaultMirror.
 func Mirror(suite string) string {
-	return mirrorFrom("/etc/apt", suite)
+	return mirrorFrom("/etc/apt", suite, DefaultMirror)
 }
 
-func mirrorFrom(aptDir, suite string) string {
+func mirrorFrom(aptDir, suite, fallback string) string {
 	files := []string{filepath.Join(aptDir, "sources.list")}
 	lists, _ := filepath.Glob(filepath.Join(aptDir, "sources.list.d", "*.list"))
 	sources, _ := filepath.Glob(filepath.Join(aptDir, "sources.list.d", "*.sources"))
@@ -346,7 +295,7 @@ func mirrorFrom(aptDir, suite string) string {
 			return uri
 		}
 	}
-	return DefaultMirror
+	return fallback
 }
 
 // fromOneLine reads a one-line-style sources file:
@@ -420,3 +369,7 @@ func fromDeb822(path, suite string) string {
 func isHTTP(uri string) bool {
 	return strings.HasPrefix(uri, "http://") || strings.HasPrefix(uri, "https://")
 }
+
+// errLayerChanged means a cached layer's files no longer give the tar its
+// metadata records.
+var errLayerChanged = errors.New("cached layer changed since it was built")

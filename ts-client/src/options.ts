@@ -31,7 +31,11 @@ import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 export interface SandboxPolicy {
   /** The sandbox's file system. */
   fs?: {
-    /** The container image; `""` is the locally built gatekeeper-sandbox image. */
+    /**
+     * The image: a profile (`"python"`, `"python-data"`, `"node"`, `"minimal"`)
+     * or an image reference with a tag, one of the operator's
+     * `ceilings.images` unless it is the base policy's; `""` is `"python"`.
+     */
     image?: string;
     /** The `/workspace` tmpfs. */
     workspace?: {
