@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // Client is one WebSocket connection to the sidecar speaking
@@ -22,24 +24,20 @@ type Client struct {
 
 // Frame is the part of a reply frame the harness reads.
 type Frame struct {
-	Type       string          `json:"type"`
-	ID         string          `json:"id"`
-	Code       string          `json:"code"`
-	Message    string          `json:"message"`
-	QueryID    string          `json:"query_id"`
-	Effective  json.RawMessage `json:"effective_policy"`
-	Decision   string          `json:"decision"`
-	Reason     string          `json:"reason"`
-	Rule       string          `json:"rule"`
-	Stream     string          `json:"stream"`
-	Data       string          `json:"data"`
-	ExitCode   int             `json:"exit_code"`
-	RunReason  string          `json:"-"`
-	Stdout     string          `json:"stdout"`
-	Stderr     string          `json:"stderr"`
-	Truncated  bool            `json:"truncated"`
-	DurationMS int64           `json:"duration_ms"`
-	Runtime    string          `json:"runtime"`
+	Type      string          `json:"type"`
+	ID        string          `json:"id"`
+	Code      string          `json:"code"`
+	Message   string          `json:"message"`
+	QueryID   string          `json:"query_id"`
+	Effective json.RawMessage `json:"effective_policy"`
+	Decision  string          `json:"decision"`
+	Reason    string          `json:"reason"`
+	Rule      string          `json:"rule"`
+	Stream    string          `json:"stream"`
+	Data      string          `json:"data"`
+	// Run is the report of a run_result frame, decoded into the
+	// protocol's own type.
+	Run *wire.RunReport `json:"-"`
 }
 
 // Dial connects to the sidecar's Unix socket with the bearer token and
@@ -105,11 +103,11 @@ func (c *Client) read() (Frame, error) {
 		return Frame{}, fmt.Errorf("decode reply %.200s: %w", data, err)
 	}
 	if f.Type == "run_result" {
-		var r struct {
-			Reason string `json:"reason"`
+		var r wire.RunResult
+		if err := json.Unmarshal(data, &r); err != nil {
+			return Frame{}, fmt.Errorf("decode run_result %.200s: %w", data, err)
 		}
-		_ = json.Unmarshal(data, &r)
-		f.RunReason = r.Reason
+		f.Run = &r.RunReport
 	}
 	return f, nil
 }
@@ -149,9 +147,9 @@ func (c *Client) Decide(queryID, tool string, input any, toolUseID string, mcp m
 
 // RunOutcome is what one sandboxed run through the sidecar returned.
 type RunOutcome struct {
-	Result      Frame // the run_result
-	OutputBytes int64 // data of the output frames
-	Frames      int   // output frames
+	Result      wire.RunReport // the run_result's report
+	OutputBytes int64          // data of the output frames
+	Frames      int            // output frames
 }
 
 // DecideAndRun does what the TypeScript client does for one
@@ -180,6 +178,6 @@ func (c *Client) DecideAndRun(queryID, toolUseID, language, code string) (RunOut
 	if f.Type != "run_result" {
 		return out, fmt.Errorf("run answered with %s %s: %s", f.Type, f.Code, f.Message)
 	}
-	out.Result = f
+	out.Result = *f.Run
 	return out, nil
 }

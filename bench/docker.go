@@ -172,7 +172,8 @@ func EndMark(code int) string { return fmt.Sprintf("\x1egatekeeper-end %s %03d\x
 // the header line when the container's launcher waits for one (the
 // launcher that lets a warm container wait for its code; the earlier
 // launcher read the tar alone): "<backstop seconds> python", plus the
-// end-mark tag when the launcher writes end marks.
+// end-mark tag when the launcher writes end marks, plus "0" (no snapshot
+// of /workspace) when it can send one back.
 func RunInput(c Container, code string, timeout time.Duration, uid int) []byte {
 	var buf bytes.Buffer
 	argv := strings.Join(c.argv(), " ")
@@ -180,6 +181,9 @@ func RunInput(c Container, code string, timeout time.Duration, uid int) []byte {
 		fmt.Fprintf(&buf, "%d python", int64(math.Ceil((timeout + backstopGrace).Seconds())))
 		if strings.Contains(argv, "gatekeeper-end") {
 			buf.WriteString(" " + RunTag)
+		}
+		if strings.Contains(argv, "gatekeeper-snap") {
+			buf.WriteString(" 0") // no snapshot of /workspace: docker run keeps nothing either
 		}
 		buf.WriteString("\n")
 	}

@@ -247,7 +247,10 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 		"--watch-interval", "0",
 		"--log-level", "warn",
 	}, o.Args...)
-	p, err := start(ctx, "gatekeeper serve ("+o.Name+")", socket, "/healthz", filepath.Join(dir, "serve.log"), argv, o.Env)
+	// The queries' workspaces go into dir too (the default --state-dir is
+	// under XDG_STATE_HOME).
+	env := append([]string{"XDG_STATE_HOME=" + dir}, o.Env...)
+	p, err := start(ctx, "gatekeeper serve ("+o.Name+")", socket, "/healthz", filepath.Join(dir, "serve.log"), argv, env)
 	if err != nil {
 		return nil, err
 	}

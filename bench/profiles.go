@@ -132,7 +132,7 @@ func (e *env) profileSeries(ctx context.Context, kind string, policies map[strin
 			return d, 0, fmt.Errorf("%s %s: %w", kind, s.profile, err)
 		}
 		if r := out.Result; r.ExitCode != 0 || r.Stdout != "hello, world\n" {
-			return d, 0, fmt.Errorf("%s %s: exited %d (%s) with stdout %q stderr %q", kind, s.profile, r.ExitCode, r.RunReason, r.Stdout, r.Stderr)
+			return d, 0, fmt.Errorf("%s %s: exited %d (%s) with stdout %q stderr %q", kind, s.profile, r.ExitCode, r.Reason, r.Stdout, r.Stderr)
 		}
 		return d, time.Duration(out.Result.DurationMS) * time.Millisecond, nil
 	}

@@ -112,12 +112,15 @@ type Rate struct {
 
 // RunResult is row 3 for one runtime.
 type RunResult struct {
-	Runtime     string   `json:"runtime"`
-	Warm        *Summary `json:"warm,omitempty"`
-	WarmNote    string   `json:"warm_note,omitempty"`
-	PoolMetrics []string `json:"pool_metrics,omitempty"`
-	Cold        Summary  `json:"cold"`
-	Docker      Summary  `json:"docker_run"`
+	Runtime  string   `json:"runtime"`
+	Warm     *Summary `json:"warm,omitempty"`
+	WarmNote string   `json:"warm_note,omitempty"`
+	// WarmNoSnapshot is the warm run with no snapshot of /workspace sent
+	// back (no workspace kept, no files returned).
+	WarmNoSnapshot *Summary `json:"warm_no_snapshot,omitempty"`
+	PoolMetrics    []string `json:"pool_metrics,omitempty"`
+	Cold           Summary  `json:"cold"`
+	Docker         Summary  `json:"docker_run"`
 	// WarmProgram and ColdProgram are the runner's own duration_ms of the
 	// same runs: from the code sent to the container until the program
 	// exited. The rest of a sample is the sidecar, the engine and the wire.
@@ -311,6 +314,9 @@ func (r *Results) Table() string {
 			row("3", fmt.Sprintf("Python hello world end to end, %s: warm pool vs `docker run --rm`, p50", run.Runtime), pp(*run.Warm), pp(run.Docker), ratio(run.Warm.P50, run.Docker.P50), "≤ 0.2× and < 60 ms", r.met("warm_"+run.Runtime))
 		} else {
 			row("3", fmt.Sprintf("Python hello world end to end, %s: warm pool vs `docker run --rm`, p50", run.Runtime), "warm pool "+run.WarmNote, pp(run.Docker), "—", "≤ 0.2× and < 60 ms", r.met("warm_"+run.Runtime))
+		}
+		if run.Warm != nil && run.WarmNoSnapshot != nil {
+			row("3", fmt.Sprintf("Python hello world end to end, %s: warm, its workspace saved and files returned vs warm with no snapshot, p50", run.Runtime), pp(*run.Warm), pp(*run.WarmNoSnapshot), ratio(run.Warm.P50, run.WarmNoSnapshot.P50), "—", "")
 		}
 		row("3", fmt.Sprintf("Python hello world end to end, %s: cold (no pool) vs `docker run --rm`, p50", run.Runtime), pp(run.Cold), pp(run.Docker), ratio(run.Cold.P50, run.Docker.P50), "≤ 0.8×", r.met("cold_"+run.Runtime))
 	}

@@ -637,7 +637,7 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 				return d, err
 			}
 			if r := out.Result; r.ExitCode != 0 || r.Stdout != "hello, world\n" {
-				return d, fmt.Errorf("run exited %d (%s) with stdout %q stderr %q", r.ExitCode, r.RunReason, r.Stdout, r.Stderr)
+				return d, fmt.Errorf("run exited %d (%s) with stdout %q stderr %q", r.ExitCode, r.Reason, r.Stdout, r.Stderr)
 			}
 			inner[name] = append(inner[name], time.Duration(out.Result.DurationMS)*time.Millisecond)
 			return d, nil
@@ -655,6 +655,27 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 		defer warmSC.Stop()
 		defer wc.Close()
 		all = append(all, series{"warm", viaSidecar("warm", wc, wq)})
+		// The same warm run with nothing sent back: a sidecar keeping no
+		// workspaces, and a query returning no files, so the launcher
+		// takes no snapshot of /workspace. warm/warm_no_snapshot is what
+		// the snapshot costs.
+		if has, _, err := HelpMentions(ctx, e.cfg.Gatekeeper, []string{"serve", "--help"}, "--workspaces"); err == nil && has {
+			bare, err := e.startSidecar(ctx, rt, SidecarOptions{Name: "warm-nosnap-" + rt, Args: []string{"--workspaces=false"}})
+			if err != nil {
+				return err
+			}
+			defer bare.Stop()
+			bc, err := Dial(ctx, bare.Socket, bare.Token)
+			if err != nil {
+				return err
+			}
+			defer bc.Close()
+			bq, _, err := bc.OpenQuery(map[string]any{"output": map[string]any{"max_files": 0}})
+			if err != nil {
+				return err
+			}
+			all = append(all, series{"warm_no_snapshot", viaSidecar("warm_no_snapshot", bc, bq)})
+		}
 	}
 	all = append(all,
 		series{"cold", viaSidecar("cold", cc, cq)},
@@ -696,6 +717,10 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 		wp := Summarize(inner["warm"][len(inner["warm"])-len(samples["warm"]):])
 		rr.WarmProgram = &wp
 		rr.PoolMetrics = poolMetrics(ctx, warmSC)
+		if ds := samples["warm_no_snapshot"]; len(ds) > 0 {
+			b := Summarize(ds)
+			rr.WarmNoSnapshot = &b
+		}
 	}
 	e.res.Runs = append(e.res.Runs, rr)
 	e.cfg.Log.Info("bench: runs", "runtime", rt, "cold_p50_ms", rr.Cold.P50, "docker_p50_ms", rr.Docker.P50)
@@ -781,7 +806,7 @@ func (e *env) flood(ctx context.Context) error {
 		m.FloodTruncated = out.Result.Truncated
 		if out.Result.ExitCode != 0 {
 			sampler.Stop()
-			return fmt.Errorf("flood run exited %d (%s): %s", out.Result.ExitCode, out.Result.RunReason, out.Result.Stderr)
+			return fmt.Errorf("flood run exited %d (%s): %s", out.Result.ExitCode, out.Result.Reason, out.Result.Stderr)
 		}
 	}
 	m.FloodSeconds = time.Since(t0).Seconds() / 2

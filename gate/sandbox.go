@@ -37,5 +37,7 @@ func (eff *Effective) RunnerSandbox() (runner.Sandbox, error) {
 			Deny:    append([]string(nil), s.Net.Deny...),
 		},
 		MaxOutputBytes: int64(s.Output.MaxBytes),
+		MaxFiles:       s.Output.MaxFiles,
+		MaxFilesBytes:  int64(s.Output.MaxFilesBytes),
 	}, nil
 }

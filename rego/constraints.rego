@@ -21,6 +21,8 @@ _limits := [
 	{"path": "sandbox.fs.workspace.size", "value": input.merged.fs.workspace.size, "ceiling": input.ceilings.tmpfs, "unit": "bytes"},
 	{"path": "sandbox.fs.tmp.size", "value": input.merged.fs.tmp.size, "ceiling": input.ceilings.tmpfs, "unit": "bytes"},
 	{"path": "sandbox.output.max_bytes", "value": input.merged.output.max_bytes, "ceiling": input.ceilings.output_bytes, "unit": "bytes"},
+	{"path": "sandbox.output.max_files", "value": input.merged.output.max_files, "ceiling": input.ceilings.output_files, "unit": "count"},
+	{"path": "sandbox.output.max_files_bytes", "value": input.merged.output.max_files_bytes, "ceiling": input.ceilings.output_files_bytes, "unit": "bytes"},
 ]
 
 violations contains msg if {

@@ -6,11 +6,12 @@ _base := {
 	"fs": {"image": "", "workspace": {"size": 67108864}, "tmp": {"size": 67108864}, "deps": "", "deny": ["~/.ssh/**"], "write_protect": ["**/deploy"], "write_protect_allow": ["ide_config"]},
 	"net": {"enabled": false, "allow": [], "deny": ["evil.example"]},
 	"proc": {"cpus": 1, "memory": 268435456, "pids": 128, "timeout": 10000, "runtime": "runc", "user": 65534},
-	"output": {"max_bytes": 1048576},
+	"output": {"max_bytes": 1048576, "max_files": 20, "max_files_bytes": 4194304},
 }
 
 _ceilings := {
 	"cpus": 2, "memory": 1073741824, "pids": 512, "timeout": 120000, "tmpfs": 536870912, "output_bytes": 8388608,
+	"output_files": 50, "output_files_bytes": 16777216,
 	"net_hosts": ["pypi.org", "*.pythonhosted.org"], "images": ["py:3.12"], "runtimes": ["runc", "runsc"],
 }
 
@@ -126,6 +127,21 @@ test_tmpfs_and_output_ceilings if {
 		{"op": "replace", "path": "/output/max_bytes", "value": 16777216},
 	])
 	v == {"sandbox.fs.tmp.size 1g exceeds ceiling 512m", "sandbox.output.max_bytes 16m exceeds ceiling 8m"}
+}
+
+test_file_output_ceilings if {
+	v := _check([
+		{"op": "replace", "path": "/output/max_files", "value": 51},
+		{"op": "replace", "path": "/output/max_files_bytes", "value": 33554432},
+	])
+	v == {"sandbox.output.max_files 51 exceeds ceiling 50", "sandbox.output.max_files_bytes 32m exceeds ceiling 16m"}
+}
+
+test_file_output_at_ceilings if {
+	count(_check([
+		{"op": "replace", "path": "/output/max_files", "value": 50},
+		{"op": "replace", "path": "/output/max_files_bytes", "value": 16777216},
+	])) == 0
 }
 
 test_network_needs_ceiling_hosts if {

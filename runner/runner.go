@@ -5,6 +5,7 @@
 package runner
 
 import (
+	"io"
 	"time"
 )
 
@@ -85,6 +86,12 @@ type Sandbox struct {
 	// MaxOutputBytes caps stdout and stderr each; output beyond it is
 	// discarded while streaming and Result.Truncated is set.
 	MaxOutputBytes int64
+	// MaxFiles is the most files of /workspace a run returns
+	// (Result.Files); 0 returns none.
+	MaxFiles int
+	// MaxFilesBytes is the most bytes of file content a run returns, all
+	// files together; a file past it is listed without its content.
+	MaxFilesBytes int64
 }
 
 // Network is the network part of a Sandbox.
@@ -106,11 +113,24 @@ type Spec struct {
 	Language Language
 	// Code is the program text, written to /workspace as the main file.
 	Code string
-	// Files are extra files, keyed by a path relative to /workspace; a path
-	// that would leave /workspace is refused.
+	// Files are extra files, keyed by a path relative to /workspace, their
+	// content as bytes (text or binary); a path that would leave
+	// /workspace is refused. They replace what the saved workspace holds
+	// at their paths.
 	Files map[string]string
+	// Workspace, when set, is the saved /workspace the run starts from and,
+	// when the program ended by itself, replaces with what it left there
+	// (Result.Workspace says whether it did). nil starts from an empty
+	// /workspace that is discarded with the container.
+	Workspace Workspace
+	// Outputs names files and directories of /workspace (paths relative to
+	// it, "." for all) whose files the run returns in Result.Files, changed
+	// or not. nil returns the files the run created or changed, except
+	// those below a hidden directory, node_modules or __pycache__
+	// (installed dependencies and caches).
+	Outputs []string
 	// Timeout is the wall-clock limit; the container is killed when it
-	// passes and Result.TimedOut is set.
+	// passes and Result.Reason is TimedOut.
 	Timeout time.Duration
 	// Sandbox is the resolved policy the container enforces.
 	Sandbox Sandbox
@@ -127,6 +147,65 @@ type Spec struct {
 	OnOutput func(Stream, []byte)
 }
 
+// Workspace is the saved /workspace of a sequence of runs (a query's). A
+// backend reads the saved snapshot when a run starts and, when the program
+// ended by itself, writes a new one into TempDir and hands it to Replace.
+// Snapshots are tar streams in the form runner/workspace writes them. The
+// caller serializes the runs of one Workspace: two runs at once would both
+// start from the same snapshot.
+type Workspace interface {
+	// Saved opens the saved snapshot and returns the tmpfs space its files
+	// take (whole pages); a nil reader means an empty workspace.
+	Saved() (snapshot io.ReadCloser, bytes int64, err error)
+	// Replace makes the snapshot in file path (in TempDir), whose files
+	// take bytes, the saved one, taking the file over; on error the
+	// previous snapshot stays and path is removed.
+	Replace(path string, bytes int64) error
+	// TempDir is where a backend writes a snapshot as it arrives.
+	TempDir() string
+}
+
+// WorkspaceState says what became of a run's Workspace.
+type WorkspaceState string
+
+// Workspace states of a run with a Spec.Workspace; a run without one
+// reports "".
+const (
+	// WorkspaceSaved: the run's /workspace replaced the saved one.
+	WorkspaceSaved WorkspaceState = "saved"
+	// WorkspaceNotSaved: the saved workspace is as it was before the run
+	// (the run timed out, was cancelled, or its snapshot was refused;
+	// Result.WorkspaceNote says why).
+	WorkspaceNotSaved WorkspaceState = "not_saved"
+)
+
+// FileChange says how a run changed a file it returns.
+type FileChange string
+
+// File changes.
+const (
+	FileCreated   FileChange = "created"
+	FileModified  FileChange = "modified"
+	FileUnchanged FileChange = "unchanged" // returned because Spec.Outputs named it
+)
+
+// File is a file of /workspace a run returns.
+type File struct {
+	// Path is relative to /workspace.
+	Path string
+	// Size is its length in bytes.
+	Size int64
+	// SHA256 is the hex SHA-256 of its content.
+	SHA256 string
+	Change FileChange
+	// MediaType is its type as its first bytes and name show it, such as
+	// "image/png" or "text/plain; charset=utf-8".
+	MediaType string
+	// Content is the file's bytes; nil when Sandbox.MaxFilesBytes left no
+	// room for it (an empty file has a non-nil, empty Content).
+	Content []byte
+}
+
 // ExitReason says why a run ended.
 type ExitReason string
 
@@ -138,7 +217,16 @@ const (
 	Cancelled ExitReason = "cancelled"  // the caller's context ended first
 )
 
-// Result is what a run produced.
+// ExitReasons returns every ExitReason, in the order above.
+func ExitReasons() []ExitReason { return []ExitReason{Exited, TimedOut, OOMKilled, Cancelled} }
+
+// Result is what a run produced. It is gatekeeper's one declaration of a
+// run's outcome: the wire protocol's run_result (gate/wire.NewRunReport,
+// which `gatekeeper serve` and `gatekeeper run` both use), the audit log's
+// run line and the TypeScript client's copy are derived from it, and tests
+// pin the copies. Why the run ended is Reason alone: the protocol's
+// timed_out and oom_killed booleans are computed from it in one place
+// (wire.NewRunReport), so they cannot disagree with it.
 type Result struct {
 	RunID string
 	// Reason says why the run ended; ExitCode is meaningful for all reasons
@@ -149,12 +237,19 @@ type Result struct {
 	Stdout, Stderr string
 	// Truncated is true when either stream exceeded the cap.
 	Truncated bool
-	TimedOut  bool
-	OOMKilled bool
 	Duration  time.Duration
 	// PeakMemoryBytes is the highest memory use observed (0 if unknown).
 	PeakMemoryBytes int64
 	// Image and Runtime say what actually ran the code.
 	Image   string
 	Runtime Runtime
+	// Files are files of /workspace the run returns (see Spec.Outputs),
+	// sorted by path, at most Sandbox.MaxFiles; none when the run did not
+	// end by itself. FilesOmitted counts the files past MaxFiles.
+	Files        []File
+	FilesOmitted int
+	// Workspace says what became of Spec.Workspace ("" without one), and
+	// WorkspaceNote why it was not saved.
+	Workspace     WorkspaceState
+	WorkspaceNote string
 }

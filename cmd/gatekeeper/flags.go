@@ -85,6 +85,8 @@ func xdgDir(envVar, fallback string) string {
 
 func defaultTokenFile() string { return filepath.Join(xdgDir("XDG_CONFIG_HOME", ".config"), "token") }
 
+func defaultStateDir() string { return xdgDir("XDG_STATE_HOME", ".local/state") }
+
 func defaultAuditLog() string {
 	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "audit.jsonl")
 }

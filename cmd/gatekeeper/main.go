@@ -49,6 +49,8 @@ Usage:
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build sandbox image profiles locally (python; PROFILE...; --all)
   gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
+  gatekeeper runs list       list the runs recorded in an artifacts directory (serve --artifacts-dir)
+  gatekeeper runs show ID    print one run's artifact
   gatekeeper tail            follow the live console's stream of decisions and runs (serve --ui)
   gatekeeper claude-code install|uninstall
                              put Claude Code's CLI under gatekeeper (managed settings), or undo it
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code" || cmd == "runs") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	env := envLookup(os.LookupEnv)
@@ -87,6 +89,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":
 		return cmdAuditVerify(rest, env, stdin, stdout, stderr)
+	case "runs list":
+		return cmdRunsList(rest, env, stdout, stderr)
+	case "runs show":
+		return cmdRunsShow(rest, env, stdout, stderr)
 	case "tail":
 		return cmdTail(ctx, rest, env, stdout, stderr)
 	case "claude-code install":

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,11 +19,13 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 type runnerOptions struct {
@@ -201,27 +204,29 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	return s, nil
 }
 
+// openWorkspaces opens the store of the queries' workspaces of instance
+// under stateDir and removes what a killed predecessor of the same
+// instance left there.
+func openWorkspaces(stateDir, instance string, log *slog.Logger) (*workspace.Store, error) {
+	store, err := workspace.OpenStore(filepath.Join(stateDir, "workspaces", instance))
+	if err != nil {
+		return nil, err
+	}
+	n, err := store.Cleanup()
+	if err != nil {
+		return nil, err
+	}
+	if n > 0 {
+		log.Info("removed leftover query workspaces", "instance", instance, "count", n, "dir", store.Dir())
+	}
+	return store, nil
+}
+
 // close waits for the warm-up, then stops the pool (removing its warm
 // containers) and releases the engine client.
 func (s *sandboxRunner) close() {
 	<-s.warmed
 	_ = s.docker.Close()
-}
-
-// runOutput is what `gatekeeper run` prints.
-type runOutput struct {
-	RunID           string `json:"run_id"`
-	ExitCode        int    `json:"exit_code"`
-	Reason          string `json:"reason"`
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	Truncated       bool   `json:"truncated"`
-	TimedOut        bool   `json:"timed_out"`
-	OOMKilled       bool   `json:"oom_killed"`
-	DurationMS      int64  `json:"duration_ms"`
-	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
-	Image           string `json:"image"`
-	Runtime         string `json:"runtime"`
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
@@ -310,24 +315,20 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		return fmt.Errorf("run: %w", err)
 	}
 	if *human {
-		flags := []string{}
-		for _, f := range []struct {
-			on   bool
-			name string
-		}{{res.TimedOut, "timed out"}, {res.OOMKilled, "killed: out of memory"}, {res.Truncated, "output truncated"}} {
-			if f.on {
-				flags = append(flags, f.name)
-			}
+		note := ""
+		if res.Truncated {
+			note = " output truncated"
 		}
-		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s %s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, strings.Join(flags, ", "))
+		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s%s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, note)
+		for _, f := range res.Files {
+			fmt.Fprintf(stderr, "-- file %s (%s, %d bytes, %s)\n", f.Path, f.Change, f.Size, f.MediaType)
+		}
 	} else {
+		// The same report a run_result frame carries, from the same mapping.
 		out := json.NewEncoder(stdout)
 		out.SetIndent("", "  ")
-		if err := out.Encode(runOutput{
-			RunID: res.RunID, ExitCode: res.ExitCode, Reason: string(res.Reason), Stdout: res.Stdout, Stderr: res.Stderr,
-			Truncated: res.Truncated, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled, DurationMS: res.Duration.Milliseconds(),
-			PeakMemoryBytes: res.PeakMemoryBytes, Image: res.Image, Runtime: string(res.Runtime),
-		}); err != nil {
+		out.SetEscapeHTML(false)
+		if err := out.Encode(wire.NewRunReport(res)); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
@@ -41,6 +42,10 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
+	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
+	keepWorkspaces := fs.Bool("workspaces", true, "keep each query's /workspace between its runs; false starts every run from an empty /workspace")
+	artifactsDir := fs.String("artifacts-dir", "", artifactsDirUsage)
+	storeCode := fs.String("store-code", string(artifacts.OnError), "when an artifact keeps the run's code (its digest is always kept): never, on_error (the run did not exit 0 by itself) or always")
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
@@ -51,6 +56,10 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		return err
 	}
 	log := newLogger(stderr, *logLevel)
+	code, err := artifacts.ParseStoreCode(*storeCode)
+	if err != nil {
+		return err
+	}
 	if v, set := os.LookupEnv("GOGC"); set {
 		if n, err := strconv.Atoi(v); err == nil {
 			*gcPercent = n // the environment wins
@@ -76,7 +85,14 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	}
 	cfg := server.Config{
 		Engine: eng, Auditor: alog, Token: token, AllowedOrigins: origins, Version: version,
-		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC,
+		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC, StoreCode: code,
+	}
+	if *artifactsDir != "" {
+		d, err := artifacts.Open(*artifactsDir)
+		if err != nil {
+			return err
+		}
+		cfg.Artifacts = d
 	}
 	var sandboxes *docker.Runner
 	var con *console.Console
@@ -107,6 +123,11 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		warnMissingImages(ctx, eng, log)
 		cfg.Runner = rs.queue
 		sandboxes = rs.docker
+		if *keepWorkspaces {
+			if cfg.Workspaces, err = openWorkspaces(*stateDir, *instance, log); err != nil {
+				return err
+			}
+		}
 	}
 	srv, err := server.New(cfg)
 	if err != nil {

@@ -86,7 +86,15 @@ type Record struct {
 	Truncated       bool    `json:"truncated,omitempty"`
 	Image           string  `json:"image,omitempty"`
 	Runtime         string  `json:"runtime,omitempty"`
-	Error           string  `json:"error,omitempty"`
+	// Files is how many files of /workspace the run returned; Workspace
+	// what became of the query's workspace ("saved", "not_saved").
+	Files     int    `json:"files,omitempty"`
+	Workspace string `json:"workspace,omitempty"`
+	// Artifact names the run's artifact file (serve --artifacts-dir) and
+	// ArtifactSHA256 is the SHA-256 of its content.
+	Artifact       string `json:"artifact,omitempty"`
+	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
+	Error          string `json:"error,omitempty"`
 
 	// Egress fields (Kind "egress").
 	Host      string `json:"host,omitempty"`

@@ -115,11 +115,26 @@ type Proc struct {
 	User int `yaml:"user" json:"user"`
 }
 
-// Output bounds what a run may print.
+// Output bounds what a run may print and the files it hands back.
 type Output struct {
 	// MaxBytes caps stdout and stderr, each.
 	MaxBytes ByteSize `yaml:"max_bytes" json:"max_bytes"`
+	// MaxFiles is the most files of the workspace a run returns, and the
+	// most files a run call may send in; 0 returns none (and takes none).
+	MaxFiles int `yaml:"max_files" json:"max_files"`
+	// MaxFilesBytes is the most bytes of file content a run returns, all
+	// files together (a file past it is listed without its content), and
+	// the most a run call may send in.
+	MaxFilesBytes ByteSize `yaml:"max_files_bytes" json:"max_files_bytes"`
 }
+
+// Hard bounds of the output keys, whatever a policy says: a run_result
+// frame carries the returned files (binary ones in base64), and the
+// sidecar holds them in memory until it is sent.
+const (
+	MaxOutputFiles      = 1000
+	MaxOutputFilesBytes = 64 << 20
+)
 
 // Ceilings are the most an override may ask for. A ceiling left out of the
 // file equals the base sandbox's value: nothing may be raised.
@@ -130,6 +145,10 @@ type Ceilings struct {
 	Timeout     Duration `yaml:"timeout" json:"timeout"`
 	Tmpfs       ByteSize `yaml:"tmpfs" json:"tmpfs"`
 	OutputBytes ByteSize `yaml:"output_bytes" json:"output_bytes"`
+	// OutputFiles and OutputFilesBytes bound output.max_files and
+	// output.max_files_bytes.
+	OutputFiles      int      `yaml:"output_files" json:"output_files"`
+	OutputFilesBytes ByteSize `yaml:"output_files_bytes" json:"output_files_bytes"`
 	// NetHosts are host patterns an override may add to net.allow.
 	NetHosts []string `yaml:"net_hosts" json:"net_hosts"`
 	// Images an override may choose besides the base image: profile names
@@ -158,7 +177,7 @@ func Default() Policy {
 				Runtime: "runc",
 				User:    65534,
 			},
-			Output: Output{MaxBytes: 1 << 20},
+			Output: Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
 		},
 	}
 }
@@ -200,6 +219,12 @@ func (p *Policy) fillCeilings() {
 	}
 	if c.OutputBytes == 0 {
 		c.OutputBytes = s.Output.MaxBytes
+	}
+	if c.OutputFiles == 0 {
+		c.OutputFiles = s.Output.MaxFiles
+	}
+	if c.OutputFilesBytes == 0 {
+		c.OutputFilesBytes = s.Output.MaxFilesBytes
 	}
 	if c.Runtimes == nil {
 		c.Runtimes = []string{s.Proc.Runtime}

@@ -40,7 +40,8 @@ func (p *Policy) validate(file string, pos positions) error {
 	for _, f := range []struct {
 		path string
 		n    float64
-	}{{"ceilings.cpus", c.CPUs}, {"ceilings.memory", float64(c.Memory)}, {"ceilings.pids", float64(c.PIDs)}, {"ceilings.timeout", float64(c.Timeout)}, {"ceilings.tmpfs", float64(c.Tmpfs)}, {"ceilings.output_bytes", float64(c.OutputBytes)}} {
+	}{{"ceilings.cpus", c.CPUs}, {"ceilings.memory", float64(c.Memory)}, {"ceilings.pids", float64(c.PIDs)}, {"ceilings.timeout", float64(c.Timeout)}, {"ceilings.tmpfs", float64(c.Tmpfs)}, {"ceilings.output_bytes", float64(c.OutputBytes)},
+		{"ceilings.output_files", float64(c.OutputFiles)}, {"ceilings.output_files_bytes", float64(c.OutputFilesBytes)}} {
 		if f.n < 0 {
 			v.add(f.path, "must not be negative")
 		}
@@ -168,6 +169,12 @@ func (v *validator) sandbox(s Sandbox, pre string) {
 		v.add(pre+"proc.user", "uid %d is out of range", u)
 	}
 	v.positive(pre+"output.max_bytes", float64(s.Output.MaxBytes))
+	if n := s.Output.MaxFiles; n < 0 || n > MaxOutputFiles {
+		v.add(pre+"output.max_files", "%d is out of range: 0 (no files) to %d", n, MaxOutputFiles)
+	}
+	if n := s.Output.MaxFilesBytes; n > MaxOutputFilesBytes {
+		v.add(pre+"output.max_files_bytes", "%s is over the most a run may return, %s", n, ByteSize(MaxOutputFilesBytes))
+	}
 }
 
 // globs checks a list of host path globs (fs.deny): each compiles with the

@@ -113,7 +113,8 @@ func hookFailed(w http.ResponseWriter, status int, msg string) {
 // cliSessions maps Claude Code session ids onto queries. A session's query
 // is opened with the operator's base policy on first use, by a hook call
 // or by `gatekeeper mcp` attaching to it, and closed at SessionEnd or
-// when it has been idle for SessionIdle with nothing attached.
+// when it has been idle for SessionIdle with nothing attached; its
+// workspace (the runs of `gatekeeper mcp`) goes with it.
 type cliSessions struct {
 	s    *Server
 	max  int
@@ -195,6 +196,7 @@ func (c *cliSessions) end(id string) {
 	if sess, ok := c.byID[id]; ok {
 		sess.q.closed.Store(true)
 		delete(c.byID, id)
+		c.s.removeWorkspace(sess.q.q.ID)
 	}
 }
 
@@ -204,6 +206,7 @@ func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSes
 		if sess.attached == 0 && now.Sub(sess.last) > c.idle {
 			sess.q.closed.Store(true)
 			delete(c.byID, sid)
+			c.s.removeWorkspace(sess.q.q.ID)
 		}
 	}
 	if sess, ok := c.byID[id]; ok {

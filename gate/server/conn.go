@@ -143,6 +143,7 @@ func (c *conn) serve() {
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
+	c.removeWorkspaces()
 	c.mu.Lock()
 	for _, q := range c.attached {
 		c.s.cli.detach(q)
@@ -293,6 +294,23 @@ func decisionWorker(jobs <-chan func()) {
 
 // stackBallast is sized for the stack one decision grows to.
 const stackBallast = 24 << 10
+
+// removeWorkspaces removes the workspaces of the connection's own queries
+// once it ended: such a query belongs to its connection. A Claude Code
+// session's query it attached to outlives it, and so does its workspace.
+func (c *conn) removeWorkspaces() {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.queries))
+	for id, q := range c.queries {
+		if !slices.Contains(c.attached, q) {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.s.removeWorkspace(id)
+	}
+}
 
 func (c *conn) query(id string) *query {
 	c.mu.Lock()

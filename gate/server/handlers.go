@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -77,16 +78,21 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 	c.mu.Lock()
 	q, ok := c.queries[r.QueryID]
 	delete(c.queries, r.QueryID)
+	session := false
 	if i := slices.Index(c.attached, q); ok && i >= 0 {
 		// A Claude Code session's query outlives the connection: closing
-		// it here only detaches it.
+		// it here only detaches it (its workspace stays with it).
 		c.attached = slices.Delete(c.attached, i, i+1)
 		c.s.cli.detach(q)
+		session = true
 	}
 	c.mu.Unlock()
 	if !ok {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
+	}
+	if !session {
+		c.s.removeWorkspace(r.QueryID)
 	}
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
@@ -165,6 +171,9 @@ func (c *conn) run(r *wire.Run) {
 	if r.TimeoutMS != nil {
 		input["timeout_ms"] = *r.TimeoutMS
 	}
+	if r.Outputs != nil {
+		input["outputs"] = r.Outputs
+	}
 	raw, err := json.Marshal(input)
 	if err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: err.Error()})
@@ -191,6 +200,17 @@ func (c *conn) run(r *wire.Run) {
 		}
 		timeout = asked
 	}
+	out := eff.Policy.Sandbox.Output
+	files := make(map[string]string, len(r.Files))
+	var filesBytes int64
+	for p, f := range r.Files {
+		files[p] = f.Data
+		filesBytes += int64(len(f.Data))
+	}
+	if len(files) > out.MaxFiles || filesBytes > int64(out.MaxFilesBytes) {
+		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: fmt.Sprintf("run: files holds %d files of %d bytes; the query's sandbox.output allows %d files of %s (max_files, max_files_bytes)", len(files), filesBytes, out.MaxFiles, out.MaxFilesBytes)})
+		return
+	}
 	if c.s.cfg.Runner == nil {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
@@ -201,9 +221,25 @@ func (c *conn) run(r *wire.Run) {
 		return
 	}
 	spec := runner.Spec{
-		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: r.Files,
-		Timeout: timeout, Sandbox: sb,
+		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: files,
+		Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
 		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
+	}
+	if ws := c.s.cfg.Workspaces; ws != nil {
+		w, err := ws.Workspace(r.QueryID)
+		if err != nil {
+			c.runFailed(r.ID, &rec, fmt.Errorf("the query's workspace: %w", err))
+			return
+		}
+		// Runs of one query take turns: each starts from what the one
+		// before it left.
+		unlock, err := w.Lock(c.ctx)
+		if err != nil {
+			c.runFailed(r.ID, &rec, err)
+			return
+		}
+		defer unlock()
+		spec.Workspace = w
 	}
 	flood := c.s.floodWatch()
 	defer flood.done()
@@ -222,6 +258,18 @@ func (c *conn) run(r *wire.Run) {
 	rec.DurationMS, rec.PeakMemoryBytes = res.Duration.Milliseconds(), res.PeakMemoryBytes
 	rec.StdoutBytes, rec.StderrBytes, rec.Truncated = int64(len(res.Stdout)), int64(len(res.Stderr)), res.Truncated
 	rec.Image, rec.Runtime = res.Image, string(res.Runtime)
+	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
+	report := wire.NewRunReport(res)
+	if a := c.s.cfg.Artifacts; a != nil {
+		name, sum, err := a.Write(artifacts.New(artifacts.Run{
+			RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Client: c.client, PolicyHash: d.PolicyHash,
+			Language: r.Language, Code: r.Code, Files: files, Outputs: r.Outputs, Report: report,
+		}, time.Now(), c.s.cfg.StoreCode))
+		if err != nil {
+			c.s.log.Warn("run artifact not written", "run_id", runID, "err", err)
+		}
+		rec.Artifact, rec.ArtifactSHA256 = name, sum
+	}
 	c.s.metrics.runs.WithLabelValues(string(res.Reason)).Inc()
 	if err := c.s.cfg.Auditor.Write(rec); err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the run finished but the audit log cannot be written: " + err.Error()})
@@ -231,11 +279,7 @@ func (c *conn) run(r *wire.Run) {
 		spec.OnOutput = nil
 		o.ObserveRun(RunInfo{Spec: spec, Result: res, ToolUseID: r.ToolUseID, Policy: eff.JSON, PolicyHash: eff.Hash})
 	}
-	c.send(wire.RunResult{
-		ID: r.ID, RunID: runID, ExitCode: res.ExitCode, Reason: string(res.Reason), Stdout: res.Stdout, Stderr: res.Stderr,
-		Truncated: res.Truncated, TimedOut: res.TimedOut, OOMKilled: res.OOMKilled,
-		DurationMS: res.Duration.Milliseconds(), PeakMemoryBytes: res.PeakMemoryBytes, Image: res.Image, Runtime: string(res.Runtime),
-	})
+	c.send(wire.RunResult{ID: r.ID, RunReport: report})
 }
 
 func (c *conn) runnerUnavailable(id string, rec *audit.Record, err error) {

@@ -22,14 +22,22 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // Runner runs one sandboxed program.
 type Runner interface {
 	Run(ctx context.Context, spec runner.Spec) (runner.Result, error)
+}
+
+// Artifacts writes the record of one run and returns its name and the
+// SHA-256 of its content.
+type Artifacts interface {
+	Write(a artifacts.Artifact) (name, sum string, err error)
 }
 
 // Auditor writes one audit line; an error means the line is not written.
@@ -67,6 +75,15 @@ type Config struct {
 	Auditor Auditor
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
+	// Workspaces keeps each query's /workspace between its runs, removed
+	// when the query closes or its connection ends; nil starts every run
+	// from an empty /workspace.
+	Workspaces *workspace.Store
+	// Artifacts, when set, keeps a record of every run that ran (see
+	// gate/artifacts), named in its audit line; StoreCode says when it
+	// keeps the run's code.
+	Artifacts Artifacts
+	StoreCode artifacts.StoreCode
 	// Token is the bearer token every upgrade and /metrics request needs.
 	Token string
 	// AllowedOrigins are the browser origins accepted; any other Origin is refused.
@@ -265,4 +282,15 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+}
+
+// removeWorkspace removes the workspace of query id, if the sidecar keeps
+// workspaces and the query had one: when the query ends.
+func (s *Server) removeWorkspace(id string) {
+	if s.cfg.Workspaces == nil {
+		return
+	}
+	if err := s.cfg.Workspaces.Remove(id); err != nil {
+		s.log.Warn("remove a query's workspace", "query_id", id, "err", err)
+	}
 }

@@ -20,10 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // defaultTag is the image of a policy that names none: the default
@@ -58,6 +60,8 @@ type harness struct {
 
 type options struct {
 	runner      server.Runner
+	workspaces  *workspace.Store
+	artifacts   server.Artifacts
 	auditor     server.Auditor
 	origins     []string
 	maxFrame    int64
@@ -96,6 +100,7 @@ func start(t testing.TB, o options) *harness {
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet,
 		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
+		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
 	})
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)

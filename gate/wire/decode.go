@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -166,7 +167,7 @@ var (
 	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session"}
 	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd"}
 	mcpServerKeys  = []string{"name", "source"}
-	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms"}
+	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
 	closeQueryKeys = []string{"type", "id", "query_id"}
 )
 
@@ -293,11 +294,40 @@ func decodeRun(r *reader) Request {
 			run.TimeoutMS = &n
 		}
 	}
+	if m := r.field("outputs", false, kindArray); m != nil {
+		run.Outputs = r.outputs(m)
+	}
 	return run
 }
 
-// files decodes the files object: every value must be a string.
-func (r *reader) files(m *member) map[string]string {
+// outputs decodes the outputs array: at most MaxOutputs strings.
+func (r *reader) outputs(m *member) []string {
+	var items []json.RawMessage
+	if err := json.Unmarshal(m.raw, &items); err != nil {
+		// Unreachable: m.raw is an array of a frame that scanned.
+		r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs": %v`, err))
+		return nil
+	}
+	if len(items) > MaxOutputs {
+		r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs" names %d paths, at most %d`, len(items), MaxOutputs))
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, it := range items {
+		var p string
+		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &p) != nil {
+			r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs" must be an array of strings, not of %s`, clip(string(it))))
+			return nil
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// files decodes the files object: every value is a string (the file's
+// text) or an object holding exactly "base64", a string of standard
+// base64 with padding (the file's bytes).
+func (r *reader) files(m *member) map[string]FileContent {
 	if r.err != nil {
 		return nil
 	}
@@ -310,16 +340,39 @@ func (r *reader) files(m *member) map[string]string {
 	if len(s.members) == 0 {
 		return nil
 	}
-	files := make(map[string]string, len(s.members))
+	files := make(map[string]FileContent, len(s.members))
 	for i := range s.members {
 		f := &s.members[i]
-		if f.kind != kindString {
-			r.fail(CodeInvalidField, fmt.Sprintf(`field "files" must map each path to a string, not %s (path %s)`, f.kind, quote(string(f.key))))
+		path := quote(string(f.key))
+		switch f.kind {
+		case kindString:
+			files[string(f.key)] = FileContent{Data: r.str(f)}
+		case kindObject:
+			data, ok := r.base64File(f)
+			if !ok {
+				r.fail(CodeInvalidField, fmt.Sprintf(`field "files": the object for path %s must be {"base64": "<standard base64 with padding>"}`, path))
+				return nil
+			}
+			files[string(f.key)] = FileContent{Data: data, Base64: true}
+		default:
+			r.fail(CodeInvalidField, fmt.Sprintf(`field "files" must map each path to a string or {"base64": "..."}, not %s (path %s)`, f.kind, path))
 			return nil
 		}
-		files[string(f.key)] = r.str(f)
 	}
 	return files
+}
+
+// base64File decodes a file given as {"base64": "..."}.
+func (r *reader) base64File(f *member) (string, bool) {
+	s := scanner{data: f.raw}
+	if s.scan() != nil || len(s.members) != 1 || string(s.members[0].key) != "base64" || s.members[0].kind != kindString {
+		return "", false
+	}
+	b, err := base64.StdEncoding.Strict().DecodeString(r.str(&s.members[0]))
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
 }
 
 func decodeCloseQuery(r *reader) Request {

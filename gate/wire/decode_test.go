@@ -162,7 +162,7 @@ func acceptCases() []acceptCase {
 		{
 			name:  "the run of protocol.md is accepted",
 			frame: frame(validRun),
-			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: map[string]string{"data/in.csv": "a,b\n1,2\n"}, TimeoutMS: int64p(5000)},
+			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(5000)},
 		},
 		{
 			name:  "a run without files and timeout_ms is accepted",
@@ -177,12 +177,23 @@ func acceptCases() []acceptCase {
 		{
 			name:  "paths in files that differ only in case are distinct",
 			frame: frame(validRun, kv{"files", `{"a.txt":"1","A.txt":"2","\u0061.TXT":"3"}`}),
-			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: map[string]string{"a.txt": "1", "A.txt": "2", "a.TXT": "3"}, TimeoutMS: int64p(5000)},
+			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: textFiles(map[string]string{"a.txt": "1", "A.txt": "2", "a.TXT": "3"}), TimeoutMS: int64p(5000)},
+		},
+		{
+			name:  "a binary file in base64 and named outputs are accepted",
+			frame: frame(validRun, kv{"files", `{"img.png":{"base64":"iVBORw0KGgo="},"t.txt":"x"}`}, kv{"outputs", `["out", "chart.png", "."]`}),
+			want: &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", TimeoutMS: int64p(5000),
+				Files: map[string]FileContent{"img.png": {Data: "\x89PNG\r\n\x1a\n", Base64: true}, "t.txt": {Data: "x"}}, Outputs: []string{"out", "chart.png", "."}},
+		},
+		{
+			name:  "empty outputs are kept apart from absent ones",
+			frame: frame(validRun, kv{"outputs", `[]`}),
+			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(5000), Outputs: []string{}},
 		},
 		{
 			name:  "the largest timeout_ms is accepted",
 			frame: frame(validRun, kv{"timeout_ms", strconv.FormatInt(math.MaxInt64, 10)}, kv{"language", `"node"`}),
-			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "node", Code: "print('hello')", Files: map[string]string{"data/in.csv": "a,b\n1,2\n"}, TimeoutMS: int64p(math.MaxInt64)},
+			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "node", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(math.MaxInt64)},
 		},
 		{
 			name:  "the close_query of protocol.md is accepted",
@@ -350,6 +361,13 @@ func refuseCases() []refuseCase {
 		{name: "files that is an array is refused", frame: frame(validRun, kv{"files", `[["a.txt","1"]]`}), code: CodeInvalidField, id: "4"},
 		{name: "a null file content is refused", frame: frame(validRun, kv{"files", `{"a.txt":null}`}), code: CodeInvalidField, id: "4", golden: true},
 		{name: "a number file content is refused", frame: frame(validRun, kv{"files", `{"a.txt":"1","b.txt":2}`}), code: CodeInvalidField, id: "4"},
+		{name: "a file in bad base64 is refused", frame: frame(validRun, kv{"files", `{"a.bin":{"base64":"not base64!"}}`}), code: CodeInvalidField, id: "4", golden: true},
+		{name: "a file in base64 without padding is refused", frame: frame(validRun, kv{"files", `{"a.bin":{"base64":"iVBORw0KGgo"}}`}), code: CodeInvalidField, id: "4"},
+		{name: "a file object with another key is refused", frame: frame(validRun, kv{"files", `{"a.bin":{"base64":"AA==","mode":"0755"}}`}), code: CodeInvalidField, id: "4"},
+		{name: "a file object without base64 is refused", frame: frame(validRun, kv{"files", `{"a.bin":{"text":"x"}}`}), code: CodeInvalidField, id: "4"},
+		{name: "outputs that are a string are refused", frame: frame(validRun, kv{"outputs", `"out"`}), code: CodeInvalidField, id: "4"},
+		{name: "a null in outputs is refused", frame: frame(validRun, kv{"outputs", `["out",null]`}), code: CodeInvalidField, id: "4", golden: true},
+		{name: "outputs naming too many paths are refused", frame: frame(validRun, kv{"outputs", `[` + strings.Repeat(`"a",`, MaxOutputs) + `"a"]`}), code: CodeInvalidField, id: "4"},
 		{name: "a zero timeout_ms is refused", frame: frame(validRun, kv{"timeout_ms", `0`}), code: CodeInvalidField, id: "4", golden: true},
 		{name: "a negative timeout_ms is refused", frame: frame(validRun, kv{"timeout_ms", `-5000`}), code: CodeInvalidField, id: "4"},
 		{name: "a fractional timeout_ms is refused", frame: frame(validRun, kv{"timeout_ms", `5000.5`}), code: CodeInvalidField, id: "4"},
@@ -452,4 +470,13 @@ func TestDecodeDecideCwd(t *testing.T) {
 	if _, werr := Decode([]byte(base + `,"cwd":"srv/app"}`)); werr == nil || werr.Code != CodeInvalidField {
 		t.Fatalf("a relative cwd: %v", werr)
 	}
+}
+
+// textFiles is files given as text.
+func textFiles(m map[string]string) map[string]FileContent {
+	out := make(map[string]FileContent, len(m))
+	for k, v := range m {
+		out[k] = FileContent{Data: v}
+	}
+	return out
 }

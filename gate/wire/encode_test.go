@@ -6,6 +6,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
@@ -21,8 +24,21 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 		{name: "decision with an empty tool use id", reply: Decision{ID: "3", Decision: Ask, Reason: "Bash <rm -rf> & friends need a human", Rule: "bash.ask", DecisionID: "d_0d3f", PolicyRevision: "sha256:4f1c"}},
 		{name: "output", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stdout", Data: "hello\n"}},
 		{name: "output with invalid UTF-8", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stderr", Data: "caf\xc3 \xff\xfe ok\x00"}},
-		{name: "run result", reply: RunResult{ID: "4", RunID: "r_9a1f", ExitCode: 0, Reason: "exited", Stdout: "hello\n", Stderr: "", DurationMS: 412, PeakMemoryBytes: 7340032, Image: "gatekeeper-sandbox:3f9a", Runtime: "runc"}},
-		{name: "run result that timed out with invalid UTF-8", reply: RunResult{ID: "4", RunID: "r_9a1g", ExitCode: 137, Reason: "timed_out", Stdout: "\xe2\x82", Truncated: true, TimedOut: true, DurationMS: 5000, PeakMemoryBytes: 1 << 20, Image: "gatekeeper-sandbox:3f9a", Runtime: "runsc"}},
+		{name: "run result", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{RunID: "r_9a1f", ExitCode: 0, Reason: runner.Exited, Stdout: "hello\n", Stderr: "", Duration: 412 * time.Millisecond, PeakMemoryBytes: 7340032, Image: "gatekeeper-sandbox:3f9a", Runtime: runner.Runc})}},
+		{name: "run result that timed out with invalid UTF-8", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{RunID: "r_9a1g", ExitCode: 137, Reason: runner.TimedOut, Stdout: "\xe2\x82", Truncated: true, Duration: 5 * time.Second, PeakMemoryBytes: 1 << 20, Image: "gatekeeper-sandbox:3f9a", Runtime: runner.Runsc})}},
+		{name: "run result with files and a saved workspace", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
+			RunID: "r_9a1h", Reason: runner.Exited, Stdout: "chart drawn\n", Duration: 1830 * time.Millisecond, PeakMemoryBytes: 60 << 20, Image: "gatekeeper-sandbox:python-data-35fc", Runtime: runner.Runc,
+			Files: []runner.File{
+				{Path: "chart.png", Size: 8, SHA256: "4c4b6a3be1314ab86138bef4314dde022e600960d8689a2c8f8631802d20dab6", Change: runner.FileCreated, MediaType: "image/png", Content: []byte("\x89PNG\r\n\x1a\n")},
+				{Path: "out/big.csv", Size: 5 << 20, SHA256: "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4", Change: runner.FileCreated, MediaType: "text/csv; charset=utf-8"},
+				{Path: "summary.txt", Size: 6, SHA256: "8f67aeb8926b53c7569391657071c27b07606cf45e3dd8de52cc85f6c691c814", Change: runner.FileModified, MediaType: "text/plain; charset=utf-8", Content: []byte("total\n")},
+			},
+			FilesOmitted: 2, Workspace: runner.WorkspaceSaved,
+		})}},
+		{name: "run result whose workspace was not saved", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
+			RunID: "r_9a1i", ExitCode: 137, Reason: runner.TimedOut, Duration: 10 * time.Second, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
+			Workspace: runner.WorkspaceNotSaved, WorkspaceNote: "the run timed out, so /workspace was not saved: the next run starts from it as it was before this run",
+		})}},
 		{name: "query closed", reply: QueryClosed{ID: "5", QueryID: "q_6b0c"}},
 		{name: "error", reply: &Error{ID: "7", Code: CodeUnknownField, Message: `decide: unknown field "toolname"`}},
 		{name: "error with violations", reply: Error{ID: "2", Code: CodePolicyOverrideRejected, Message: "sandbox policy override rejected: 2 violations", Violations: []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.net.allow host evil.example is not within ceilings.net_hosts"}}},
@@ -63,13 +79,13 @@ func TestEncodeReplacesInvalidUTF8(t *testing.T) {
 		},
 		{
 			name:  "each invalid byte of run_result stderr gets U+FFFD and NUL is kept",
-			reply: RunResult{ID: "4", RunID: "r", Stderr: "a\xff\xfeb\x00"},
+			reply: RunResult{ID: "4", RunReport: RunReport{RunID: "r", Stderr: "a\xff\xfeb\x00"}},
 			field: func(m map[string]any) any { return m["stderr"] },
 			want:  "a\ufffd\ufffdb\x00",
 		},
 		{
 			name:  "valid multi-byte text is kept",
-			reply: RunResult{ID: "4", RunID: "r", Stdout: "héllo ✓ 🐍"},
+			reply: RunResult{ID: "4", RunReport: RunReport{RunID: "r", Stdout: "héllo ✓ 🐍"}},
 			field: func(m map[string]any) any { return m["stdout"] },
 			want:  "héllo ✓ 🐍",
 		},
@@ -142,7 +158,7 @@ func TestRequestsMarshalAsClientsSendThem(t *testing.T) {
 		{name: "a hello", req: &Hello{ID: "1", V: 1, Client: "c"}, want: `{"type":"hello","id":"1","v":1,"client":"c"}`},
 		{name: "an open_query without override", req: &OpenQuery{ID: "2"}, want: `{"type":"open_query","id":"2"}`},
 		{name: "a decide", req: &Decide{ID: "3", QueryID: "q", Event: EventCanUseTool, ToolName: "mcp__fs__read", ToolInput: json.RawMessage(`{"a": "b c"}`), MCPServer: &MCPServer{Name: "fs", Source: SourceSDK}}, want: `{"type":"decide","id":"3","query_id":"q","event":"canUseTool","tool_name":"mcp__fs__read","tool_input":{"a":"b c"},"tool_use_id":"","mcp_server":{"name":"fs","source":"sdk"}}`},
-		{name: "a run", req: &Run{ID: "4", QueryID: "q", ToolUseID: "t", Language: "sh", Code: "ls", Files: map[string]string{"b": "2", "a": "1"}, TimeoutMS: int64p(10)}, want: `{"type":"run","id":"4","query_id":"q","tool_use_id":"t","language":"sh","code":"ls","files":{"a":"1","b":"2"},"timeout_ms":10}`},
+		{name: "a run", req: &Run{ID: "4", QueryID: "q", ToolUseID: "t", Language: "sh", Code: "ls", Files: map[string]FileContent{"b": {Data: "2"}, "a": {Data: "1"}, "c": {Data: "\x00\xff", Base64: true}}, TimeoutMS: int64p(10), Outputs: []string{}}, want: `{"type":"run","id":"4","query_id":"q","tool_use_id":"t","language":"sh","code":"ls","files":{"a":"1","b":"2","c":{"base64":"AP8="}},"timeout_ms":10,"outputs":[]}`},
 		{name: "a close_query", req: &CloseQuery{ID: "5", QueryID: "q"}, want: `{"type":"close_query","id":"5","query_id":"q"}`},
 	}
 	for _, tc := range tests {

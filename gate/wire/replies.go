@@ -1,5 +1,12 @@
 package wire
 
+import (
+	"encoding/base64"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
+)
+
 // Welcome answers Hello.
 type Welcome struct {
 	ID string `json:"id"`
@@ -43,23 +50,102 @@ type Output struct {
 	Data string `json:"data"`
 }
 
-// RunResult ends a run that ran.
+// RunResult ends a run that ran: the request's id and the run's report.
 type RunResult struct {
-	ID       string `json:"id"`
+	ID string `json:"id"`
+	RunReport
+}
+
+// RunReport is what a run produced, as the protocol reports it: the body
+// of a run_result frame, and what `gatekeeper run` prints. Build it with
+// NewRunReport, the one mapping from runner.Result.
+type RunReport struct {
 	RunID    string `json:"run_id"`
 	ExitCode int    `json:"exit_code"`
-	// Reason is "exited", "timed_out", "oom_killed" or "cancelled".
+	// Reason is a runner.ExitReason: "exited", "timed_out", "oom_killed"
+	// or "cancelled".
 	Reason string `json:"reason"`
 	// Stdout and Stderr are text; Encode replaces invalid UTF-8 with U+FFFD.
-	Stdout          string `json:"stdout"`
-	Stderr          string `json:"stderr"`
-	Truncated       bool   `json:"truncated"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	// TimedOut and OOMKilled are derived from Reason (Reason is
+	// "timed_out", Reason is "oom_killed"), kept because version 1 of the
+	// protocol promises them; they never disagree with it.
 	TimedOut        bool   `json:"timed_out"`
 	OOMKilled       bool   `json:"oom_killed"`
 	DurationMS      int64  `json:"duration_ms"`
 	PeakMemoryBytes int64  `json:"peak_memory_bytes"`
 	Image           string `json:"image"`
 	Runtime         string `json:"runtime"`
+	// Files are files of /workspace the run returns, sorted by path;
+	// never nil. FilesOmitted counts those past sandbox.output.max_files.
+	Files        []File `json:"files"`
+	FilesOmitted int    `json:"files_omitted"`
+	// Workspace is "saved" (the next run of the query starts from what
+	// this one left in /workspace), "not_saved" (it starts from the
+	// workspace as it was before this run; WorkspaceNote says why) or ""
+	// (runs keep no workspace).
+	Workspace     string `json:"workspace"`
+	WorkspaceNote string `json:"workspace_note"`
+}
+
+// File is one file a run returns. Exactly one of Text, Base64 and Omitted
+// is set.
+type File struct {
+	// Path is relative to /workspace.
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// Change is "created", "modified" or "unchanged" (returned because
+	// the run named it in outputs).
+	Change string `json:"change"`
+	// MediaType is its type, from its first bytes and name.
+	MediaType string `json:"media_type"`
+	// Text is the content of a text file (valid UTF-8 without control
+	// characters but tab, newline and carriage return).
+	Text *string `json:"text,omitempty"`
+	// Base64 is the content of any other file, in standard base64.
+	Base64 *string `json:"base64,omitempty"`
+	// Omitted says why the content is left out.
+	Omitted string `json:"omitted,omitempty"`
+}
+
+// OmittedOverBudget is File.Omitted for a file whose content did not fit
+// what was left of the run's sandbox.output.max_files_bytes.
+const OmittedOverBudget = "over the run's budget of file content (sandbox.output.max_files_bytes)"
+
+// NewRunReport is the report of res: the one place a runner.Result becomes
+// the protocol's shape, and the booleans are derived from the reason.
+func NewRunReport(res runner.Result) RunReport {
+	files := make([]File, len(res.Files))
+	for i, f := range res.Files {
+		files[i] = newFile(f)
+	}
+	return RunReport{
+		RunID: res.RunID, ExitCode: res.ExitCode, Reason: string(res.Reason),
+		Stdout: res.Stdout, Stderr: res.Stderr, Truncated: res.Truncated,
+		TimedOut: res.Reason == runner.TimedOut, OOMKilled: res.Reason == runner.OOMKilled,
+		DurationMS: res.Duration.Milliseconds(), PeakMemoryBytes: res.PeakMemoryBytes,
+		Image: res.Image, Runtime: string(res.Runtime),
+		Files: files, FilesOmitted: res.FilesOmitted,
+		Workspace: string(res.Workspace), WorkspaceNote: res.WorkspaceNote,
+	}
+}
+
+func newFile(f runner.File) File {
+	out := File{Path: f.Path, Size: f.Size, SHA256: f.SHA256, Change: string(f.Change), MediaType: f.MediaType}
+	switch {
+	case f.Content == nil:
+		out.Omitted = OmittedOverBudget
+	case workspace.IsText(f.Content):
+		text := string(f.Content)
+		out.Text = &text
+	default:
+		b := base64.StdEncoding.EncodeToString(f.Content)
+		out.Base64 = &b
+	}
+	return out
 }
 
 // QueryClosed answers CloseQuery.

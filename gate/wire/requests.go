@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/base64"
+	"encoding/json"
+)
 
 // Hello opens a connection: it must be the first frame.
 type Hello struct {
@@ -67,12 +70,36 @@ type Run struct {
 	Language string `json:"language"`
 	// Code is the program text; it may be "".
 	Code string `json:"code"`
-	// Files maps paths relative to /workspace to their text; nil when absent
-	// or empty. Paths are not checked here: the runner refuses bad ones.
-	Files map[string]string `json:"files,omitempty"`
+	// Files maps paths relative to /workspace to their content, text or
+	// binary; nil when absent or empty. Paths are not checked here: the
+	// runner refuses bad ones.
+	Files map[string]FileContent `json:"files,omitempty"`
 	// TimeoutMS is the requested timeout in milliseconds, positive; nil when
 	// absent. The server checks it against the effective policy.
 	TimeoutMS *int64 `json:"timeout_ms,omitempty"`
+	// Outputs names files and directories of /workspace whose files the
+	// run returns, changed or not ("." for all); nil when absent (the
+	// files the run created or changed are returned), empty for none. At
+	// most MaxOutputs paths; the runner checks them.
+	Outputs []string `json:"outputs,omitzero"`
+}
+
+// FileContent is the content of one file of a run: a JSON string (text)
+// or {"base64": "..."} (any bytes) on the wire.
+type FileContent struct {
+	// Data is the file's bytes.
+	Data string
+	// Base64 says the client sent them in base64; they are marshalled the
+	// same way.
+	Base64 bool
+}
+
+// MarshalJSON writes the content as a client sends it.
+func (f FileContent) MarshalJSON() ([]byte, error) {
+	if f.Base64 {
+		return marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString([]byte(f.Data))})
+	}
+	return marshal(f.Data)
 }
 
 // CloseQuery closes a query.

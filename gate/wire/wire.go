@@ -25,6 +25,8 @@ const (
 	// MaxDepth is how deeply a frame may nest objects and arrays, counting
 	// the frame's own object: tool_input's object is level 2.
 	MaxDepth = 64
+	// MaxOutputs is the most paths a run's outputs may name.
+	MaxOutputs = 100
 )
 
 // Frame types of requests.

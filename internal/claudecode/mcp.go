@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,19 +35,32 @@ const ToolUseIDMeta = "claudecode/toolUseId"
 var runTool = map[string]any{
 	"name": "run",
 	"description": "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
-		"usually no network) and get back its stdout, stderr and exit code. " +
-		`language: "python", "sh" or "node". files: optional text files to create first, paths relative to the ` +
-		"working directory /workspace. timeout_s: optional wall-clock limit in seconds, at most the policy's limit.",
+		"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). " +
+		`language: "python", "sh" or "node". ` +
+		"The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
+		"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
+		"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
+		`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
+		"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
+		"timeout_s: optional wall-clock limit in seconds, at most the policy's limit.",
 	"inputSchema": map[string]any{
 		"type": "object",
 		"properties": map[string]any{
 			"language": map[string]any{"type": "string", "enum": runner.LanguageNames(), "description": "The interpreter: python, sh or node."},
 			"code":     map[string]any{"type": "string", "description": "The program text."},
 			"files": map[string]any{
-				"description": "Files to create first: path relative to /workspace → text.", "type": "object",
-				"propertyNames": map[string]any{"type": "string"}, "additionalProperties": map[string]any{"type": "string"},
+				"description": `Files to create first: path relative to /workspace → text, or {"base64": "..."} for binary content.`, "type": "object",
+				"propertyNames": map[string]any{"type": "string"},
+				"additionalProperties": map[string]any{"anyOf": []any{
+					map[string]any{"type": "string"},
+					map[string]any{"type": "object", "properties": map[string]any{"base64": map[string]any{"type": "string"}}, "required": []string{"base64"}, "additionalProperties": false},
+				}},
 			},
 			"timeout_s": map[string]any{"description": "Wall-clock limit in seconds.", "type": "number", "exclusiveMinimum": 0},
+			"outputs": map[string]any{
+				"description": "Paths (files or directories) under /workspace whose files to return, changed or not.",
+				"type":        "array", "items": map[string]any{"type": "string"},
+			},
 		},
 		"required": []string{"language", "code"},
 		"$schema":  "http://json-schema.org/draft-07/schema#",
@@ -235,7 +249,7 @@ func (s *MCPServer) call(ctx context.Context, params json.RawMessage) (any, *rpc
 		return errorResult(fmt.Sprintf("gatekeeper is unavailable (%v), so the code did not run", err)), nil
 	}
 	return map[string]any{
-		"content":           []any{map[string]any{"type": "text", "text": FormatRunResult(res)}},
+		"content":           append(imageBlocks(res), map[string]any{"type": "text", "text": FormatRunResult(res)}),
 		"structuredContent": structured(res),
 	}, nil
 }
@@ -243,10 +257,11 @@ func (s *MCPServer) call(ctx context.Context, params json.RawMessage) (any, *rpc
 // runArgs checks the run tool's arguments against its input schema.
 func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
 	var a struct {
-		Language *string            `json:"language"`
-		Code     *string            `json:"code"`
-		Files    map[string]*string `json:"files"`
-		TimeoutS *float64           `json:"timeout_s"`
+		Language *string                    `json:"language"`
+		Code     *string                    `json:"code"`
+		Files    map[string]json.RawMessage `json:"files"`
+		TimeoutS *float64                   `json:"timeout_s"`
+		Outputs  *[]*string                 `json:"outputs"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -262,14 +277,24 @@ func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
 		return sidecar.RunRequest{}, errors.New("timeout_s must be a positive number")
 	}
 	r := sidecar.RunRequest{Language: *a.Language, Code: *a.Code}
-	for path, text := range a.Files {
-		if text == nil {
-			return sidecar.RunRequest{}, fmt.Errorf("files[%q] must be a string", path)
+	for path, content := range a.Files {
+		f, err := fileContent(content)
+		if err != nil {
+			return sidecar.RunRequest{}, fmt.Errorf("files[%q] must be a string or {\"base64\": \"...\"}: %w", path, err)
 		}
 		if r.Files == nil {
-			r.Files = map[string]string{}
+			r.Files = map[string]wire.FileContent{}
 		}
-		r.Files[path] = *text
+		r.Files[path] = f
+	}
+	if a.Outputs != nil {
+		r.Outputs = []string{}
+		for _, p := range *a.Outputs {
+			if p == nil {
+				return sidecar.RunRequest{}, errors.New("outputs must be a list of strings")
+			}
+			r.Outputs = append(r.Outputs, *p)
+		}
 	}
 	if a.TimeoutS != nil {
 		// As @gatekeeper/client: whole milliseconds, rounded up, at least 1.
@@ -279,6 +304,31 @@ func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
 		r.TimeoutMS = &ms
 	}
 	return r, nil
+}
+
+// fileContent reads one value of the files argument: a string, or an
+// object holding exactly a string "base64" of standard base64.
+func fileContent(raw json.RawMessage) (wire.FileContent, error) {
+	var text *string
+	if err := json.Unmarshal(raw, &text); err == nil {
+		if text == nil {
+			return wire.FileContent{}, errors.New("null")
+		}
+		return wire.FileContent{Data: *text}, nil
+	}
+	var b struct {
+		Base64 *string `json:"base64"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&b); err != nil || b.Base64 == nil {
+		return wire.FileContent{}, errors.New("neither")
+	}
+	data, err := base64.StdEncoding.Strict().DecodeString(*b.Base64)
+	if err != nil {
+		return wire.FileContent{}, err
+	}
+	return wire.FileContent{Data: string(data), Base64: true}, nil
 }
 
 func errorResult(text string) map[string]any {

@@ -130,7 +130,7 @@ func TestMCPHandshakeAsClaudeCodeDoesIt(t *testing.T) {
 
 func TestMCPRunToolCalls(t *testing.T) {
 	t.Parallel()
-	ok := &wire.RunResult{ExitCode: 0, Reason: "exited", Stdout: "42\n", DurationMS: 31}
+	ok := &wire.RunResult{RunReport: wire.RunReport{ExitCode: 0, Reason: "exited", Stdout: "42\n", DurationMS: 31}}
 	call := func(args, meta string) string {
 		return `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"run","arguments":` + args + `,"_meta":` + meta + `}}`
 	}
@@ -146,7 +146,13 @@ func TestMCPRunToolCalls(t *testing.T) {
 	}{
 		{name: "a run with its tool use id runs and reports the result", msg: call(`{"language":"python","code":"print(6*7)","files":{"a.csv":"1"},"timeout_s":1.5}`, withID),
 			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0 (exited) after 31 ms",
-			wantRun: &sidecar.RunRequest{Language: "python", Code: "print(6*7)", Files: map[string]string{"a.csv": "1"}, TimeoutMS: ptr(int64(1500))}},
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "print(6*7)", Files: map[string]wire.FileContent{"a.csv": {Data: "1"}}, TimeoutMS: ptr(int64(1500))}},
+		{name: "a binary file in base64 and named outputs are passed on", msg: call(`{"language":"python","code":"x","files":{"a.bin":{"base64":"AP8="}},"outputs":["out"]}`, withID),
+			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0",
+			wantRun: &sidecar.RunRequest{Language: "python", Code: "x", Files: map[string]wire.FileContent{"a.bin": {Data: "\x00\xff", Base64: true}}, Outputs: []string{"out"}}},
+		{name: "a file object with another key does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"AA==","mode":"755"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
+		{name: "bad base64 does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"!!"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
+		{name: "a null in outputs does not run", msg: call(`{"language":"python","code":"x","outputs":[null]}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "outputs must be a list of strings", wantError: true},
 		{name: "a fraction of a millisecond rounds up", msg: call(`{"language":"sh","code":"","timeout_s":0.0001}`, withID),
 			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0", wantRun: &sidecar.RunRequest{Language: "sh", TimeoutMS: ptr(int64(1))}},
 		{name: "a run without a tool use id does not run", msg: call(`{"language":"python","code":"x"}`, `{}`),
@@ -176,7 +182,8 @@ func TestMCPRunToolCalls(t *testing.T) {
 			if res == nil {
 				t.Fatalf("no result: %v", r)
 			}
-			text := res["content"].([]any)[0].(map[string]any)["text"].(string)
+			blocks := res["content"].([]any)
+			text, _ := blocks[len(blocks)-1].(map[string]any)["text"].(string)
 			if !strings.Contains(text, tc.wantText) || (res["isError"] == true) != tc.wantError {
 				t.Errorf("result %v, want text %q and isError %v", res, tc.wantText, tc.wantError)
 			}

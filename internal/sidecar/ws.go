@@ -158,9 +158,12 @@ func (s *Session) Hold(ctx context.Context, retry time.Duration, attached func()
 type RunRequest struct {
 	Language string
 	Code     string
-	Files    map[string]string
+	// Files are the files to create first, text or binary.
+	Files map[string]wire.FileContent
 	// TimeoutMS is the asked timeout; nil for the policy's.
 	TimeoutMS *int64
+	// Outputs are the paths whose files to return; nil for the changed files.
+	Outputs []string
 }
 
 // Run runs r for toolUseID, which a hook call of this session must have
@@ -176,7 +179,7 @@ func (s *Session) Run(ctx context.Context, toolUseID string, r RunRequest) (*wir
 	defer c.ws.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.ws.Close() })
 	defer stop()
-	raw, err := c.request(&wire.Run{ID: "run", QueryID: c.queryID, ToolUseID: toolUseID, Language: r.Language, Code: r.Code, Files: r.Files, TimeoutMS: r.TimeoutMS},
+	raw, err := c.request(&wire.Run{ID: "run", QueryID: c.queryID, ToolUseID: toolUseID, Language: r.Language, Code: r.Code, Files: r.Files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs},
 		wire.TypeRunResult, nil)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // BenchmarkRunCold measures a Python hello world end to end (Run's call to
@@ -133,6 +134,76 @@ func BenchmarkRunWarmVsCold(b *testing.B) {
 			b.ReportMetric(float64(w.Milliseconds()), "warm-p50-ms")
 			b.ReportMetric(float64(c.Milliseconds()), "cold-p50-ms")
 			b.ReportMetric(float64(w)/float64(c), "warm/cold")
+		})
+	}
+}
+
+// BenchmarkRunWarmSnapshot alternates two warm hello worlds on one pool:
+// one with a query's workspace (it starts from the snapshot the one before
+// saved and sends its own back, as every run through the sidecar does),
+// one with no snapshot at all (no workspace, no files returned), and
+// reports each one's p50 and their ratio: what the snapshot costs.
+func BenchmarkRunWarmSnapshot(b *testing.B) {
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		b.Run(string(rt), func(b *testing.B) {
+			requireRuntime(b, rt)
+			sb := runnertest.Sandbox()
+			sb.Runtime = rt
+			r := newPooledRunner(b, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+			store, err := workspace.OpenStore(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ws, err := store.Workspace("bench")
+			if err != nil {
+				b.Fatal(err)
+			}
+			bare := runnertest.Spec(`print("hello, world")`)
+			bare.Sandbox = sb
+			saved := bare
+			saved.Workspace = ws
+			saved.Sandbox.MaxFiles, saved.Sandbox.MaxFilesBytes = 20, 4<<20
+			settle(b, r, 2)
+			if _, err := r.Run(b.Context(), bare); err != nil { // the language check, cached
+				b.Fatal(err)
+			}
+			var with, without []time.Duration
+			b.ResetTimer()
+			for i := range b.N {
+				order := []runner.Spec{bare, saved}
+				if i%2 == 1 {
+					order[0], order[1] = saved, bare
+				}
+				for _, spec := range order {
+					b.StopTimer()
+					settle(b, r, 2)
+					b.StartTimer()
+					begin := time.Now()
+					res, err := r.Run(b.Context(), spec)
+					took := time.Since(begin)
+					if err != nil || res.Stdout != "hello, world\n" {
+						b.Fatalf("Run = %+v, %v", res, err)
+					}
+					if spec.Workspace != nil {
+						if res.Workspace != runner.WorkspaceSaved {
+							b.Fatalf("workspace %q: %s", res.Workspace, res.WorkspaceNote)
+						}
+						with = append(with, took)
+					} else {
+						without = append(without, took)
+					}
+				}
+			}
+			b.StopTimer()
+			if misses := counterValue(b, r.metrics.misses); misses != 0 {
+				b.Errorf("%v runs missed the pool", misses)
+			}
+			slices.Sort(with)
+			slices.Sort(without)
+			w, n := with[len(with)/2], without[len(without)/2]
+			b.ReportMetric(float64(w.Microseconds())/1000, "snapshot-p50-ms")
+			b.ReportMetric(float64(n.Microseconds())/1000, "none-p50-ms")
+			b.ReportMetric(float64(w)/float64(n), "snapshot/none")
 		})
 	}
 }

@@ -1,11 +1,9 @@
 package docker
 
 import (
-	"archive/tar"
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -248,8 +246,14 @@ func TestContainerSettings(t *testing.T) {
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
 			check("the launcher waits for the code as long as PID 1 lets it", slices.Equal(cfg.Entrypoint[9:14], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher", "17s"}))
-			check("the backstop (timeout + 10s), language and end-mark tag come first on stdin", len(p.tag) == 16 && bytes.HasPrefix(p.input, []byte("15 python "+p.tag+"\n")))
+			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.tag) == 16 && string(header(spec.Timeout, spec.Language, p.tag, wantsSnapshot(spec))) == "15 python "+p.tag+" 0\n")
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
+			withFiles := spec
+			withFiles.Sandbox.MaxFiles = 1
+			ps, err := r.plan(withFiles)
+			check("a run that sends its workspace back asks for a snapshot and lives 30s longer for it", err == nil &&
+				string(header(spec.Timeout, spec.Language, ps.tag, wantsSnapshot(withFiles))) == "15 python "+ps.tag+" 1\n" &&
+				slices.Equal(ps.config.Entrypoint[5:9], []string{"timeout", "-s", "KILL", "47s"}))
 
 			ulimits := map[string]int64{}
 			for _, u := range host.Ulimits {
@@ -273,62 +277,6 @@ func TestContainerSettings(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestWorkspaceTar(t *testing.T) {
-	t.Parallel()
-	spec := runnertest.Spec("print('main')")
-	spec.Files = map[string]string{"a/b/c.txt": "deep", "x.py": "X = 1", "./y.txt": "y"}
-	ws, need, err := workspaceTar(spec, "main.py")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]string{}
-	tr := tar.NewReader(bytes.NewReader(ws))
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Uid != 65534 || h.Gid != 65534 {
-			t.Errorf("%s owned by %d:%d, want the sandbox user", h.Name, h.Uid, h.Gid)
-		}
-		body, _ := io.ReadAll(tr)
-		got[h.Name] = string(body)
-	}
-	want := map[string]string{"a/": "", "a/b/": "", "a/b/c.txt": "deep", "main.py": "print('main')", "x.py": "X = 1", "y.txt": "y"}
-	if !mapsEqual(got, want) {
-		t.Errorf("tar holds %v, want %v", got, want)
-	}
-	if need != 6*pageSize {
-		t.Errorf("need %d bytes, want %d (4 files and 2 dirs, a page each)", need, 6*pageSize)
-	}
-
-	bad := []map[string]string{
-		{"../x": "1"}, {"a/../../x": "1"}, {"/abs": "1"}, {"": "1"}, {".": "1"},
-		{"main.py": "shadow"}, {"d": "file", "d/e": "nested"}, {"a\\b": "1"}, {"a\x00b": "1"},
-	}
-	for _, files := range bad {
-		spec.Files = files
-		if _, _, err := workspaceTar(spec, "main.py"); err == nil {
-			t.Errorf("files %q accepted, want an error", files)
-		}
-	}
-}
-
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 func TestCheckDeps(t *testing.T) {

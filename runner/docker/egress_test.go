@@ -26,6 +26,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // These tests run networked sandboxes on the real engine. The only traffic
@@ -675,5 +676,50 @@ func TestEgressCleanupRemovesLeftoverNetworks(t *testing.T) {
 	}
 	if n, err := r.Leftovers(t.Context()); err != nil || n != 0 {
 		t.Errorf("Leftovers after Cleanup = %d, %v; want 0", n, err)
+	}
+}
+
+// TestEgressRunsKeepTheirWorkspace: networked runs are never pooled, but
+// their workspace lasts like any other: what one run fetched through the
+// proxy, the next run reads.
+func TestEgressRunsKeepTheirWorkspace(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	r := newEgressRunner(t, &recordingAuditor{})
+	hs := startHostServers(t)
+	store, err := workspace.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws, err := store.Workspace("q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(code string) runner.Result {
+		t.Helper()
+		spec := runnertest.Spec(code)
+		spec.Sandbox.Network = egressPolicy()
+		spec.Workspace = ws
+		res, err := r.Run(t.Context(), spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	// python3-minimal has no urllib: a plain HTTP request to the proxy.
+	res := run(fmt.Sprintf(`import os, socket
+host, port = os.environ["HTTP_PROXY"].removeprefix("http://").rsplit(":", 1)
+s = socket.create_connection((host, int(port)), timeout=10)
+s.sendall(b"GET http://upstream.test:%d/kept HTTP/1.0\r\nHost: upstream.test:%d\r\n\r\n")
+reply = b""
+while chunk := s.recv(65536):
+    reply += chunk
+open("fetched.txt", "wb").write(reply.split(b"\r\n\r\n", 1)[1])`, hs.httpPort, hs.httpPort))
+	if res.ExitCode != 0 || res.Workspace != runner.WorkspaceSaved {
+		t.Fatalf("fetch: exit %d, workspace %q (%s), stderr %q", res.ExitCode, res.Workspace, res.WorkspaceNote, res.Stderr)
+	}
+	res = run(`print(open("fetched.txt").read())`)
+	if res.Stdout != "hello from upstream /kept\n" {
+		t.Errorf("the next networked run read %q (stderr %q), want what the first fetched", res.Stdout, res.Stderr)
 	}
 }

@@ -67,9 +67,10 @@ func (m *endMarks) mark(code int) {
 }
 
 // stream returns the writer for one stream: it passes everything before
-// the stream's mark on to out, and drops the mark and anything after it.
-func (m *endMarks) stream(out io.Writer) *markedStream {
-	return &markedStream{m: m, out: out}
+// the stream's mark on to out, drops the mark, and passes what follows it
+// to tail (a snapshotSink), or drops it when tail is nil.
+func (m *endMarks) stream(out io.Writer, tail *snapshotSink) *markedStream {
+	return &markedStream{m: m, out: out, tail: tail}
 }
 
 // markedStream is one stream's side of endMarks. Writes come from one
@@ -77,6 +78,7 @@ func (m *endMarks) stream(out io.Writer) *markedStream {
 type markedStream struct {
 	m    *endMarks
 	out  io.Writer
+	tail *snapshotSink
 	held []byte // a tail that may be the start of the mark
 	done bool
 }
@@ -84,6 +86,7 @@ type markedStream struct {
 // Write never fails, so that the stream keeps draining.
 func (s *markedStream) Write(p []byte) (int, error) {
 	if s.done {
+		s.toTail(p)
 		return len(p), nil
 	}
 	data := p
@@ -106,6 +109,7 @@ func (s *markedStream) Write(p []byte) (int, error) {
 			s.pass(data[:i])
 			s.done = true
 			s.m.mark(code)
+			s.toTail(data[i+whole:])
 			return len(p), nil
 		}
 		// The lead without a well-formed end: ordinary output.
@@ -120,12 +124,23 @@ func (s *markedStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush passes on a held tail once the stream ended without its mark.
+// flush passes on a held tail once the stream ended without its mark, and
+// ends the tail.
 func (s *markedStream) flush() {
 	if !s.done && len(s.held) > 0 {
 		s.pass(s.held)
 	}
 	s.held = nil
+	if s.tail != nil {
+		s.tail.finish()
+	}
+}
+
+// toTail passes output after the mark to the tail, if there is one.
+func (s *markedStream) toTail(b []byte) {
+	if s.tail != nil && len(b) > 0 {
+		_, _ = s.tail.Write(b)
+	}
 }
 
 func (s *markedStream) pass(b []byte) {

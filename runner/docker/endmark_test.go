@@ -36,7 +36,7 @@ func TestEndMarks(t *testing.T) {
 			t.Parallel()
 			m := newEndMarks(tag)
 			var out, errOut bytes.Buffer
-			so, se := m.stream(&out), m.stream(&errOut)
+			so, se := m.stream(&out, nil), m.stream(&errOut, nil)
 			for _, w := range tt.writes {
 				if n, err := so.Write([]byte(w)); n != len(w) || err != nil {
 					t.Fatalf("Write = %d, %v", n, err)

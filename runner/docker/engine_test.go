@@ -212,10 +212,9 @@ func startUnwatched(t *testing.T, r *Runner, spec runner.Spec) (id string, attac
 		t.Fatal(err)
 	}
 	begin = time.Now()
-	if _, err := attach.Conn.Write(p.input); err != nil {
+	if _, err := writeInput(attach, p, spec); err != nil {
 		t.Fatal(err)
 	}
-	attach.CloseWrite()
 	return id, attach, begin
 }
 
@@ -315,8 +314,8 @@ sys.exit(7)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res.Reason != runner.Exited || res.TimedOut || res.ExitCode != 7 {
-				t.Errorf("reason %q, timed out %v, exit code %d; want exited with 7 (stderr %q)", res.Reason, res.TimedOut, res.ExitCode, res.Stderr)
+			if res.Reason != runner.Exited || res.ExitCode != 7 {
+				t.Errorf("reason %q, exit code %d; want exited with 7 (stderr %q)", res.Reason, res.ExitCode, res.Stderr)
 			}
 			want := "out-1\n\x1egatekeeper-end 0000000000000000 000\x1e" + strings.Repeat("x", 10000) + "last, no newline"
 			if res.Stdout != want {

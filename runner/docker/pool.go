@@ -34,8 +34,8 @@ const poolGrace = 30 * time.Second
 
 // PoolMaxTimeout is the longest run timeout a warm container serves; a
 // longer run starts a cold container. A warm container's PID 1 ends it,
-// whatever its program does, at most Idle + 30s + PoolMaxTimeout + 10s
-// after it started.
+// whatever its program does, at most Idle + 30s + PoolMaxTimeout + 10s +
+// 30s (for its snapshot of /workspace) after it started.
 const PoolMaxTimeout = 10 * time.Minute
 
 // PoolConfig configures the warm pool: containers created and started
@@ -196,7 +196,7 @@ func (p *pool) addSet(sb runner.Sandbox, pinned bool) (*warmSet, error) {
 		return s, nil
 	}
 	pl.poolKey, pl.wait = key, p.idle+p.grace
-	pl.life = pl.wait + PoolMaxTimeout + backstopGrace
+	pl.life = pl.wait + PoolMaxTimeout + backstopGrace + snapshotGrace
 	pl.config, pl.host = p.r.containerSettings(spec, pl)
 	s := &warmSet{key: key, plan: pl, pinned: pinned, lastUsed: time.Now()}
 	p.sets[key] = s

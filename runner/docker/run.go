@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"path"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // Timeouts for engine calls that must happen even after the caller's
@@ -67,6 +69,10 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 		return res, err
 	}
 	res.Image, res.Runtime = p.image, p.runtime
+	if err := openSaved(spec, p); err != nil {
+		return res, err
+	}
+	defer p.closeSaved()
 
 	ok, err := r.runtimeAvailable(ctx, p.runtime)
 	if err != nil {
@@ -242,27 +248,105 @@ func (r *Runner) startContainer(ctx context.Context, id string) (*session, error
 	return s, nil
 }
 
+// openSaved opens the saved snapshot of spec's Workspace into p, and
+// refuses the run (runner.ErrInvalidSpec) when the workspace would hold
+// more than its size once the run's code and files are unpacked over it.
+func openSaved(spec runner.Spec, p *plan) error {
+	if spec.Workspace == nil {
+		return nil
+	}
+	saved, bytes, err := spec.Workspace.Saved()
+	if err != nil {
+		return fmt.Errorf("open the saved workspace: %w", err)
+	}
+	if saved == nil {
+		return nil
+	}
+	total := bytes + p.need
+	if rs, ok := saved.(io.ReadSeeker); ok {
+		total, err = workspace.MergedBytes(rs, bytes, p.files, p.need)
+		if err == nil {
+			_, err = rs.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			_ = saved.Close()
+			return err
+		}
+	}
+	if size := spec.Sandbox.WorkspaceBytes; total > size {
+		_ = saved.Close()
+		return fmt.Errorf("%w: the saved %s takes %d bytes, with this run's code and files %d: more than the workspace's %d (remove files in a run, or ask for a larger sandbox.fs.workspace.size)",
+			runner.ErrInvalidSpec, workspaceDir, bytes, total, size)
+	}
+	p.saved = saved
+	return nil
+}
+
+// closeSaved closes the saved snapshot, if one was opened.
+func (p *plan) closeSaved() {
+	if p.saved != nil {
+		_ = p.saved.Close()
+	}
+}
+
+// writeInput sends the container its header and the tar of its workspace
+// (the saved snapshot, the code and the files), then closes its standard
+// input, also after an error, so that the launcher's tar sees the stream
+// end. It returns the files the tar holds.
+func writeInput(attach types.HijackedResponse, p *plan, spec runner.Spec) (workspace.Manifest, error) {
+	defer func() { _ = attach.CloseWrite() }()
+	if _, err := attach.Conn.Write(header(spec.Timeout, spec.Language, p.tag, wantsSnapshot(spec))); err != nil {
+		return nil, err
+	}
+	var saved io.Reader
+	if p.saved != nil {
+		saved = p.saved
+	}
+	return workspace.WriteInput(attach.Conn, workspace.Input{Saved: saved, Files: p.files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID})
+}
+
 // execute runs spec in the started container of session s: it feeds the
 // container its header and workspace, streams its output and watches it
-// until it ends, the timeout passes or ctx ends. The timeout counts from
-// the moment the code is sent, however long the container waited for it.
-// It closes s.
+// until it ends, the timeout passes or ctx ends; then it takes the
+// snapshot of /workspace the container sends back, if the run asked for
+// one (wantsSnapshot), and saves it or returns its files. The timeout
+// counts from the moment the code is sent, however long the container
+// waited for it, until the program's end marks. It closes s.
 func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
 	// The output stream, the wait and the stats stream live until execute
 	// returns, whatever ctx does. Every goroutine started here ends before
 	// execute returns.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	var snap *snapshot
 	defer func() {
 		stopWatching()
 		s.close()
 		wg.Wait()
+		snap.close()
 	}()
 
+	inputDone := make(chan struct{})
+	var manifest workspace.Manifest
+	var inputErr error
+	if wantsSnapshot(spec) {
+		snap = startSnapshot(spec, p, func() workspace.Manifest {
+			select {
+			case <-inputDone:
+				return manifest
+			case <-watchCtx.Done():
+				return nil
+			}
+		}, &wg)
+	}
 	stdout := newCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
 	stderr := newCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
 	marks := newEndMarks(p.tag)
-	markedOut, markedErr := marks.stream(stdout), marks.stream(stderr)
+	var sink *snapshotSink
+	if snap != nil {
+		sink = snap.sink
+	}
+	markedOut, markedErr := marks.stream(stdout, sink), marks.stream(stderr, nil)
 	drained := make(chan struct{})
 	wg.Add(1)
 	go func() {
@@ -278,6 +362,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		// request before the proxy knows its address.
 		if err := p.net.register(ctx, id, spec); err != nil {
 			r.kill(id)
+			close(inputDone)
 			return res, err
 		}
 	}
@@ -286,11 +371,10 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		defer close(inputDone)
 		// A write error means the container is gone already; the wait
 		// below reports why.
-		if _, err := s.attach.Conn.Write(p.input); err == nil {
-			_ = s.attach.CloseWrite()
-		}
+		manifest, inputErr = writeInput(s.attach, p, spec)
 	}()
 
 	peak := &peakMemory{done: make(chan struct{})}
@@ -303,22 +387,45 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 
 	timer := time.NewTimer(spec.Timeout)
 	defer timer.Stop()
+	var snapDone <-chan struct{}
+	if snap != nil {
+		snapDone = snap.done
+	}
+	var snapTimeout <-chan time.Time
+	snapLate := false
 	var killedFor runner.ExitReason
 	var status container.WaitResponse
-	waitDone, marked := false, false
-	ended := marks.ended
+	waitDone, marked, ended := false, false, false
+	code, codeOK := 0, false
+	endedC := marks.ended
 	for !waitDone && !marked && killedFor == "" {
+		if ended && codeOK && code < 128 && snapDone == nil {
+			// The program exited by itself, its output is complete and
+			// its snapshot (if any) in. An exit by signal (137 for the
+			// OOM killer) is left to the engine, which alone knows
+			// whether the memory limit did it.
+			status.StatusCode, marked = int64(code), true
+			break
+		}
 		select {
 		case status = <-s.waitC:
 			waitDone = true
-		case <-ended:
-			// The program exited and its output is complete. An exit by
-			// signal (137 for the OOM killer) is left to the engine,
-			// which alone knows whether the memory limit did it.
-			if code, ok := marks.exitCode(); ok && code < 128 {
-				status.StatusCode, marked = int64(code), true
+		case <-endedC:
+			endedC, ended = nil, true
+			res.Duration = time.Since(begin)
+			code, codeOK = marks.exitCode()
+			timer.Stop() // the program has ended: the snapshot has a deadline of its own
+			if snapDone != nil {
+				snapTimeout = time.After(snapshotGrace)
 			}
-			ended = nil
+		case <-snapDone:
+			snapDone, snapTimeout = nil, nil
+			if snap.err != nil {
+				r.kill(id) // it may still be sending
+			}
+		case <-snapTimeout:
+			snapTimeout, snapLate = nil, true
+			r.kill(id)
 		case err := <-s.errC:
 			r.kill(id)
 			return res, engineErr("wait for container", err)
@@ -338,7 +445,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			return res, fmt.Errorf("container %s did not stop after kill", short(id))
 		}
 	}
-	res.Duration = time.Since(begin)
+	if !ended {
+		res.Duration = time.Since(begin)
+	}
 
 	if !marked { // with both marks in, every byte before them was passed on
 		select {
@@ -351,6 +460,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	stopWatching()
 
 	res.ExitCode = int(status.StatusCode)
+	oomKilled := false
 	if !marked {
 		// The program did not exit by itself: ask the engine whether the
 		// memory limit killed it. (After the marks the program exited on
@@ -362,7 +472,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			return res, engineErr("inspect container", err)
 		}
 		if insp.ContainerJSONBase != nil && insp.State != nil {
-			res.OOMKilled = insp.State.OOMKilled
+			oomKilled = insp.State.OOMKilled
 		}
 	}
 	res.Stdout, res.Truncated = stdout.result()
@@ -374,15 +484,67 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 
 	switch {
 	case killedFor == runner.TimedOut:
-		res.Reason, res.TimedOut = runner.TimedOut, true
-	case res.OOMKilled:
+		res.Reason = runner.TimedOut
+	case oomKilled:
 		res.Reason = runner.OOMKilled
 	case killedFor == runner.Cancelled:
 		res.Reason = runner.Cancelled
 	default:
 		res.Reason = runner.Exited
 	}
+	if snap != nil {
+		<-snap.done // the output has ended, so the receiver has its stream's end
+		select {
+		case <-inputDone:
+		case <-time.After(drainTimeout):
+			s.attach.Close() // a container that ended without reading its input
+			<-inputDone
+		}
+		r.takeSnapshot(&res, spec, snap, ended, snapLate, inputErr)
+	}
 	return res, nil
+}
+
+// takeSnapshot hands a run's received snapshot to its Workspace and its
+// files to res, or says in res why the workspace was not saved: only a run
+// whose program ended by itself (its end marks arrived), whose input was
+// sent whole and whose snapshot arrived in time and was accepted replaces
+// the saved workspace; any other keeps it as it was before the run.
+func (r *Runner) takeSnapshot(res *runner.Result, spec runner.Spec, snap *snapshot, ended, late bool, inputErr error) {
+	var why string
+	switch {
+	case res.Reason == runner.TimedOut:
+		why = "the run timed out"
+	case res.Reason == runner.Cancelled:
+		why = "the run was cancelled"
+	case inputErr != nil:
+		why = "its input could not be sent whole (" + inputErr.Error() + ")"
+	case !ended:
+		why = "the sandbox ended before the program's end (did it kill the launcher, or fail to unpack its files?)"
+	case late:
+		why = fmt.Sprintf("its snapshot did not arrive within %s", snapshotGrace)
+	case snap.err != nil:
+		why = "its snapshot was not accepted: " + snap.err.Error()
+	}
+	if why == "" {
+		res.Files, res.FilesOmitted = snap.rec.Files, snap.rec.Omitted
+		if spec.Workspace == nil {
+			return
+		}
+		if err := spec.Workspace.Replace(snap.file.Name(), snap.rec.Bytes); err != nil {
+			why = "it could not be stored: " + err.Error()
+		} else {
+			snap.kept = true
+			res.Workspace = runner.WorkspaceSaved
+			return
+		}
+	}
+	if spec.Workspace == nil {
+		return
+	}
+	res.Workspace = runner.WorkspaceNotSaved
+	res.WorkspaceNote = why + ", so " + workspaceDir + " was not saved: the next run starts from it as it was before this run"
+	r.log.Debug("workspace not saved", "run_id", spec.RunID, "query_id", spec.QueryID, "why", why)
 }
 
 // peakMemory follows the container's stats stream and keeps the highest

@@ -1,13 +1,10 @@
 package docker
 
 import (
-	"archive/tar"
-	"bytes"
-	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
 // Paths inside the container.
@@ -41,6 +39,13 @@ var sandboxEnv = []string{
 // before it could kill it.
 const backstopGrace = 10 * time.Second
 
+// snapshotGrace is how long, after the program ended, the container may
+// take to send its snapshot of /workspace back; past it the sidecar ends
+// the container and the workspace is not saved. It is added to the life
+// (PID 1's timeout) of a container whose run asks for a snapshot, and of
+// every warm container.
+const snapshotGrace = 30 * time.Second
+
 // coldMargin is how long past the run's backstop (timeout plus
 // backstopGrace) the container's PID 1 ends a container created for one
 // run, counted from its start: the code is sent right after the start.
@@ -48,10 +53,6 @@ const coldMargin = 2 * time.Second
 
 // minMemoryBytes is the smallest memory limit Docker accepts.
 const minMemoryBytes = 6 << 20
-
-// pageSize is the tmpfs allocation unit used to check that the code and
-// files fit the workspace.
-const pageSize = 4096
 
 // language is how a runner.Language is started: the interpreter and its
 // arguments, and the main file's name in /workspace.
@@ -77,20 +78,30 @@ var languages = map[runner.Language]language{
 // towards the pids limit until the run ends.
 //
 // launcher is the in-container script. It waits, at most $1, for a header
-// line on standard input ("<seconds> <language> <tag>"), then, under
-// coreutils `timeout -s KILL <seconds>`, unpacks the workspace tar that
-// follows into /workspace and runs the rest of its arguments (env -i and
-// the program's environment) with the language's interpreter and main
-// file, standard input from /dev/null. When the program has exited it
-// writes the end mark with the program's exit status to both streams (see
-// endMarks) and exits with that status. So a container waits for its code
-// without a clock running (a warm container of the pool waits this way),
-// the run's backstop starts when the code arrives, and a container whose
-// sidecar died ends by itself either way. The header is read byte by byte
-// (the shell's read), so the tar that follows stays on standard input; the
-// tag stays in the launcher's own variables, never on a command line or in
-// an environment the program can read. The program is started through
-// env -i because the shell adds variables of its own (PWD).
+// line on standard input ("<seconds> <language> <tag> <snapshot>"),
+// unpacks the workspace tar that follows into /workspace (exiting with
+// 125, and no end marks, when it cannot), then, under coreutils `timeout
+// -s KILL <seconds>`, runs the rest of its arguments (env -i and the
+// program's environment) with the language's interpreter and main file,
+// standard input from /dev/null. When the program has exited it
+// ends every other process of the sandbox (kill -9 -1 reaches all of them
+// but PID 1 and the launcher itself, all running as the sandbox user) and
+// waits, briefly, until none is left but zombies, so that nothing writes
+// to the streams or the workspace after; then it writes the end mark with
+// the program's exit status to both streams (see endMarks). With a
+// snapshot asked for (<snapshot> 1) it then writes, on standard output, a
+// tar of /workspace and the snapshot mark "\x1egatekeeper-snap <tag>
+// <tar's exit status>\x1e" (see snapshot.go), having first given the
+// owner read and write access to everything there (the program may have
+// taken it away). It exits with the
+// program's status. So a container waits for its code without a clock
+// running (a warm container of the pool waits this way), the run's
+// backstop starts when the code arrives, and a container whose sidecar
+// died ends by itself either way. The header is read byte by byte (the
+// shell's read), so the tar that follows stays on standard input; the tag
+// stays in the launcher's own variables, never on a command line or in an
+// environment the program can read. The program is started through env -i
+// because the shell adds variables of its own (PWD).
 var launcher = func() string {
 	var cases strings.Builder
 	names := make([]string, 0, len(languages))
@@ -107,25 +118,60 @@ shift
 secs=${h%% *}
 h=${h#* }
 lang=${h%% *}
-tag=${h#* }
+h=${h#* }
+tag=${h%% *}
+snap=${h#* }
 case $secs in ''|*[!0-9]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 case $tag in ''|*[!0-9a-f]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
+case $snap in 0|1) ;; *) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 case $lang in
 ` + cases.String() + `*) echo "gatekeeper: bad run header" >&2; exit 125;;
 esac
-timeout -s KILL "${secs}s" /bin/sh -c 'tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
-exec "$@" </dev/null' gatekeeper-run "$@"
+tar -x -f - -C ` + workspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + workspaceDir + `" >&2; exit 125; }
+timeout -s KILL "${secs}s" "$@" </dev/null
 c=$?
+kill -9 -1 2>/dev/null
+n=0
+while [ "$n" -lt 200 ]; do
+  left=
+  for f in /proc/[0-9]*/stat; do
+    p=${f#/proc/}
+    p=${p%/stat}
+    if [ "$p" = 1 ] || [ "$p" = "$$" ]; then continue; fi
+    read -r l 2>/dev/null <"$f" || continue
+    l=${l##*) }
+    case ${l%% *} in Z|X|x) ;; *) left=1; break;; esac
+  done
+  [ -z "$left" ] && break
+  n=$((n+1))
+  sleep 0.01
+done
 printf '\036gatekeeper-end %s %03d\036' "$tag" "$c"
 printf '\036gatekeeper-end %s %03d\036' "$tag" "$c" >&2
+if [ "$snap" = 1 ]; then
+  chmod -R u+rwX ` + workspaceDir + ` 2>/dev/null
+  tar -c -f - -C ` + workspaceDir + ` --hard-dereference . 2>/dev/null
+  printf '\036gatekeeper-snap %s %03d\036' "$tag" "$?"
+fi
 exit "$c"`
 }()
 
 // header is the line the launcher waits for: the backstop in whole
-// seconds, the language and the run's tag for its end marks.
-func header(timeout time.Duration, lang runner.Language, tag string) []byte {
+// seconds, the language, the run's tag for its end marks and whether to
+// send a snapshot of /workspace back.
+func header(timeout time.Duration, lang runner.Language, tag string, snapshot bool) []byte {
 	backstop := int64(math.Ceil((timeout + backstopGrace).Seconds()))
-	return []byte(fmt.Sprintf("%d %s %s\n", backstop, lang, tag))
+	snap := 0
+	if snapshot {
+		snap = 1
+	}
+	return []byte(fmt.Sprintf("%d %s %s %d\n", backstop, lang, tag, snap))
+}
+
+// wantsSnapshot reports whether a run of spec sends /workspace back: to
+// save it, or to return its files.
+func wantsSnapshot(spec runner.Spec) bool {
+	return spec.Workspace != nil || spec.Sandbox.MaxFiles > 0
 }
 
 // plan is a validated Spec turned into container settings. The settings
@@ -139,13 +185,15 @@ type plan struct {
 	lang    language
 	config  *container.Config
 	host    *container.HostConfig
-	input   []byte        // the header line and the tar of the code and files
-	tag     string        // the run's tag for its end marks (see endMarks)
-	env     []string      // the program's whole environment
-	net     *sandboxNet   // nil: no network
-	poolKey string        // set for a warm container: its labels are the pool's
-	wait    time.Duration // the longest the container waits for its code
-	life    time.Duration // the longest the container lives (PID 1's timeout)
+	files   map[string]string // the code and files, by clean path (workspace.Files)
+	need    int64             // the tmpfs space they take
+	tag     string            // the run's tag for its end marks (see endMarks)
+	saved   io.ReadCloser     // the saved workspace the run starts from; nil: empty (openSaved)
+	env     []string          // the program's whole environment
+	net     *sandboxNet       // nil: no network
+	poolKey string            // set for a warm container: its labels are the pool's
+	wait    time.Duration     // the longest the container waits for its code
+	life    time.Duration     // the longest the container lives (PID 1's timeout)
 }
 
 // plan validates spec and builds the container settings. Problems with the
@@ -167,6 +215,9 @@ func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 	}
 
 	life := spec.Timeout + backstopGrace + coldMargin
+	if wantsSnapshot(spec) {
+		life += snapshotGrace
+	}
 	p := &plan{image: sb.Image, runtime: sb.Runtime, env: sandboxEnv, wait: life, life: life}
 	if p.image == "" {
 		p.image = r.cfg.DefaultImage
@@ -221,15 +272,20 @@ func (r *Runner) plan(spec runner.Spec) (*plan, error) {
 			bad("%v", err)
 		}
 	}
+	if sb.MaxFiles < 0 || sb.MaxFilesBytes < 0 {
+		bad("max files %d, max files bytes %d: neither may be negative", sb.MaxFiles, sb.MaxFilesBytes)
+	}
+	if _, err := workspace.CleanOutputs(spec.Outputs); err != nil {
+		bad("%v", err)
+	}
 	if ok {
-		ws, need, err := workspaceTar(spec, lang.main)
+		files, need, err := workspace.Files(lang.main, spec.Code, spec.Files)
 		if err != nil {
 			bad("%v", err)
 		} else if sb.WorkspaceBytes > 0 && need > sb.WorkspaceBytes {
 			bad("code and files need %d bytes, the workspace holds %d", need, sb.WorkspaceBytes)
 		}
-		p.tag = newRunTag()
-		p.input = append(header(spec.Timeout, spec.Language, p.tag), ws...)
+		p.files, p.need, p.tag = files, need, newRunTag()
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))
@@ -361,89 +417,4 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		}}
 	}
 	return cfg, host
-}
-
-// workspaceTar builds the tar the container unpacks into /workspace: the
-// code as mainName and every file of spec.Files, with the directories they
-// need. need is the tmpfs space the files take, in whole pages.
-func workspaceTar(spec runner.Spec, mainName string) (ws []byte, need int64, err error) {
-	files := map[string]string{mainName: spec.Code}
-	dirs := map[string]bool{}
-	var problems []error
-	for name, content := range spec.Files {
-		clean, err := cleanWorkspacePath(name)
-		if err != nil {
-			problems = append(problems, err)
-			continue
-		}
-		if _, dup := files[clean]; dup {
-			problems = append(problems, fmt.Errorf("file %q collides with another file or the main file", name))
-			continue
-		}
-		files[clean] = content
-		for d := path.Dir(clean); d != "."; d = path.Dir(d) {
-			dirs[d] = true
-		}
-	}
-	for d := range dirs {
-		if _, clash := files[d]; clash {
-			problems = append(problems, fmt.Errorf("file %q is also a directory", d))
-		}
-	}
-	if len(problems) > 0 {
-		return nil, 0, errors.Join(problems...)
-	}
-
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	now := time.Now()
-	uid, gid := spec.Sandbox.UID, spec.Sandbox.GID
-	dirNames := make([]string, 0, len(dirs))
-	for d := range dirs {
-		dirNames = append(dirNames, d)
-	}
-	sort.Strings(dirNames) // parents before children
-	for _, d := range dirNames {
-		hdr := &tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, 0, fmt.Errorf("workspace tar: %w", err)
-		}
-		need += pageSize
-	}
-	names := make([]string, 0, len(files))
-	for n := range files {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		content := files[n]
-		hdr := &tar.Header{Typeflag: tar.TypeReg, Name: n, Mode: 0o644, Size: int64(len(content)), Uid: uid, Gid: gid, ModTime: now, Format: tar.FormatPAX}
-		if err := tw.WriteHeader(hdr); err != nil {
-			return nil, 0, fmt.Errorf("workspace tar: %w", err)
-		}
-		if _, err := tw.Write([]byte(content)); err != nil {
-			return nil, 0, fmt.Errorf("workspace tar: %w", err)
-		}
-		need += (int64(len(content)) + pageSize - 1) / pageSize * pageSize
-	}
-	if err := tw.Close(); err != nil {
-		return nil, 0, fmt.Errorf("workspace tar: %w", err)
-	}
-	return buf.Bytes(), need, nil
-}
-
-// cleanWorkspacePath returns name as a clean path relative to /workspace,
-// or an error if it is empty, absolute, or would leave /workspace.
-func cleanWorkspacePath(name string) (string, error) {
-	if name == "" || strings.ContainsRune(name, 0) || strings.Contains(name, "\\") {
-		return "", fmt.Errorf("file name %q is not allowed", name)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("file %q is absolute; names are relative to %s", name, workspaceDir)
-	}
-	clean := path.Clean(name)
-	if clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", fmt.Errorf("file %q leaves %s", name, workspaceDir)
-	}
-	return clean, nil
 }

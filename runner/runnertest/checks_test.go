@@ -67,7 +67,7 @@ func TestChecksCanFail(t *testing.T) {
 			if strings.Contains(tc.name, "memory bomb") {
 				results["a bomb that was not killed"] = runner.Result{Reason: runner.Exited, ExitCode: 0, Runtime: runner.Runc}
 				results["runc not reporting the OOM"] = runner.Result{Reason: runner.Exited, ExitCode: 137, Runtime: runner.Runc}
-				results["a bomb above the limit"] = runner.Result{Reason: runner.OOMKilled, OOMKilled: true, ExitCode: 137, PeakMemoryBytes: 1 << 30, Runtime: runner.Runc}
+				results["a bomb above the limit"] = runner.Result{Reason: runner.OOMKilled, ExitCode: 137, PeakMemoryBytes: 1 << 30, Runtime: runner.Runc}
 			}
 			for what, res := range results {
 				rec := &recorder{}
@@ -86,8 +86,8 @@ func TestChecksPassWhatTheySpecify(t *testing.T) {
 	t.Parallel()
 	good := map[string]runner.Result{
 		"hello world prints and exits 0":             {Reason: runner.Exited, Stdout: "hello, world\n", Image: "i", Runtime: runner.Runc, Duration: time.Second},
-		"a memory bomb is OOM-killed":                {Reason: runner.OOMKilled, OOMKilled: true, ExitCode: 137, Runtime: runner.Runc},
-		"an endless loop is killed at the timeout":   {Reason: runner.TimedOut, TimedOut: true, ExitCode: 137, Duration: 2500 * time.Millisecond, Runtime: runner.Runc},
+		"a memory bomb is OOM-killed":                {Reason: runner.OOMKilled, ExitCode: 137, Runtime: runner.Runc},
+		"an endless loop is killed at the timeout":   {Reason: runner.TimedOut, ExitCode: 137, Duration: 2500 * time.Millisecond, Runtime: runner.Runc},
 		"filling /tmp stops at its size with ENOSPC": {Reason: runner.Exited, Stdout: "ENOSPC 7\n", Runtime: runner.Runc},
 		"writes to the root file system and /deps fail with EROFS": {Reason: runner.Exited, Runtime: runner.Runsc,
 			Stdout: "/var/tmp/x EROFS\n/deps/new EROFS\n/deps/dep.txt EROFS\n/x EACCES\n/etc/x EACCES\n/usr/x EACCES\n/usr/bin/python3 EACCES\nmkdir /usr/d EROFS\ndependency\n"},

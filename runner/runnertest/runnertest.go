@@ -154,6 +154,10 @@ func Conformance(t *testing.T, newRunner func(t *testing.T) Runner) {
 		t.Parallel()
 		testFresh(t, r)
 	})
+	t.Run("workspaces", func(t *testing.T) {
+		t.Parallel()
+		testWorkspaces(t, r)
+	})
 	t.Run("a cancelled run is killed and leaves nothing behind", func(t *testing.T) {
 		t.Parallel()
 		// A runner of its own, so that no other case's sandbox is counted.
@@ -237,8 +241,8 @@ func outcomeCases(deps string) []outcomeCase {
 				wantExit(t, res, runner.Exited, 0)
 				wantEqual(t, "stdout", res.Stdout, "hello, world\n")
 				wantEqual(t, "stderr", res.Stderr, "")
-				if res.Truncated || res.TimedOut || res.OOMKilled {
-					t.Errorf("flags truncated=%v timed_out=%v oom_killed=%v, want all false", res.Truncated, res.TimedOut, res.OOMKilled)
+				if res.Truncated {
+					t.Errorf("truncated, want not")
 				}
 				if res.Image == "" || res.Runtime == "" {
 					t.Errorf("image %q, runtime %q: want both set", res.Image, res.Runtime)
@@ -287,9 +291,6 @@ func outcomeCases(deps string) []outcomeCase {
 			edit: func(s *runner.Spec) { s.Timeout = 2 * time.Second },
 			check: func(t tb, res runner.Result) {
 				wantExit(t, res, runner.TimedOut, 137)
-				if !res.TimedOut {
-					t.Error("TimedOut false, want true")
-				}
 				if res.Duration < 2*time.Second || res.Duration > 12*time.Second {
 					t.Errorf("duration %v, want about 2s", res.Duration)
 				}
@@ -300,13 +301,7 @@ func outcomeCases(deps string) []outcomeCase {
 			code: "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))",
 			edit: func(s *runner.Spec) { s.Sandbox.MemoryBytes = 64 << 20 },
 			check: func(t tb, res runner.Result) {
-				if res.TimedOut {
-					t.Error("TimedOut true, want false")
-				}
-				if res.OOMKilled != (res.Reason == runner.OOMKilled) {
-					t.Errorf("OOMKilled %v with reason %s, want them to agree", res.OOMKilled, res.Reason)
-				}
-				if res.Runtime == runner.Runsc && !res.OOMKilled {
+				if res.Runtime == runner.Runsc && res.Reason != runner.OOMKilled {
 					// Under gVisor the host kernel's OOM killer kills the
 					// whole sandbox (exit 137), and the engine's OOM flag
 					// for it is occasionally lost (seen about once in

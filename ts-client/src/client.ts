@@ -54,7 +54,7 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
   return {
     async options(extra: GatekeeperClientQueryOptions = {}): Promise<Options> {
       if (closed) throw new Error('gatekeeper: the client is closed');
-      const { sandboxPolicy, trustAgentConfiguration, ...caller } = extra;
+      const { sandboxPolicy, trustAgentConfiguration, onSandboxRun, ...caller } = extra;
       const trust = trustAgentConfiguration === true;
       checkCallerOptions(caller, trust);
       const sq = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
@@ -74,7 +74,7 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable; every tool call is denied until it is back', { reason: first.unavailable });
       }
       try {
-        return buildOptions({ sq, caller, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSessionEnd: end }).options;
+        return buildOptions({ sq, caller, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSessionEnd: end, onSandboxRun }).options;
       } catch (err) {
         end();
         throw err;

@@ -8,4 +8,5 @@ export type { GatekeeperClient, GatekeeperClientQueryOptions } from './client.js
 export { GatekeeperError } from './session.js';
 export { GatekeeperConfigError } from './config.js';
 export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';
+export type { SandboxRun, SandboxFile, SandboxRunReport, SandboxReportFile } from './sandboxed-code.js';
 export type { GatekeeperOptions, GatekeeperLogger, GatekeeperSocket, SocketHandlers, CreateSocket } from './config.js';

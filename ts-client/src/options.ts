@@ -19,7 +19,7 @@ import type {
 import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName, workspaceRoot } from './agent-config.js';
 import type { GatekeeperLogger } from './config.js';
 import type { McpServerRef, McpSource } from './protocol.js';
-import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson } from './sandboxed-code.js';
+import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 
 /**
@@ -88,6 +88,10 @@ export interface SandboxPolicy {
   output?: {
     /** Most bytes kept per stream: bytes, or a string such as `"1m"`. */
     max_bytes?: number | string;
+    /** Most workspace files a run returns (and most files a run may send in). */
+    max_files?: number;
+    /** Most bytes of file content a run returns, all files together (and may send in): bytes, or a string such as `"4m"`. */
+    max_files_bytes?: number | string;
   };
 }
 
@@ -100,6 +104,14 @@ export interface GatekeeperOwnOptions {
    * a GatekeeperError listing every violation.
    */
   sandboxPolicy?: SandboxPolicy;
+  /**
+   * Called with every finished run of the model's code (through
+   * `mcp__sandboxed_code__run`): what the model read, and every file the
+   * run returned with its content (a chart it drew, a report it wrote).
+   * It is awaited before the model gets the run's result, so keep it
+   * short; what it throws is logged and does not reach the model.
+   */
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
   /**
    * Accept agent configuration that gatekeeper otherwise refuses: non-empty
    * `settingSources`, `strictMcpConfig: false`, `plugins`,
@@ -262,6 +274,8 @@ export interface BuildParams {
   trust: boolean;
   /** Runs when the SDK query using these options ends (the SDK then closes its in-process MCP servers). */
   onSessionEnd?: () => void;
+  /** The caller's onSandboxRun. */
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
 }
 
 /**
@@ -272,12 +286,12 @@ export interface BuildParams {
  * there (a PATH entry, a program, the Claude Code executable).
  */
 export function buildOptions(p: BuildParams): Built {
-  const { sq, caller, first, logger, decisionTimeoutMs, trust, onSessionEnd } = p;
+  const { sq, caller, first, logger, decisionTimeoutMs, trust, onSessionEnd, onSandboxRun } = p;
   const root = workspaceRoot(first.effectivePolicy);
   if (root !== undefined) checkCallerOptions(caller, trust, [root]);
   const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
   const runs = new RunCorrelator();
-  const server = sandboxedCodeServer(sq, runs, logger);
+  const server = sandboxedCodeServer(sq, runs, logger, onSandboxRun);
 
   // Where Claude Code resolves relative paths: the hook input says so; the
   // canUseTool callback does not, and the SDK runs Claude Code in options.cwd.

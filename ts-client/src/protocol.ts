@@ -48,6 +48,9 @@ export interface DecideFrame {
   cwd?: string;
 }
 
+/** The content of a file a run sends in: its text, or any bytes in standard base64. */
+export type RunFileContent = string | { base64: string };
+
 export interface RunFrame {
   type: 'run';
   id: string;
@@ -55,8 +58,10 @@ export interface RunFrame {
   tool_use_id: string;
   language: 'python' | 'sh' | 'node';
   code: string;
-  files?: Record<string, string>;
+  files?: Record<string, RunFileContent>;
   timeout_ms?: number;
+  /** Paths under /workspace whose files the run returns, changed or not; absent: the files it created or changed. */
+  outputs?: string[];
 }
 
 export interface CloseQueryFrame {
@@ -108,19 +113,100 @@ export interface OutputReply {
 export interface RunResultReply {
   type: 'run_result';
   id: string;
-  run_id: string;
+  run_id?: string;
   exit_code: number;
+  /** Why the run ended: `exited`, `timed_out`, `oom_killed` or `cancelled`. */
   reason: string;
   stdout: string;
   stderr: string;
   truncated: boolean;
+  /** Derived from `reason` by the sidecar (`reason === 'timed_out'`). */
   timed_out: boolean;
+  /** Derived from `reason` by the sidecar (`reason === 'oom_killed'`). */
   oom_killed: boolean;
   duration_ms?: number;
   peak_memory_bytes?: number;
   image?: string;
   runtime?: string;
+  /** Files of /workspace the run returned, sorted by path. */
+  files?: RunFileReply[];
+  /** Files past the policy's sandbox.output.max_files. */
+  files_omitted?: number;
+  /** `saved`, `not_saved` (see workspace_note) or `` (the sidecar keeps no workspace). */
+  workspace?: string;
+  workspace_note?: string;
 }
+
+/** One file a run returned; exactly one of text, base64 and omitted is set. */
+export interface RunFileReply {
+  path: string;
+  size: number;
+  sha256: string;
+  /** `created`, `modified` or `unchanged` (named in outputs). */
+  change: string;
+  media_type: string;
+  text?: string;
+  base64?: string;
+  /** Why the content is left out. */
+  omitted?: string;
+}
+
+/** The fields of a returned file, as RUN_RESULT_REQUIRED for a run_result. */
+export const RUN_FILE_REQUIRED = {
+  path: 'string',
+  size: 'number',
+  sha256: 'string',
+  change: 'string',
+  media_type: 'string',
+} as const satisfies Record<string, FieldType>;
+
+/** See RUN_FILE_REQUIRED. */
+export const RUN_FILE_OPTIONAL = {
+  text: 'string',
+  base64: 'string',
+  omitted: 'string',
+} as const satisfies Record<string, FieldType>;
+
+type RunFileField = keyof RunFileReply;
+type DeclaredRunFileField = keyof typeof RUN_FILE_REQUIRED | keyof typeof RUN_FILE_OPTIONAL;
+/** A field of RunFileReply missing from the tables above, or the other way round, breaks the build here. */
+const runFileFieldsDeclared: [RunFileField] extends [DeclaredRunFileField] ? ([DeclaredRunFileField] extends [RunFileField] ? true : never) : never = true;
+void runFileFieldsDeclared;
+
+/**
+ * The fields of a run_result frame besides `type` and `id`, with their JSON
+ * types: those parseReply requires, and those it checks when present. A
+ * test pins them to the frames the sidecar's Go codec writes
+ * (gate/wire/testdata/golden), and the compiler to RunResultReply.
+ */
+export const RUN_RESULT_REQUIRED = {
+  exit_code: 'number',
+  reason: 'string',
+  stdout: 'string',
+  stderr: 'string',
+  truncated: 'boolean',
+  timed_out: 'boolean',
+  oom_killed: 'boolean',
+} as const satisfies Record<string, FieldType>;
+
+/** See RUN_RESULT_REQUIRED. */
+export const RUN_RESULT_OPTIONAL = {
+  run_id: 'string',
+  duration_ms: 'number',
+  peak_memory_bytes: 'number',
+  image: 'string',
+  runtime: 'string',
+  files: 'object[]',
+  files_omitted: 'number',
+  workspace: 'string',
+  workspace_note: 'string',
+} as const satisfies Record<string, FieldType>;
+
+type RunResultField = Exclude<keyof RunResultReply, 'type' | 'id'>;
+type DeclaredRunResultField = keyof typeof RUN_RESULT_REQUIRED | keyof typeof RUN_RESULT_OPTIONAL;
+/** A field of RunResultReply missing from the tables above, or the other way round, breaks the build here. */
+const runResultFieldsDeclared: [RunResultField] extends [DeclaredRunResultField] ? ([DeclaredRunResultField] extends [RunResultField] ? true : never) : never = true;
+void runResultFieldsDeclared;
 
 export interface QueryClosedReply {
   type: 'query_closed';
@@ -155,28 +241,33 @@ function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]';
+/** The JSON type of a frame field, as parseReply checks it. */
+export type FieldType = 'string' | 'number' | 'boolean' | 'object' | 'string[]' | 'object[]';
+
+/** hasType reports whether a field's value v is of JSON type t. */
+export function hasType(v: unknown, t: FieldType): boolean {
+  switch (t) {
+    case 'string[]':
+      return Array.isArray(v) && v.every((x) => typeof x === 'string');
+    case 'object[]':
+      return Array.isArray(v) && v.every(isObject);
+    case 'object':
+      return isObject(v);
+    case 'number':
+      return typeof v === 'number' && Number.isFinite(v);
+    default:
+      return typeof v === t;
+  }
+}
 
 function check(frame: Record<string, unknown>, required: Record<string, FieldType>, optional: Record<string, FieldType> = {}): void {
   const has = (k: string): boolean => Object.prototype.hasOwnProperty.call(frame, k);
-  const ok = (v: unknown, t: FieldType): boolean => {
-    switch (t) {
-      case 'string[]':
-        return Array.isArray(v) && v.every((x) => typeof x === 'string');
-      case 'object':
-        return isObject(v);
-      case 'number':
-        return typeof v === 'number' && Number.isFinite(v);
-      default:
-        return typeof v === t;
-    }
-  };
   for (const [k, t] of Object.entries(required)) {
     if (!has(k)) throw new MalformedReplyError(`${String(frame.type)} frame lacks ${k}`);
-    if (!ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+    if (!hasType(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
   }
   for (const [k, t] of Object.entries(optional)) {
-    if (has(k) && !ok(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
+    if (has(k) && !hasType(frame[k], t)) throw new MalformedReplyError(`${String(frame.type)} frame has ${k} of the wrong type`);
   }
 }
 
@@ -219,25 +310,13 @@ export function parseReply(text: string): Reply {
       if (v.stream !== 'stdout' && v.stream !== 'stderr') throw new MalformedReplyError('output frame has an unknown stream');
       break;
     case 'run_result':
-      check(
-        v,
-        {
-          exit_code: 'number',
-          reason: 'string',
-          stdout: 'string',
-          stderr: 'string',
-          truncated: 'boolean',
-          timed_out: 'boolean',
-          oom_killed: 'boolean',
-        },
-        {
-          run_id: 'string',
-          duration_ms: 'number',
-          peak_memory_bytes: 'number',
-          image: 'string',
-          runtime: 'string',
-        },
-      );
+      check(v, RUN_RESULT_REQUIRED, RUN_RESULT_OPTIONAL);
+      for (const f of (v.files ?? []) as Record<string, unknown>[]) {
+        check({ ...f, type: 'run_result file' }, RUN_FILE_REQUIRED, RUN_FILE_OPTIONAL);
+        if ([f.text, f.base64, f.omitted].filter((x) => x !== undefined).length !== 1) {
+          throw new MalformedReplyError('run_result file has not exactly one of text, base64 and omitted');
+        }
+      }
       break;
     case 'query_closed':
       check(v, {}, { query_id: 'string' });

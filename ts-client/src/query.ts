@@ -67,8 +67,9 @@ void everyMethodHandled;
 /**
  * query runs the Agent SDK's query() with gatekeeper deciding every tool
  * call. It takes what the SDK's query() takes, plus `options.sandboxPolicy`
- * (this query's sandbox policy override) and `options.gatekeeper` (how to
- * reach the sidecar), and returns a Query that streams the SDK's messages
+ * (this query's sandbox policy override), `options.onSandboxRun` (every
+ * finished sandboxed run, with the files it returned) and
+ * `options.gatekeeper` (how to reach the sidecar), and returns a Query that streams the SDK's messages
  * and forwards its control methods.
  *
  * Nothing starts when query() returns: the first `next()` (or control
@@ -93,7 +94,7 @@ void everyMethodHandled;
  * the first step's error, before Claude Code starts.
  */
 export function query(params: GatekeeperQueryParams): Query {
-  const { sandboxPolicy, gatekeeper, trustAgentConfiguration, ...sdkOptions } = params.options ?? {};
+  const { sandboxPolicy, gatekeeper, trustAgentConfiguration, onSandboxRun, ...sdkOptions } = params.options ?? {};
   const trust = trustAgentConfiguration === true;
   checkCallerOptions(sdkOptions, trust);
   const cfg = resolveConfig(gatekeeper);
@@ -131,7 +132,7 @@ export function query(params: GatekeeperQueryParams): Query {
         cfg.logger.warn?.('gatekeeper: sidecar unavailable at start; every tool call is denied until it is back', { reason: first.unavailable });
       }
       if (finished || signal?.aborted) throw new Error('gatekeeper: the query was closed before it started');
-      built = buildOptions({ sq: s, caller: sdkOptions, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust });
+      built = buildOptions({ sq: s, caller: sdkOptions, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSandboxRun });
       inner = sdkQuery({ prompt: params.prompt, options: built.options });
       return inner;
     })());

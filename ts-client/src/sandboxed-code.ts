@@ -21,16 +21,25 @@ type CallToolResult = Awaited<ReturnType<SdkMcpToolDefinition['handler']>>;
 
 const DESCRIPTION = [
   'Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and',
-  'usually no network) and get back its stdout, stderr and exit code.',
-  'language: "python", "sh" or "node". files: optional text files to create first, paths relative to the',
-  'working directory /workspace. timeout_s: optional wall-clock limit in seconds, at most the policy\'s limit.',
+  'usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you).',
+  'language: "python", "sh" or "node".',
+  'The working directory is /workspace; what a run leaves there is there for the next run of this conversation',
+  '(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when',
+  'the network policy allows their registry. files: optional files to create first, path relative to /workspace →',
+  'text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return;',
+  'by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__).',
+  'timeout_s: optional wall-clock limit in seconds, at most the policy\'s limit.',
 ].join(' ');
 
 const inputSchema = {
   language: z.enum(['python', 'sh', 'node']).describe('The interpreter: python, sh or node.'),
   code: z.string().describe('The program text.'),
-  files: z.record(z.string(), z.string()).optional().describe('Files to create first: path relative to /workspace → text.'),
+  files: z
+    .record(z.string(), z.union([z.string(), z.object({ base64: z.string() }).strict()]))
+    .optional()
+    .describe('Files to create first: path relative to /workspace → text, or {"base64": "..."} for binary content.'),
   timeout_s: z.number().positive().optional().describe('Wall-clock limit in seconds.'),
+  outputs: z.array(z.string()).optional().describe('Paths (files or directories) under /workspace whose files to return, changed or not.'),
 };
 
 /**
@@ -72,7 +81,7 @@ export class RunCorrelator {
 
 function runKey(input: unknown): string {
   const o = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
-  return stableJson([o.language, o.code, o.files ?? null, o.timeout_s ?? null]);
+  return stableJson([o.language, o.code, o.files ?? null, o.timeout_s ?? null, o.outputs ?? null]);
 }
 
 /** stableJson serializes with sorted keys, dropping undefined as JSON does. */
@@ -93,7 +102,114 @@ export function toolUseIdOf(extra: unknown): string | undefined {
   return typeof id === 'string' && id !== '' ? id : undefined;
 }
 
-/** formatRunResult is the text the model reads for a finished run. */
+/** A file of a sandboxed run as the model reads it (in SandboxRunReport). */
+export interface SandboxReportFile {
+  /** Relative to /workspace. */
+  path: string;
+  size: number;
+  /** `created`, `modified` or `unchanged`. */
+  change: string;
+  media_type: string;
+  /** The file's text, whole or cut (see note). */
+  text?: string;
+  /** What the model is not shown, and why. */
+  note?: string;
+}
+
+/**
+ * SandboxRunReport is what the model reads for a finished run: the MCP
+ * result's structuredContent, which Claude Code hands the model as JSON
+ * (images it returned come as image blocks beside it).
+ */
+export interface SandboxRunReport
+  extends Pick<RunResultReply, 'exit_code' | 'reason' | 'stdout' | 'stderr' | 'truncated' | 'timed_out' | 'oom_killed' | 'duration_ms' | 'files_omitted' | 'workspace' | 'workspace_note'> {
+  /** The files the run returned, when it returned any, as the model reads them. */
+  files?: SandboxReportFile[];
+}
+
+/** A file of a sandboxed run, for the agent builder (SandboxRun). */
+export interface SandboxFile {
+  /** Relative to /workspace. */
+  path: string;
+  size: number;
+  /** Hex SHA-256 of the content. */
+  sha256: string;
+  /** `created`, `modified` or `unchanged`. */
+  change: string;
+  /** Such as `image/png` or `text/plain; charset=utf-8`. */
+  mediaType: string;
+  /** The content; undefined when the sidecar left it out (see omitted). */
+  content?: Buffer;
+  /** Why the content is left out (the run's budget of file content was spent). */
+  omitted?: string;
+}
+
+/** SandboxRun is one finished run of the model's code, for `onSandboxRun`. */
+export interface SandboxRun {
+  /** The tool use id of the model's call. */
+  toolUseId: string;
+  /** The sidecar's run id, as in its audit log. */
+  runId: string;
+  /** What the model read. */
+  report: SandboxRunReport;
+  /** Every file the run returned, with its content. */
+  files: SandboxFile[];
+}
+
+/** The images a model can be shown, by media type. */
+const IMAGE_TYPES = new Set(['image/png', 'image/jpeg', 'image/gif', 'image/webp']);
+/** How many characters of one text file, and of all of them, the model reads inline. */
+const INLINE_FILE_CHARS = 8000;
+const INLINE_TOTAL_CHARS = 24000;
+
+/** sandboxFiles decodes the files of a run_result for the agent builder. */
+export function sandboxFiles(r: RunResultReply): SandboxFile[] {
+  return (r.files ?? []).map((f) => {
+    const out: SandboxFile = { path: f.path, size: f.size, sha256: f.sha256, change: f.change, mediaType: f.media_type };
+    if (f.text !== undefined) out.content = Buffer.from(f.text, 'utf8');
+    else if (f.base64 !== undefined) out.content = Buffer.from(f.base64, 'base64');
+    if (f.omitted !== undefined) out.omitted = f.omitted;
+    return out;
+  });
+}
+
+/** runReport is what the model reads for a finished run. */
+export function runReport(r: RunResultReply): SandboxRunReport {
+  const report: SandboxRunReport = {
+    exit_code: r.exit_code,
+    reason: r.reason,
+    stdout: r.stdout,
+    stderr: r.stderr,
+    truncated: r.truncated,
+    timed_out: r.timed_out,
+    oom_killed: r.oom_killed,
+    ...(r.duration_ms !== undefined ? { duration_ms: r.duration_ms } : {}),
+  };
+  const files = r.files ?? [];
+  if (files.length > 0) {
+    let room = INLINE_TOTAL_CHARS;
+    report.files = files.map((f) => {
+      const out: SandboxReportFile = { path: f.path, size: f.size, change: f.change, media_type: f.media_type };
+      if (f.omitted !== undefined) out.note = `content not returned: ${f.omitted}`;
+      else if (IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined) out.note = 'shown to you as an image';
+      else if (f.text !== undefined) {
+        let n = Math.min(f.text.length, INLINE_FILE_CHARS, room);
+        // Never cut a character in two (a surrogate pair).
+        if (n > 0 && n < f.text.length && f.text.charCodeAt(n - 1) >= 0xd800 && f.text.charCodeAt(n - 1) <= 0xdbff) n -= 1;
+        out.text = f.text.slice(0, n);
+        room -= n;
+        if (n < f.text.length) out.note = `only its first ${String(n)} of ${String(f.text.length)} characters are shown; read the rest with a run`;
+      } else out.note = 'binary content, not shown';
+      return out;
+    });
+  }
+  if (r.files_omitted) report.files_omitted = r.files_omitted;
+  if (r.workspace) report.workspace = r.workspace;
+  if (r.workspace_note) report.workspace_note = r.workspace_note;
+  return report;
+}
+
+/** formatRunResult is the text the model reads for a finished run (hosts that do not read structuredContent). */
 export function formatRunResult(r: RunResultReply): string {
   const lines = [`exit code ${String(r.exit_code)} (${r.reason})${r.duration_ms !== undefined ? ` after ${String(r.duration_ms)} ms` : ''}`];
   const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
@@ -101,7 +217,20 @@ export function formatRunResult(r: RunResultReply): string {
   lines.push(`truncated=${String(r.truncated)} timed_out=${String(r.timed_out)} oom_killed=${String(r.oom_killed)}`);
   lines.push(r.stdout === '' ? 'stdout: (empty)' : `stdout:\n${r.stdout}`);
   lines.push(r.stderr === '' ? 'stderr: (empty)' : `stderr:\n${r.stderr}`);
+  const report = runReport(r);
+  for (const f of report.files ?? []) {
+    lines.push(`file ${f.path} (${f.change}, ${String(f.size)} bytes, ${f.media_type})${f.note !== undefined ? `: ${f.note}` : ''}${f.text !== undefined ? `:\n${f.text}` : ''}`);
+  }
+  if (report.files_omitted) lines.push(`${String(report.files_omitted)} more files not returned (the policy's sandbox.output.max_files)`);
+  if (report.workspace_note) lines.push(`workspace: ${report.workspace_note}`);
   return lines.join('\n');
+}
+
+/** imageBlocks are the images a run returned, as MCP image content. */
+function imageBlocks(r: RunResultReply): CallToolResult['content'] {
+  return (r.files ?? [])
+    .filter((f) => IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined)
+    .map((f) => ({ type: 'image' as const, data: f.base64 as string, mimeType: f.media_type }));
 }
 
 function errorResult(text: string): CallToolResult {
@@ -114,7 +243,12 @@ function errorResult(text: string): CallToolResult {
  * every failure (a refused run, an unavailable sidecar or engine) into an
  * MCP error result the model can read; it never throws.
  */
-export function sandboxedCodeServer(sq: SidecarQuery, runs: RunCorrelator, logger: GatekeeperLogger): McpSdkServerConfigWithInstance {
+export function sandboxedCodeServer(
+  sq: SidecarQuery,
+  runs: RunCorrelator,
+  logger: GatekeeperLogger,
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>,
+): McpSdkServerConfigWithInstance {
   const run = tool(
     'run',
     DESCRIPTION,
@@ -126,22 +260,10 @@ export function sandboxedCodeServer(sq: SidecarQuery, runs: RunCorrelator, logge
       if (id === undefined) {
         return errorResult('gatekeeper cannot tell which allowed tool call this run belongs to, so the code did not run');
       }
-      const runArgs: RunArgs = { language: args.language, code: args.code, files: args.files, timeout_s: args.timeout_s };
+      const runArgs: RunArgs = { language: args.language, code: args.code, files: args.files, timeout_s: args.timeout_s, outputs: args.outputs };
+      let r: RunResultReply;
       try {
-        const r = await sq.run(id, runArgs, (stream, data) => logger.debug?.('gatekeeper: run output', { tool_use_id: id, stream, bytes: data.length }));
-        return {
-          content: [{ type: 'text', text: formatRunResult(r) }],
-          structuredContent: {
-            exit_code: r.exit_code,
-            reason: r.reason,
-            stdout: r.stdout,
-            stderr: r.stderr,
-            truncated: r.truncated,
-            timed_out: r.timed_out,
-            oom_killed: r.oom_killed,
-            ...(r.duration_ms !== undefined ? { duration_ms: r.duration_ms } : {}),
-          },
-        };
+        r = await sq.run(id, runArgs, (stream, data) => logger.debug?.('gatekeeper: run output', { tool_use_id: id, stream, bytes: data.length }));
       } catch (err) {
         if (err instanceof GatekeeperError) {
           const rule = err.rule ? ` [gatekeeper rule: ${err.rule}]` : '';
@@ -151,6 +273,18 @@ export function sandboxedCodeServer(sq: SidecarQuery, runs: RunCorrelator, logge
         logger.warn?.('gatekeeper: run failed', { tool_use_id: id, error: (err as Error).message });
         return errorResult(`gatekeeper is unavailable (${(err as Error).message}), so the code did not run`);
       }
+      const report = runReport(r);
+      if (onSandboxRun !== undefined) {
+        try {
+          await onSandboxRun({ toolUseId: id, runId: r.run_id ?? '', report, files: sandboxFiles(r) });
+        } catch (err) {
+          logger.warn?.('gatekeeper: onSandboxRun threw; the model gets its result all the same', { tool_use_id: id, error: (err as Error).message });
+        }
+      }
+      return {
+        content: [...imageBlocks(r), { type: 'text', text: formatRunResult(r) }],
+        structuredContent: report as unknown as Record<string, unknown>,
+      };
     },
   );
   return createSdkMcpServer({ name: SANDBOX_SERVER, version: '0.1.0', alwaysLoad: true, tools: [run] });

@@ -8,6 +8,7 @@ import {
   type DecisionKind,
   type McpServerRef,
   type Reply,
+  type RunFileContent,
   type RunFrame,
   type RunResultReply,
 } from './protocol.js';
@@ -67,8 +68,9 @@ export interface FirstOpen {
 export interface RunArgs {
   language: 'python' | 'sh' | 'node';
   code: string;
-  files?: Record<string, string> | undefined;
+  files?: Record<string, RunFileContent> | undefined;
   timeout_s?: number | undefined;
+  outputs?: string[] | undefined;
 }
 
 /** How long a close_query may take before we stop waiting. */
@@ -172,6 +174,7 @@ export class SidecarQuery {
       code: args.code,
     };
     if (args.files !== undefined) frame.files = args.files;
+    if (args.outputs !== undefined) frame.outputs = args.outputs;
     if (args.timeout_s !== undefined) frame.timeout_ms = Math.max(1, Math.ceil(args.timeout_s * 1000));
     const runMs = frame.timeout_ms ?? policyTimeoutMs(this.effective) ?? RUN_DEFAULT_MS;
     const reply = await this.conn.request(frame, {

@@ -16,7 +16,11 @@ import type {
   GatekeeperQueryOptions,
   GatekeeperQueryParams,
   GatekeeperSocket,
+  SandboxFile,
   SandboxPolicy,
+  SandboxReportFile,
+  SandboxRun,
+  SandboxRunReport,
   SocketHandlers,
 } from '@gatekeeper/client';
 import type {
@@ -67,7 +71,11 @@ type PublicTypes = [
   GatekeeperQueryOptions,
   GatekeeperQueryParams,
   GatekeeperSocket,
+  SandboxFile,
   SandboxPolicy,
+  SandboxReportFile,
+  SandboxRun,
+  SandboxRunReport,
   SocketHandlers,
   FakeModel,
   FakeModelOptions,
@@ -80,12 +88,12 @@ type PublicTypes = [
 ];
 const gatekeeperKeys: (keyof GatekeeperOptions)[] = ['url', 'token', 'tokenFile', 'decisionTimeoutMs', 'logger', 'createSocket'];
 // Exactly the options gatekeeper adds to the SDK's, both ways: a key added or removed stops this compiling.
-const ownKeys: { [K in keyof GatekeeperOwnOptions]-?: true } = { sandboxPolicy: true, trustAgentConfiguration: true };
+const ownKeys: { [K in keyof GatekeeperOwnOptions]-?: true } = { sandboxPolicy: true, onSandboxRun: true, trustAgentConfiguration: true };
 void (null as unknown as PublicTypes);
 void gatekeeperKeys;
 
-test('gatekeeper adds sandboxPolicy and trustAgentConfiguration to the SDK options of query() and connect().options()', () => {
-  assert.deepEqual(Object.keys(ownKeys).sort(), ['sandboxPolicy', 'trustAgentConfiguration']);
+test('gatekeeper adds sandboxPolicy, onSandboxRun and trustAgentConfiguration to the SDK options of query() and connect().options()', () => {
+  assert.deepEqual(Object.keys(ownKeys).sort(), ['onSandboxRun', 'sandboxPolicy', 'trustAgentConfiguration']);
   const viaQuery: GatekeeperQueryOptions = { trustAgentConfiguration: true, settingSources: ['project'] };
   const viaConnect: GatekeeperClientQueryOptions = { trustAgentConfiguration: false };
   assert.equal(viaQuery.trustAgentConfiguration, true);

@@ -363,3 +363,85 @@ test('a sidecar unreachable at start: the query runs, Bash is left out, and ever
     await box.cleanup();
   }
 });
+
+// A 1x1 PNG, as a sandboxed program would return it.
+const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
+
+test('files a run returns reach the model (images as image blocks, text inline) and onSandboxRun (decoded)', async () => {
+  const longText = 'x'.repeat(9000);
+  const s = await setup(
+    {
+      onRun: (f, send) =>
+        send({
+          type: 'run_result',
+          run_id: 'r_files',
+          exit_code: 0,
+          reason: 'exited',
+          stdout: '',
+          stderr: '',
+          truncated: false,
+          timed_out: false,
+          oom_killed: false,
+          duration_ms: 7,
+          files: [
+            { path: 'chart.png', size: 70, sha256: 'a', change: 'created', media_type: 'image/png', base64: PNG_1X1 },
+            { path: 'data.bin', size: 3, sha256: 'b', change: 'created', media_type: 'application/octet-stream', base64: 'AP8A' },
+            { path: 'long.txt', size: 9000, sha256: 'c', change: 'created', media_type: 'text/plain; charset=utf-8', text: longText },
+            { path: 'notes.md', size: 6, sha256: 'd', change: 'modified', media_type: 'text/markdown; charset=utf-8', text: '# sum\n' },
+            { path: 'huge.csv', size: 9e6, sha256: 'e', change: 'created', media_type: 'text/csv; charset=utf-8', omitted: 'over budget' },
+          ],
+          files_omitted: 1,
+          workspace: 'saved',
+          workspace_note: '',
+          echo: f.files,
+        }),
+    },
+    [
+      { type: 'tool_use', name: RUN, input: { language: 'python', code: 'draw()', files: { 'in.bin': { base64: 'AAE=' }, 'in.txt': 'hi' }, outputs: ['.'] }, id: 'toolu_files' },
+      { type: 'text', text: 'done' },
+    ],
+  );
+  try {
+    const runs: import('../src/index.js').SandboxRun[] = [];
+    const run = await drain(query({ prompt: 'draw', options: { ...s.box.sdkOptions(), gatekeeper: s.gatekeeper, onSandboxRun: (r) => void runs.push(r) } }));
+    assert.equal(run.error, undefined, String(run.error));
+    const frame = s.gk.frames.find((f) => f.type === 'run');
+    assert.deepEqual(frame?.files, { 'in.bin': { base64: 'AAE=' }, 'in.txt': 'hi' }, 'binary files go to the sidecar in base64, as the model wrote them');
+    assert.deepEqual(frame?.outputs, ['.']);
+
+    const result = s.box.fake.toolResult('toolu_files');
+    assert.ok(result, 'the SDK sent a tool_result');
+    const blocks = result.content as { type: string; source?: { media_type: string; data: string }; text?: string }[];
+    const images = blocks.filter((b) => b.type === 'image');
+    assert.equal(images.length, 1, `one image block reached the model: ${JSON.stringify(blocks).slice(0, 400)}`);
+    assert.equal(images[0]?.source?.media_type, 'image/png');
+    assert.equal(images[0]?.source?.data, PNG_1X1);
+    const report = JSON.parse(blocks.filter((b) => b.type === 'text').at(-1)?.text ?? '{}') as import('../src/index.js').SandboxRunReport;
+    assert.deepEqual(
+      report.files?.map((f) => [f.path, f.text?.length ?? null, f.note ?? null]),
+      [
+        ['chart.png', null, 'shown to you as an image'],
+        ['data.bin', null, 'binary content, not shown'],
+        ['long.txt', 8000, 'only its first 8000 of 9000 characters are shown; read the rest with a run'],
+        ['notes.md', 6, null],
+        ['huge.csv', null, 'content not returned: over budget'],
+      ],
+    );
+    assert.equal(report.files_omitted, 1);
+    assert.equal(report.workspace, 'saved');
+
+    assert.equal(runs.length, 1, 'onSandboxRun was called once');
+    const got = runs[0];
+    assert.equal(got?.toolUseId, 'toolu_files');
+    assert.equal(got?.runId, 'r_files');
+    assert.deepEqual(got?.files.map((f) => [f.path, f.content?.toString('hex') ?? null, f.omitted ?? null]), [
+      ['chart.png', Buffer.from(PNG_1X1, 'base64').toString('hex'), null],
+      ['data.bin', '00ff00', null],
+      ['long.txt', Buffer.from(longText).toString('hex'), null],
+      ['notes.md', Buffer.from('# sum\n').toString('hex'), null],
+      ['huge.csv', null, 'over budget'],
+    ]);
+  } finally {
+    await s.cleanup();
+  }
+});

@@ -5,7 +5,7 @@
 // every reply), what the sandbox returned, and the step's expectations.
 
 import type { McpServerConfig, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
-import { query, type SandboxPolicy } from '@gatekeeper/client';
+import { query, type SandboxPolicy, type SandboxRunReport } from '@gatekeeper/client';
 import { startFakeModel, type FakeModel, type FakeScriptStep, type FakeToolResult } from '@gatekeeper/client/testing';
 import { clip, type Transcript } from './transcript.js';
 import { readAudit, type AuditRecord, type World } from './world.js';
@@ -18,17 +18,8 @@ export interface ToolCall {
   input: Record<string, unknown>;
 }
 
-/** RunReport is the structured result of a sandbox run, as the model reads it. */
-export interface RunReport {
-  exit_code: number;
-  reason: string;
-  stdout: string;
-  stderr: string;
-  truncated: boolean;
-  timed_out: boolean;
-  oom_killed: boolean;
-  duration_ms?: number;
-}
+/** RunReport is the structured result of a sandbox run, as the model reads it (the client's own type). */
+export type RunReport = SandboxRunReport;
 
 /** Outcome is everything known about one step once the model got its result. */
 export interface Outcome {
@@ -109,7 +100,11 @@ function canonical(v: unknown): string {
 function parseRun(r: FakeToolResult | undefined): RunReport | undefined {
   if (r === undefined || r.is_error) return undefined;
   try {
-    const v = JSON.parse(r.text) as Partial<RunReport>;
+    // Claude Code sends the structuredContent as the whole content, or,
+    // beside the images a run returned, as the last text block.
+    const blocks = Array.isArray(r.content) ? (r.content as { type?: string; text?: string }[]) : [];
+    const json = typeof r.content === 'string' ? r.content : (blocks.filter((b) => b.type === 'text').at(-1)?.text ?? r.text);
+    const v = JSON.parse(json) as Partial<RunReport>;
     if (typeof v.exit_code === 'number' && typeof v.reason === 'string') return v as RunReport;
   } catch {
     // not a run result

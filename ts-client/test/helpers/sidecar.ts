@@ -16,6 +16,8 @@ export interface Sidecar {
   socketPath: string;
   tokenFile: string;
   auditLog: string;
+  /** Where it keeps the queries' workspaces: one directory per query with a workspace. */
+  workspaces: string;
   /** Kills the process with SIGKILL, as a crash would. */
   kill(): Promise<void>;
   /** Starts it again on the same socket, token and policy. */
@@ -42,6 +44,10 @@ export interface PolicyParams {
   ask?: string[];
   deny?: string[];
   timeout?: string;
+  /** sandbox.fs.image (default "": the default image). */
+  image?: string;
+  /** sandbox.net.allow; given, the network is on. */
+  netAllow?: string[];
 }
 
 /** policyYaml is the issue's example policy with a few knobs. */
@@ -56,11 +62,11 @@ export function policyYaml(p: PolicyParams): string {
     `  deny: ${list(p.deny ?? ['Bash'])}`,
     'sandbox:',
     '  fs:',
-    '    image: ""',
+    `    image: ${JSON.stringify(p.image ?? '')}`,
     '    workspace: {size: 64m}',
     '    tmp: {size: 64m}',
     '    deny: ["~/.ssh/**", "~/.aws/**", "**/.env", "~/.*"]',
-    '  net: {enabled: false, allow: [], deny: []}',
+    p.netAllow === undefined ? '  net: {enabled: false, allow: [], deny: []}' : `  net: {enabled: true, allow: ${JSON.stringify(p.netAllow)}, deny: []}`,
     `  proc: {cpus: 1, memory: 256m, pids: 128, timeout: ${p.timeout ?? '10s'}, runtime: runc, user: 65534}`,
     '  output: {max_bytes: 1m}',
     'ceilings: {cpus: 2, memory: 1g, pids: 512, timeout: 120s, net_hosts: [], images: [], runtimes: [runc, runsc]}',
@@ -93,11 +99,13 @@ export async function startSidecar(o: SidecarOptions): Promise<Sidecar> {
   const policyFile = join(o.dir, 'policy.yaml');
   const auditLog = join(o.dir, 'audit.jsonl');
   const logFile = join(o.dir, 'sidecar.log');
+  const stateDir = join(o.dir, 'state');
+  const instance = `ts-${String(process.pid)}`;
   writeFileSync(policyFile, o.policy);
   let child: ChildProcess | undefined;
 
   const up = async (): Promise<void> => {
-    const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', `ts-${String(process.pid)}`];
+    const args = ['serve', '--listen', `unix://${socketPath}`, '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--state-dir', stateDir];
     const out = openSync(logFile, 'a');
     const c = spawn(GATEKEEPER_BIN, args, { env: { ...process.env, HOME: o.home }, stdio: ['ignore', out, out] });
     closeSync(out);
@@ -134,6 +142,7 @@ export async function startSidecar(o: SidecarOptions): Promise<Sidecar> {
     socketPath,
     tokenFile,
     auditLog,
+    workspaces: join(stateDir, 'workspaces', instance),
     kill: async () => {
       const c = child;
       c?.kill('SIGKILL');

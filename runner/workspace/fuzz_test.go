@@ -1,0 +1,83 @@
+package workspace
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"testing"
+)
+
+// FuzzCleanPath checks that every name the workspace accepts stays inside
+// /workspace.
+func FuzzCleanPath(f *testing.F) {
+	for _, s := range []string{"main.py", "a/b/c.txt", "../x", "a/../../x", "/etc/passwd", "./y", "a//b", "..", ".", "", "a\x00b", `a\..\b`, "...", "..a/b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		clean, err := CleanPath(name)
+		if err != nil {
+			return
+		}
+		if clean == "" || strings.HasPrefix(clean, "/") || clean != path.Clean(clean) {
+			t.Fatalf("CleanPath(%q) = %q: not a clean relative path", name, clean)
+		}
+		if full := path.Join(Dir, clean); !strings.HasPrefix(full, Dir+"/") {
+			t.Fatalf("CleanPath(%q) = %q, which lands at %s outside %s", name, clean, full, Dir)
+		}
+	})
+}
+
+// FuzzReceive feeds Receive arbitrary streams: it must never panic, and a
+// snapshot it accepts must hold only clean names of regular files,
+// directories and links, within the workspace's size.
+func FuzzReceive(f *testing.F) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./d/", Mode: 0o755})
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./d/f", Mode: 0o644, Size: 3})
+	tw.Write([]byte("abc"))
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "../../etc"})
+	tw.Close()
+	f.Add(buf.Bytes())
+	f.Add([]byte("not a tar"))
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		out, err := os.CreateTemp(t.TempDir(), "snap")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer out.Close()
+		const size = 64 << 10
+		rec, err := Receive(bytes.NewReader(stream), out, size, Want{MaxFiles: 5, MaxBytes: 1 << 10})
+		if err != nil {
+			if !errors.Is(err, ErrRefused) {
+				t.Fatalf("Receive = %v, not a refusal", err)
+			}
+			return
+		}
+		if rec.Bytes > size {
+			t.Fatalf("accepted %d bytes in a workspace of %d", rec.Bytes, size)
+		}
+		out.Seek(0, io.SeekStart)
+		tr := tar.NewReader(out)
+		for {
+			h, err := tr.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatalf("the stored snapshot does not read back: %v", err)
+			}
+			name := strings.TrimSuffix(h.Name, "/")
+			if c, err := CleanPath(name); err != nil || c != name {
+				t.Fatalf("stored entry %q is not a clean relative path", h.Name)
+			}
+			if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeSymlink {
+				t.Fatalf("stored entry %q of type %q", h.Name, h.Typeflag)
+			}
+		}
+	})
+}
