@@ -1,7 +1,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -246,13 +245,13 @@ func TestContainerSettings(t *testing.T) {
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
 			check("the launcher waits for the code as long as PID 1 lets it", slices.Equal(cfg.Entrypoint[9:14], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher", "17s"}))
-			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.tag) == 16 && string(header(spec.Timeout, spec.Language, p.tag, wantsSnapshot(spec))) == "15 python "+p.tag+" 0\n")
+			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.in.Tag) == 16 && string(header(spec.Timeout, spec.Language, p.in.Tag, wantsSnapshot(spec))) == "15 python "+p.in.Tag+" 0\n")
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 			withFiles := spec
 			withFiles.Sandbox.MaxFiles = 1
 			ps, err := r.plan(withFiles)
 			check("a run that sends its workspace back asks for a snapshot and lives 30s longer for it", err == nil &&
-				string(header(spec.Timeout, spec.Language, ps.tag, wantsSnapshot(withFiles))) == "15 python "+ps.tag+" 1\n" &&
+				string(header(spec.Timeout, spec.Language, ps.in.Tag, wantsSnapshot(withFiles))) == "15 python "+ps.in.Tag+" 1\n" &&
 				slices.Equal(ps.config.Entrypoint[5:9], []string{"timeout", "-s", "KILL", "47s"}))
 
 			ulimits := map[string]int64{}
@@ -348,38 +347,6 @@ func TestCheckDeps(t *testing.T) {
 				t.Fatalf("checkDeps(%s, %q) = %v, want ok=%v", tt.dir, tt.globs, err, tt.ok)
 			}
 		})
-	}
-}
-
-func TestCappedOutput(t *testing.T) {
-	t.Parallel()
-	var mu sync.Mutex
-	var streamed bytes.Buffer
-	c := newCapped(runner.Stdout, 10, func(s runner.Stream, b []byte) {
-		mu.Lock()
-		defer mu.Unlock()
-		if s != runner.Stdout {
-			t.Errorf("stream %s, want stdout", s)
-		}
-		streamed.Write(b)
-	})
-	for _, chunk := range []string{"hello", " world", "!!!", "more"} {
-		n, err := c.Write([]byte(chunk))
-		if n != len(chunk) || err != nil {
-			t.Fatalf("Write(%q) = %d, %v; want %d, nil (keep draining)", chunk, n, err, len(chunk))
-		}
-	}
-	got, truncated := c.result()
-	if got != "hello worl" || !truncated {
-		t.Errorf("result = %q, %v; want %q, true", got, truncated, "hello worl")
-	}
-	if streamed.String() != "hello worl" {
-		t.Errorf("streamed %q, want %q", streamed.String(), "hello worl")
-	}
-	exact := newCapped(runner.Stderr, 5, nil)
-	exact.Write([]byte("12345"))
-	if got, truncated := exact.result(); got != "12345" || truncated {
-		t.Errorf("output exactly at the cap = %q, %v; want not truncated", got, truncated)
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"path"
 	"sync"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -69,10 +69,10 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 		return res, err
 	}
 	res.Image, res.Runtime = p.image, p.runtime
-	if err := openSaved(spec, p); err != nil {
+	if err := p.in.OpenSaved(spec); err != nil {
 		return res, err
 	}
-	defer p.closeSaved()
+	defer p.in.CloseSaved()
 
 	ok, err := r.runtimeAvailable(ctx, p.runtime)
 	if err != nil {
@@ -190,13 +190,13 @@ func (r *Runner) checkLanguage(ctx context.Context, id, imageID string, lang run
 	r.mu.Unlock()
 	if !known {
 		for _, dir := range imagePath {
-			_, err := r.cli.ContainerStatPath(ctx, id, path.Join(dir, p.lang.interp))
+			_, err := r.cli.ContainerStatPath(ctx, id, path.Join(dir, p.in.Program.Interp))
 			if err == nil {
 				info.ok = true
 				break
 			}
 			if !cerrdefs.IsNotFound(err) {
-				return engineErr("look for "+p.lang.interp+" in image "+p.image, err)
+				return engineErr("look for "+p.in.Program.Interp+" in image "+p.image, err)
 			}
 		}
 		r.mu.Lock()
@@ -204,7 +204,7 @@ func (r *Runner) checkLanguage(ctx context.Context, id, imageID string, lang run
 		r.mu.Unlock()
 	}
 	if !info.ok {
-		return fmt.Errorf("%s: no %s in image %s: %w", lang, p.lang.interp, p.image, runner.ErrLanguageUnavailable)
+		return fmt.Errorf("%s: no %s in image %s: %w", lang, p.in.Program.Interp, p.image, runner.ErrLanguageUnavailable)
 	}
 	return nil
 }
@@ -248,61 +248,13 @@ func (r *Runner) startContainer(ctx context.Context, id string) (*session, error
 	return s, nil
 }
 
-// openSaved opens the saved snapshot of spec's Workspace into p, and
-// refuses the run (runner.ErrInvalidSpec) when the workspace would hold
-// more than its size once the run's code and files are unpacked over it.
-func openSaved(spec runner.Spec, p *plan) error {
-	if spec.Workspace == nil {
-		return nil
-	}
-	saved, bytes, err := spec.Workspace.Saved()
-	if err != nil {
-		return fmt.Errorf("open the saved workspace: %w", err)
-	}
-	if saved == nil {
-		return nil
-	}
-	total := bytes + p.need
-	if rs, ok := saved.(io.ReadSeeker); ok {
-		total, err = workspace.MergedBytes(rs, bytes, p.files, p.need)
-		if err == nil {
-			_, err = rs.Seek(0, io.SeekStart)
-		}
-		if err != nil {
-			_ = saved.Close()
-			return err
-		}
-	}
-	if size := spec.Sandbox.WorkspaceBytes; total > size {
-		_ = saved.Close()
-		return fmt.Errorf("%w: the saved %s takes %d bytes, with this run's code and files %d: more than the workspace's %d (remove files in a run, or ask for a larger sandbox.fs.workspace.size)",
-			runner.ErrInvalidSpec, workspaceDir, bytes, total, size)
-	}
-	p.saved = saved
-	return nil
-}
-
-// closeSaved closes the saved snapshot, if one was opened.
-func (p *plan) closeSaved() {
-	if p.saved != nil {
-		_ = p.saved.Close()
-	}
-}
-
 // writeInput sends the container its header and the tar of its workspace
-// (the saved snapshot, the code and the files), then closes its standard
-// input, also after an error, so that the launcher's tar sees the stream
-// end. It returns the files the tar holds.
+// (launch.Input.Write), then closes its standard input, also after an
+// error, so that the launcher's tar sees the stream end. It returns the
+// files the tar holds.
 func writeInput(attach types.HijackedResponse, p *plan, spec runner.Spec) (workspace.Manifest, error) {
 	defer func() { _ = attach.CloseWrite() }()
-	if _, err := attach.Conn.Write(header(spec.Timeout, spec.Language, p.tag, wantsSnapshot(spec))); err != nil {
-		return nil, err
-	}
-	var saved io.Reader
-	if p.saved != nil {
-		saved = p.saved
-	}
-	return workspace.WriteInput(attach.Conn, workspace.Input{Saved: saved, Files: p.files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID})
+	return p.in.Write(attach.Conn, spec)
 }
 
 // execute runs spec in the started container of session s: it feeds the
@@ -318,19 +270,19 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	// execute returns.
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	var snap *snapshot
+	var snap *launch.Snapshot
 	defer func() {
 		stopWatching()
 		s.close()
 		wg.Wait()
-		snap.close()
+		snap.Close()
 	}()
 
 	inputDone := make(chan struct{})
 	var manifest workspace.Manifest
 	var inputErr error
 	if wantsSnapshot(spec) {
-		snap = startSnapshot(spec, p, func() workspace.Manifest {
+		snap = launch.StartSnapshot(spec, p.in.Tag, func() workspace.Manifest {
 			select {
 			case <-inputDone:
 				return manifest
@@ -339,22 +291,22 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			}
 		}, &wg)
 	}
-	stdout := newCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
-	stderr := newCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
-	marks := newEndMarks(p.tag)
-	var sink *snapshotSink
+	stdout := launch.NewCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
+	stderr := launch.NewCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
+	marks := launch.NewEndMarks(p.in.Tag)
+	var sink *launch.SnapshotSink
 	if snap != nil {
-		sink = snap.sink
+		sink = snap.Sink
 	}
-	markedOut, markedErr := marks.stream(stdout, sink), marks.stream(stderr, nil)
+	markedOut, markedErr := marks.Stream(stdout, sink), marks.Stream(stderr, nil)
 	drained := make(chan struct{})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		defer close(drained)
 		_, _ = stdcopy.StdCopy(markedOut, markedErr, s.attach.Reader)
-		markedOut.flush()
-		markedErr.flush()
+		markedOut.Flush()
+		markedErr.Flush()
 	}()
 
 	if p.net != nil {
@@ -389,7 +341,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	defer timer.Stop()
 	var snapDone <-chan struct{}
 	if snap != nil {
-		snapDone = snap.done
+		snapDone = snap.Done
 	}
 	var snapTimeout <-chan time.Time
 	snapLate := false
@@ -397,7 +349,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	var status container.WaitResponse
 	waitDone, marked, ended := false, false, false
 	code, codeOK := 0, false
-	endedC := marks.ended
+	endedC := marks.Ended()
 	for !waitDone && !marked && killedFor == "" {
 		if ended && codeOK && code < 128 && snapDone == nil {
 			// The program exited by itself, its output is complete and
@@ -413,14 +365,14 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		case <-endedC:
 			endedC, ended = nil, true
 			res.Duration = time.Since(begin)
-			code, codeOK = marks.exitCode()
+			code, codeOK = marks.ExitCode()
 			timer.Stop() // the program has ended: the snapshot has a deadline of its own
 			if snapDone != nil {
 				snapTimeout = time.After(snapshotGrace)
 			}
 		case <-snapDone:
 			snapDone, snapTimeout = nil, nil
-			if snap.err != nil {
+			if snap.Err != nil {
 				r.kill(id) // it may still be sending
 			}
 		case <-snapTimeout:
@@ -475,9 +427,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			oomKilled = insp.State.OOMKilled
 		}
 	}
-	res.Stdout, res.Truncated = stdout.result()
+	res.Stdout, res.Truncated = stdout.Result()
 	var errTrunc bool
-	res.Stderr, errTrunc = stderr.result()
+	res.Stderr, errTrunc = stderr.Result()
 	res.Truncated = res.Truncated || errTrunc
 	<-peak.done
 	res.PeakMemoryBytes = peak.get()
@@ -493,7 +445,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		res.Reason = runner.Exited
 	}
 	if snap != nil {
-		<-snap.done // the output has ended, so the receiver has its stream's end
+		<-snap.Done // the output has ended, so the receiver has its stream's end
 		select {
 		case <-inputDone:
 		case <-time.After(drainTimeout):
@@ -506,45 +458,12 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 }
 
 // takeSnapshot hands a run's received snapshot to its Workspace and its
-// files to res, or says in res why the workspace was not saved: only a run
-// whose program ended by itself (its end marks arrived), whose input was
-// sent whole and whose snapshot arrived in time and was accepted replaces
-// the saved workspace; any other keeps it as it was before the run.
-func (r *Runner) takeSnapshot(res *runner.Result, spec runner.Spec, snap *snapshot, ended, late bool, inputErr error) {
-	var why string
-	switch {
-	case res.Reason == runner.TimedOut:
-		why = "the run timed out"
-	case res.Reason == runner.Cancelled:
-		why = "the run was cancelled"
-	case inputErr != nil:
-		why = "its input could not be sent whole (" + inputErr.Error() + ")"
-	case !ended:
-		why = "the sandbox ended before the program's end (did it kill the launcher, or fail to unpack its files?)"
-	case late:
-		why = fmt.Sprintf("its snapshot did not arrive within %s", snapshotGrace)
-	case snap.err != nil:
-		why = "its snapshot was not accepted: " + snap.err.Error()
+// files to res, or says in res why the workspace was not saved (see
+// launch.Snapshot.Take).
+func (r *Runner) takeSnapshot(res *runner.Result, spec runner.Spec, snap *launch.Snapshot, ended, late bool, inputErr error) {
+	if why := snap.Take(res, spec, launch.Ending{Ended: ended, Late: late, InputErr: inputErr}); why != "" && spec.Workspace != nil {
+		r.log.Debug("workspace not saved", "run_id", spec.RunID, "query_id", spec.QueryID, "why", why)
 	}
-	if why == "" {
-		res.Files, res.FilesOmitted = snap.rec.Files, snap.rec.Omitted
-		if spec.Workspace == nil {
-			return
-		}
-		if err := spec.Workspace.Replace(snap.file.Name(), snap.rec.Bytes); err != nil {
-			why = "it could not be stored: " + err.Error()
-		} else {
-			snap.kept = true
-			res.Workspace = runner.WorkspaceSaved
-			return
-		}
-	}
-	if spec.Workspace == nil {
-		return
-	}
-	res.Workspace = runner.WorkspaceNotSaved
-	res.WorkspaceNote = why + ", so " + workspaceDir + " was not saved: the next run starts from it as it was before this run"
-	r.log.Debug("workspace not saved", "run_id", spec.RunID, "query_id", spec.QueryID, "why", why)
 }
 
 // peakMemory follows the container's stats stream and keeps the highest

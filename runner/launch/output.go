@@ -1,4 +1,4 @@
-package docker
+package launch
 
 import (
 	"bytes"
@@ -7,11 +7,11 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
-// capped is one output stream: it keeps at most max bytes, hands each kept
+// Capped is one output stream: it keeps at most max bytes, hands each kept
 // chunk to onOutput, and accepts and drops everything past the cap so the
-// container is never blocked on a full pipe. Writes come from one goroutine
-// (stdcopy); result may be read after that goroutine ended.
-type capped struct {
+// sandbox is never blocked on a full pipe. Writes come from one goroutine;
+// Result may be read after that goroutine ended.
+type Capped struct {
 	stream    runner.Stream
 	max       int64
 	onOutput  func(runner.Stream, []byte)
@@ -20,12 +20,13 @@ type capped struct {
 	truncated bool
 }
 
-func newCapped(stream runner.Stream, max int64, onOutput func(runner.Stream, []byte)) *capped {
-	return &capped{stream: stream, max: max, onOutput: onOutput}
+// NewCapped returns the cap of stream at max bytes; onOutput may be nil.
+func NewCapped(stream runner.Stream, max int64, onOutput func(runner.Stream, []byte)) *Capped {
+	return &Capped{stream: stream, max: max, onOutput: onOutput}
 }
 
-// Write never fails, so that stdcopy keeps draining the stream.
-func (c *capped) Write(p []byte) (int, error) {
+// Write never fails, so that the stream keeps draining.
+func (c *Capped) Write(p []byte) (int, error) {
 	c.mu.Lock()
 	room := c.max - int64(c.buf.Len())
 	keep := p
@@ -41,7 +42,8 @@ func (c *capped) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (c *capped) result() (string, bool) {
+// Result returns what was kept and whether more was dropped.
+func (c *Capped) Result() (string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.buf.String(), c.truncated

@@ -1,4 +1,4 @@
-package docker
+package launch
 
 import (
 	"bufio"

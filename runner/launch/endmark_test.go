@@ -1,4 +1,4 @@
-package docker
+package launch
 
 import (
 	"bytes"
@@ -34,9 +34,9 @@ func TestEndMarks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			m := newEndMarks(tag)
+			m := NewEndMarks(tag)
 			var out, errOut bytes.Buffer
-			so, se := m.stream(&out, nil), m.stream(&errOut, nil)
+			so, se := m.Stream(&out, nil), m.Stream(&errOut, nil)
 			for _, w := range tt.writes {
 				if n, err := so.Write([]byte(w)); n != len(w) || err != nil {
 					t.Fatalf("Write = %d, %v", n, err)
@@ -47,8 +47,8 @@ func TestEndMarks(t *testing.T) {
 				errCode = fmt.Sprintf("%03d", tt.code)
 			}
 			se.Write([]byte("err" + mark(errCode)))
-			so.flush()
-			se.flush()
+			so.Flush()
+			se.Flush()
 			if out.String() != tt.out {
 				t.Errorf("stdout passed on %q; want %q", out.String(), tt.out)
 			}
@@ -56,7 +56,7 @@ func TestEndMarks(t *testing.T) {
 				t.Errorf("stderr passed on %q; want %q", errOut.String(), "err")
 			}
 			select {
-			case <-m.ended:
+			case <-m.Ended():
 				if !tt.marked {
 					t.Errorf("ended without stdout's mark")
 				}
@@ -65,7 +65,7 @@ func TestEndMarks(t *testing.T) {
 					t.Errorf("not ended after both marks")
 				}
 			}
-			if code, ok := m.exitCode(); tt.marked && (code != tt.code || ok != tt.codeOK) {
+			if code, ok := m.ExitCode(); tt.marked && (code != tt.code || ok != tt.codeOK) {
 				t.Errorf("exitCode = %d, %v; want %d, %v", code, ok, tt.code, tt.codeOK)
 			}
 		})
@@ -74,7 +74,7 @@ func TestEndMarks(t *testing.T) {
 
 func TestRunTagsDiffer(t *testing.T) {
 	t.Parallel()
-	a, b := newRunTag(), newRunTag()
+	a, b := NewTag(), NewTag()
 	if len(a) != 16 || strings.Trim(a, "0123456789abcdef") != "" || a == b {
 		t.Errorf("tags %q and %q: want two different 16-digit hex strings", a, b)
 	}

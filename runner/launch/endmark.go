@@ -1,9 +1,7 @@
-package docker
+package launch
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"io"
 	"sync"
 )
@@ -12,29 +10,23 @@ import (
 // has exited: "\x1egatekeeper-end <tag> <code>\x1e", where tag is the
 // run's random tag (sent in the header on standard input, which the
 // program never sees) and code the program's exit status in three digits.
-// The engine reports a container's exit tens of milliseconds after it
-// happens (longer under runsc), but the mark arrives as soon as the
-// launcher writes it; and since each stream is a pipe, every byte the
-// program wrote to a stream arrives before that stream's mark. So once
-// both marks are in, the output is complete and the exit code known.
+// An engine reports a sandbox's exit tens of milliseconds after it
+// happens (longer under runsc, seconds on Kubernetes), but the mark
+// arrives as soon as the launcher writes it; and since each stream is a
+// pipe, every byte the program wrote to a stream arrives before that
+// stream's mark. So once both marks are in, the output is complete and
+// the exit code known.
 //
 // A program that learns its tag (by reading the launcher's memory) can
 // forge the marks, and so end its own run with an exit code of its
 // choosing: which it can do anyway, by exiting. The marks only ever end a
-// run early: limits, the timeout and the container's removal do not depend
+// run early: limits, the timeout and the sandbox's removal do not depend
 // on them.
 
 const endMarkPrefix = "\x1egatekeeper-end "
 
-// newRunTag returns a fresh random tag for a run's end marks.
-func newRunTag() string {
-	b := make([]byte, 8)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails
-	return hex.EncodeToString(b)
-}
-
-// endMarks watches the two output streams of one run for their end marks.
-type endMarks struct {
+// EndMarks watches the two output streams of one run for their end marks.
+type EndMarks struct {
 	lead []byte // endMarkPrefix + tag + " "
 	mu   sync.Mutex
 	code []int // the code of each stream's mark, in arrival order
@@ -42,13 +34,17 @@ type endMarks struct {
 	ended chan struct{}
 }
 
-func newEndMarks(tag string) *endMarks {
-	return &endMarks{lead: []byte(endMarkPrefix + tag + " "), ended: make(chan struct{})}
+// NewEndMarks returns the watcher of the marks with tag.
+func NewEndMarks(tag string) *EndMarks {
+	return &EndMarks{lead: []byte(endMarkPrefix + tag + " "), ended: make(chan struct{})}
 }
 
-// exitCode returns the exit code both marks agree on; ok is false when
+// Ended is closed once both streams ended with their mark.
+func (m *EndMarks) Ended() <-chan struct{} { return m.ended }
+
+// ExitCode returns the exit code both marks agree on; ok is false when
 // they disagree (a forged mark), which leaves the run to the engine.
-func (m *endMarks) exitCode() (code int, ok bool) {
+func (m *EndMarks) ExitCode() (code int, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if len(m.code) != 2 || m.code[0] != m.code[1] {
@@ -57,7 +53,7 @@ func (m *endMarks) exitCode() (code int, ok bool) {
 	return m.code[0], true
 }
 
-func (m *endMarks) mark(code int) {
+func (m *EndMarks) mark(code int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.code = append(m.code, code)
@@ -66,25 +62,25 @@ func (m *endMarks) mark(code int) {
 	}
 }
 
-// stream returns the writer for one stream: it passes everything before
+// Stream returns the writer for one stream: it passes everything before
 // the stream's mark on to out, drops the mark, and passes what follows it
-// to tail (a snapshotSink), or drops it when tail is nil.
-func (m *endMarks) stream(out io.Writer, tail *snapshotSink) *markedStream {
-	return &markedStream{m: m, out: out, tail: tail}
+// to tail (a Snapshot's sink), or drops it when tail is nil.
+func (m *EndMarks) Stream(out io.Writer, tail *SnapshotSink) *MarkedStream {
+	return &MarkedStream{m: m, out: out, tail: tail}
 }
 
-// markedStream is one stream's side of endMarks. Writes come from one
-// goroutine; flush must follow the last write.
-type markedStream struct {
-	m    *endMarks
+// MarkedStream is one stream's side of EndMarks. Writes come from one
+// goroutine; Flush must follow the last write.
+type MarkedStream struct {
+	m    *EndMarks
 	out  io.Writer
-	tail *snapshotSink
+	tail *SnapshotSink
 	held []byte // a tail that may be the start of the mark
 	done bool
 }
 
 // Write never fails, so that the stream keeps draining.
-func (s *markedStream) Write(p []byte) (int, error) {
+func (s *MarkedStream) Write(p []byte) (int, error) {
 	if s.done {
 		s.toTail(p)
 		return len(p), nil
@@ -124,9 +120,9 @@ func (s *markedStream) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// flush passes on a held tail once the stream ended without its mark, and
+// Flush passes on a held tail once the stream ended without its mark, and
 // ends the tail.
-func (s *markedStream) flush() {
+func (s *MarkedStream) Flush() {
 	if !s.done && len(s.held) > 0 {
 		s.pass(s.held)
 	}
@@ -137,13 +133,13 @@ func (s *markedStream) flush() {
 }
 
 // toTail passes output after the mark to the tail, if there is one.
-func (s *markedStream) toTail(b []byte) {
+func (s *MarkedStream) toTail(b []byte) {
 	if s.tail != nil && len(b) > 0 {
 		_, _ = s.tail.Write(b)
 	}
 }
 
-func (s *markedStream) pass(b []byte) {
+func (s *MarkedStream) pass(b []byte) {
 	if len(b) > 0 {
 		_, _ = s.out.Write(b)
 	}
