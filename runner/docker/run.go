@@ -348,6 +348,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	var killedFor runner.ExitReason
 	var status container.WaitResponse
 	waitDone, marked, ended := false, false, false
+	var cgPeak int64 // the kernel's peak, read when the marks arrive
 	code, codeOK := 0, false
 	endedC := marks.Ended()
 	for !waitDone && !marked && killedFor == "" {
@@ -365,6 +366,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		case <-endedC:
 			endedC, ended = nil, true
 			res.Duration = time.Since(begin)
+			// The container lives on for its launcher: its cgroup still
+			// holds the program's high-water mark.
+			cgPeak = cgroupPeak(id)
 			code, codeOK = marks.ExitCode()
 			timer.Stop() // the program has ended: the snapshot has a deadline of its own
 			if snapDone != nil {
@@ -432,7 +436,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	res.Stderr, errTrunc = stderr.Result()
 	res.Truncated = res.Truncated || errTrunc
 	<-peak.done
-	res.PeakMemoryBytes = peak.get()
+	res.PeakMemoryBytes = max(peak.get(), cgPeak)
 
 	switch {
 	case killedFor == runner.TimedOut:
@@ -467,8 +471,9 @@ func (r *Runner) takeSnapshot(res *runner.Result, spec runner.Spec, snap *launch
 }
 
 // peakMemory follows the container's stats stream and keeps the highest
-// memory use seen (cgroup v1 max_usage, else usage). It is best effort: a
-// run shorter than the engine's sampling interval may report 0.
+// memory use seen (cgroup v1 max_usage, else usage). The stream samples
+// about once a second; cgroupPeak, read when the end marks arrive, sees
+// what a shorter run used.
 type peakMemory struct {
 	done chan struct{} // closed when watch returned
 	mu   sync.Mutex
