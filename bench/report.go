@@ -26,6 +26,7 @@ type Results struct {
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
+	Compare      *CompareResult     `json:"compare,omitempty"`
 	PprofTop     string             `json:"pprof_top,omitempty"`
 	RegoBench    string             `json:"rego_bench,omitempty"`
 	Notes        []string           `json:"notes,omitempty"`
@@ -408,23 +409,7 @@ func (r *Results) evidence(b *strings.Builder) {
 	}
 	if p := r.Perf; p != nil {
 		fmt.Fprintf(b, "\n#### Profile of the running sidecar under the heaviest load (perf, %d samples)\n\n", p.Samples)
-		b.WriteString("| where (self time, by package) | share of sidecar CPU |\n|---|---:|\n")
-		for _, e := range p.Buckets {
-			if e.Percent >= 0.5 {
-				fmt.Fprintf(b, "| %s | %.1f%% |\n", e.Name, e.Percent)
-			}
-		}
-		if len(p.Paths) > 0 {
-			b.WriteString("\n| key function, including what it calls | share of sidecar CPU |\n|---|---:|\n")
-			for _, e := range p.Paths {
-				fmt.Fprintf(b, "| %s | %.1f%% |\n", e.Name, e.Percent)
-			}
-		}
-		b.WriteString("\n<details><summary>top symbols (self time)</summary>\n\n```\n")
-		for _, e := range p.Top {
-			fmt.Fprintf(b, "%6.2f%%  %s\n", e.Percent, e.Name)
-		}
-		b.WriteString("```\n</details>\n")
+		p.markdown(b)
 	}
 	if r.RegoBench != "" {
 		b.WriteString("\nThe Rego evaluation alone, in-process (`go test ./bench -bench RegoDecision -benchmem`: OPA's rego package, prepared once, the sidecar's input for the same Read, then that input with the deny globs removed, then a denied tool with no paths):\n\n```\n")
@@ -434,6 +419,9 @@ func (r *Results) evidence(b *strings.Builder) {
 			}
 		}
 		b.WriteString("```\n")
+	}
+	if c := r.Compare; c != nil {
+		c.markdown(b)
 	}
 	if r.PprofTop != "" {
 		b.WriteString("\n<details><summary>Go CPU profile of the server under parallel decide load (go test -bench BenchmarkSidecarDecide -cpuprofile; pprof -top, server goroutines only)</summary>\n\n```\n")
@@ -489,6 +477,28 @@ func (r *Results) evidence(b *strings.Builder) {
 			mib(m.FloodPrinted), m.FloodSeconds, mib(m.FloodReceived), m.FloodTruncated, m.FloodSamples, mib(m.FloodHWM),
 			m.BeforeGC.LastLiveMB, m.FloodGC.Cycles, m.FloodGC.MaxHeapMB, m.FloodGC.MaxLiveMB, m.FloodGC.MaxGoalMB, m.FloodGC.MaxStacks)
 	}
+}
+
+// markdown renders the profile's tables: self time by package, the key
+// functions' inclusive shares, the top symbols.
+func (p *PerfProfile) markdown(b *strings.Builder) {
+	b.WriteString("| where (self time, by package) | share of sidecar CPU |\n|---|---:|\n")
+	for _, e := range p.Buckets {
+		if e.Percent >= 0.5 {
+			fmt.Fprintf(b, "| %s | %.1f%% |\n", e.Name, e.Percent)
+		}
+	}
+	if len(p.Paths) > 0 {
+		b.WriteString("\n| key function, including what it calls | share of sidecar CPU |\n|---|---:|\n")
+		for _, e := range p.Paths {
+			fmt.Fprintf(b, "| %s | %.1f%% |\n", e.Name, e.Percent)
+		}
+	}
+	b.WriteString("\n<details><summary>top symbols (self time)</summary>\n\n```\n")
+	for _, e := range p.Top {
+		fmt.Fprintf(b, "%6.2f%%  %s\n", e.Percent, e.Name)
+	}
+	b.WriteString("```\n</details>\n")
 }
 
 // Chart renders bench/latency.svg from the raw samples.

@@ -49,10 +49,14 @@ type Config struct {
 	// RegoBench is the output of `go test -bench RegoDecision`: the Rego
 	// evaluation alone, by input shape; quoted in the report.
 	RegoBench string
+	// Compare lists sidecar builds to measure against each other (a
+	// change's before and after) in the compare phase, which runs only
+	// when it is given.
+	Compare []Variant
 	// Only limits the run to these phases: decisions (row 1 and idle
 	// memory), throughput (row 2 and memory under load), runs (row 3),
-	// memory (the output flood), trace (a cold run by engine API call);
-	// empty means all.
+	// memory (the output flood), trace (a cold run by engine API call),
+	// compare (Compare); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -138,9 +142,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"runs", e.runs},
 		{"memory", e.flood},
 		{"trace", e.trace},
+		{"compare", e.compare},
 	}
 	for _, p := range phases {
-		if !cfg.wants(p.name) {
+		if !cfg.wants(p.name) || p.name == "compare" && len(cfg.Compare) == 0 {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -253,7 +258,12 @@ func (e *env) floorCases(ctx context.Context) ([]map[string]any, error) {
 // startSidecar starts a sidecar that is stopped when Run ends (or earlier
 // by the caller).
 func (e *env) startSidecar(ctx context.Context, runtime string, o SidecarOptions) (*Sidecar, error) {
-	o.Binary, o.Dir, o.Policy = e.cfg.Gatekeeper, e.tmp, e.policy[runtime]
+	return e.startSidecarBinary(ctx, e.cfg.Gatekeeper, runtime, o)
+}
+
+// startSidecarBinary starts binary as a sidecar, as startSidecar does.
+func (e *env) startSidecarBinary(ctx context.Context, binary, runtime string, o SidecarOptions) (*Sidecar, error) {
+	o.Binary, o.Dir, o.Policy = binary, e.tmp, e.policy[runtime]
 	s, err := StartSidecar(ctx, o)
 	if err != nil {
 		return nil, err
@@ -382,24 +392,30 @@ const profileCalls = 2000
 // runQueueWait is how long pid's threads have waited for a CPU, from
 // /proc/PID/task/*/schedstat; 0 if it cannot be read.
 func runQueueWait(pid int) time.Duration {
+	_, wait, _ := schedstat(pid)
+	return wait
+}
+
+// schedstat sums /proc/PID/task/*/schedstat over pid's threads: the time
+// they ran, the time they waited for a CPU, and how many times they were
+// put on one. Threads that have exited are not counted; zeros if nothing
+// can be read.
+func schedstat(pid int) (ran, waited time.Duration, slices int64) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0
+		return 0, 0, 0
 	}
-	var sum time.Duration
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b))
-		if len(f) >= 2 {
-			var ns int64
-			fmt.Sscan(f[1], &ns)
-			sum += time.Duration(ns)
+		var r, w, n int64
+		if _, err := fmt.Sscan(string(b), &r, &w, &n); err == nil {
+			ran, waited, slices = ran+time.Duration(r), waited+time.Duration(w), slices+n
 		}
 	}
-	return sum
+	return ran, waited, slices
 }
 
 // throughput measures row 2 and the under-load memory of row 4. At the
@@ -422,12 +438,7 @@ func (e *env) throughput(ctx context.Context) error {
 		return err
 	}
 	defer opa.Stop()
-	toolInput, _ := json.Marshal(e.call.ToolInput)
-	mkFrame := func(q string) []byte {
-		return []byte(fmt.Sprintf(`{"type":"decide","id":"t","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":%s,"tool_use_id":%q}`,
-			q, e.call.ToolName, toolInput, e.call.ToolUseID))
-	}
-	wantRule := []byte(fmt.Sprintf(`"rule":%q`, e.want.Rule))
+	mkFrame, wantRule := e.decideFrame(), e.wantRule()
 	body, err := json.Marshal(map[string]any{"input": e.input})
 	if err != nil {
 		return err
@@ -532,6 +543,18 @@ func (e *env) throughput(ctx context.Context) error {
 	}
 	return nil
 }
+
+// decideFrame returns the decide frame of the benchmark call for a query.
+func (e *env) decideFrame() func(queryID string) []byte {
+	toolInput, _ := json.Marshal(e.call.ToolInput)
+	return func(q string) []byte {
+		return []byte(fmt.Sprintf(`{"type":"decide","id":"t","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":%s,"tool_use_id":%q}`,
+			q, e.call.ToolName, toolInput, e.call.ToolUseID))
+	}
+}
+
+// wantRule is what every reply to the benchmark call must hold.
+func (e *env) wantRule() []byte { return []byte(fmt.Sprintf(`"rule":%q`, e.want.Rule)) }
 
 // runs measures row 3 for runc and runsc: a warm sidecar (when the sidecar
 // has a pool), a cold one and `docker run --rm`, interleaved.
