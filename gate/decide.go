@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	oparego "github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
@@ -105,16 +107,11 @@ func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg 
 	if err != nil {
 		return Decision{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.DecisionTimeout)
-	defer cancel()
-	rs, err := snap.decide.Eval(ctx, oparegoInput(in))
+	v, err := evalDecision(ctx, snap.decide, in, cfg.DecisionTimeout)
 	if err != nil {
-		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
+		return Decision{}, err
 	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return Decision{}, fmt.Errorf("%w: data.gatekeeper.decision is undefined", ErrBadDecision)
-	}
-	d, err := parseDecision(rs[0].Expressions[0].Value)
+	d, err := parseDecision(v)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -122,25 +119,72 @@ func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg 
 	return d, nil
 }
 
+// evalDecision evaluates the prepared decision query over in, cancelled
+// after timeout or when ctx ends, and returns its one value, unconverted.
+//
+// The cancellation is a flag the evaluator polls, raised by a timer: left
+// to itself, OPA would start a goroutine per evaluation to watch ctx, and
+// waking it (and a thread for it) costs more than the rest of a small
+// decision's bookkeeping. The result stays an ast.Value: parseDecision
+// reads it without converting it to Go maps first.
+func evalDecision(ctx context.Context, pq oparego.PreparedEvalQuery, in ast.Value, timeout time.Duration) (ast.Value, error) {
+	cancel := topdown.NewCancel()
+	timer := time.AfterFunc(timeout, cancel.Cancel)
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer func() {
+		timer.Stop()
+		stop()
+	}()
+	rs, err := pq.Eval(ctx, oparegoInput(in), oparego.EvalExternalCancel(cancel), oparego.EvalGenerateJSON(keepTerm))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policy: %w", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, fmt.Errorf("%w: data.gatekeeper.decision is undefined", ErrBadDecision)
+	}
+	v, ok := rs[0].Expressions[0].Value.(ast.Value)
+	if !ok {
+		return nil, fmt.Errorf("%w: decision is %T, not a Rego value", ErrBadDecision, rs[0].Expressions[0].Value)
+	}
+	return v, nil
+}
+
+// keepTerm is an EvalGenerateJSON function that keeps a result as the
+// ast.Value it is.
+func keepTerm(t *ast.Term, _ *oparego.EvalContext) (any, error) { return t.Value, nil }
+
 func oparegoInput(v ast.Value) oparego.EvalOption { return oparego.EvalParsedInput(v) }
+
+// Keys of the decision object.
+var (
+	keyDecision = ast.StringTerm("decision")
+	keyReason   = ast.StringTerm("reason")
+	keyRule     = ast.StringTerm("rule")
+)
 
 // parseDecision accepts exactly {"decision", "reason", "rule"} with a known
 // decision and non-empty strings; anything else is an error.
-func parseDecision(v any) (Decision, error) {
-	m, ok := v.(map[string]any)
+func parseDecision(v ast.Value) (Decision, error) {
+	obj, ok := v.(ast.Object)
 	if !ok {
-		return Decision{}, fmt.Errorf("%w: decision is %T, not an object", ErrBadDecision, v)
+		return Decision{}, fmt.Errorf("%w: decision is %s, not an object", ErrBadDecision, ast.ValueName(v))
 	}
-	if len(m) != 3 {
-		return Decision{}, fmt.Errorf("%w: decision has %d keys, want decision, reason, rule", ErrBadDecision, len(m))
+	if obj.Len() != 3 {
+		return Decision{}, fmt.Errorf("%w: decision has %d keys, want decision, reason, rule", ErrBadDecision, obj.Len())
 	}
 	var d Decision
-	for key, dst := range map[string]*string{"decision": &d.Decision, "reason": &d.Reason, "rule": &d.Rule} {
-		s, ok := m[key].(string)
-		if !ok || s == "" {
-			return Decision{}, fmt.Errorf("%w: %q is missing or not a non-empty string", ErrBadDecision, key)
+	for _, f := range []struct {
+		key *ast.Term
+		dst *string
+	}{{keyDecision, &d.Decision}, {keyReason, &d.Reason}, {keyRule, &d.Rule}} {
+		var s ast.String
+		if t := obj.Get(f.key); t != nil {
+			s, _ = t.Value.(ast.String)
 		}
-		*dst = s
+		if s == "" {
+			return Decision{}, fmt.Errorf("%w: %q is missing or not a non-empty string", ErrBadDecision, string(f.key.Value.(ast.String)))
+		}
+		*f.dst = string(s)
 	}
 	switch d.Decision {
 	case Allow, Deny, Ask:
@@ -168,6 +212,18 @@ var pathFields = map[string][]pathField{
 	"LS":           {{field: "path", required: true}},
 	"Glob":         {{field: "path"}, {field: "pattern", glob: true}},
 	"Grep":         {{field: "path", recursive: true}, {field: "glob", glob: true, split: true}},
+}
+
+// Walks reports whether deciding a call of tool may walk a directory tree
+// (a recursive search's deny_within, see within.go), which can take long:
+// the server decides such calls off its connection's reader.
+func Walks(tool string) bool {
+	for _, f := range pathFields[tool] {
+		if f.recursive {
+			return true
+		}
+	}
+	return false
 }
 
 // toolKind classifies a tool as rego/gatekeeper.rego's host_fs_tools and
