@@ -331,78 +331,91 @@ type urlFact struct {
 	AllowMatches, DenyMatches []string
 }
 
+// Keys of the Rego input and of its objects, made once (terms are never
+// changed once made): building an input allocates its values only.
+var (
+	kEvent, kToolName, kToolKind, kToolInput, kToolUseID = ast.StringTerm("event"), ast.StringTerm("tool_name"), ast.StringTerm("tool_kind"), ast.StringTerm("tool_input"), ast.StringTerm("tool_use_id")
+	kPolicy, kWorkspaceRoot, kRunLanguages               = ast.StringTerm("policy"), ast.StringTerm("workspace_root"), ast.StringTerm("run_languages")
+	kDenyGlobs, kWriteProtectGlobs                       = ast.StringTerm("deny_globs"), ast.StringTerm("write_protect_globs")
+	kMCPServer, kName, kSource, kPaths, kURL             = ast.StringTerm("mcp_server"), ast.StringTerm("name"), ast.StringTerm("source"), ast.StringTerm("paths"), ast.StringTerm("url")
+	kField, kRaw, kAbs, kResolved, kCovered              = ast.StringTerm("field"), ast.StringTerm("raw"), ast.StringTerm("abs"), ast.StringTerm("resolved"), ast.StringTerm("covered")
+	kDenyMatches, kWriteProtectMatches, kDenyWithin      = ast.StringTerm("deny_matches"), ast.StringTerm("write_protect_matches"), ast.StringTerm("deny_within")
+	kWithinError, kError, kHost, kPort, kAllowMatches    = ast.StringTerm("within_error"), ast.StringTerm("error"), ast.StringTerm("host"), ast.StringTerm("port"), ast.StringTerm("allow_matches")
+)
+
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
-	var toolInput map[string]any
 	raw := call.ToolInput
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&toolInput); err != nil || toolInput == nil {
-		return nil, fmt.Errorf("tool_input is not a JSON object")
-	}
-	tiv, err := ast.InterfaceToValue(toolInput)
+	toolInput, err := parseToolInput(raw)
 	if err != nil {
-		return nil, fmt.Errorf("convert tool_input: %w", err)
+		return nil, err
 	}
-	items := [][2]*ast.Term{
-		ast.Item(ast.StringTerm("event"), ast.StringTerm(call.Event)),
-		ast.Item(ast.StringTerm("tool_name"), ast.StringTerm(call.ToolName)),
-		ast.Item(ast.StringTerm("tool_kind"), ast.StringTerm(toolKind(call.ToolName))),
-		ast.Item(ast.StringTerm("tool_input"), ast.NewTerm(tiv)),
-		ast.Item(ast.StringTerm("tool_use_id"), ast.StringTerm(call.ToolUseID)),
-		ast.Item(ast.StringTerm("policy"), eff.term),
-		ast.Item(ast.StringTerm("workspace_root"), ast.StringTerm(eff.root)),
-		ast.Item(ast.StringTerm("run_languages"), eff.runLanguages),
-	}
-	items = append(items,
-		ast.Item(ast.StringTerm("deny_globs"), eff.globsTerms[0]),
-		ast.Item(ast.StringTerm("write_protect_globs"), eff.globsTerms[1]),
-	)
+	in := ast.NewObjectWithCapacity(16)
+	in.Insert(kEvent, ast.StringTerm(call.Event))
+	in.Insert(kToolName, ast.StringTerm(call.ToolName))
+	in.Insert(kToolKind, ast.StringTerm(toolKind(call.ToolName)))
+	in.Insert(kToolInput, ast.NewTerm(toolInput))
+	in.Insert(kToolUseID, ast.StringTerm(call.ToolUseID))
+	in.Insert(kPolicy, eff.term)
+	in.Insert(kWorkspaceRoot, eff.rootTerm)
+	in.Insert(kRunLanguages, eff.runLanguages)
+	in.Insert(kDenyGlobs, eff.globsTerms[0])
+	in.Insert(kWriteProtectGlobs, eff.globsTerms[1])
 	if call.MCPServer != nil {
-		items = append(items, ast.Item(ast.StringTerm("mcp_server"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("name"), ast.StringTerm(call.MCPServer.Name)),
-			ast.Item(ast.StringTerm("source"), ast.StringTerm(call.MCPServer.Source)),
-		)))
+		in.Insert(kMCPServer, ast.ObjectTerm(
+			ast.Item(kName, ast.StringTerm(call.MCPServer.Name)),
+			ast.Item(kSource, ast.StringTerm(call.MCPServer.Source)),
+		))
 	}
+	var paths []*ast.Term
 	if fields, ok := pathFields[call.ToolName]; ok {
 		facts := pathFacts(eff, toolInput, fields, call.Cwd)
-		terms := make([]*ast.Term, len(facts))
+		paths = make([]*ast.Term, len(facts))
 		for i, f := range facts {
 			covered := f.covered()
-			terms[i] = ast.ObjectTerm(
-				ast.Item(ast.StringTerm("field"), ast.StringTerm(f.Field)),
-				ast.Item(ast.StringTerm("raw"), ast.StringTerm(f.Raw)),
-				ast.Item(ast.StringTerm("abs"), ast.StringTerm(f.Abs)),
-				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
-				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(stringTerms(covered)...)),
-				ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(denyMatches(eff, covered)...)),
-				ast.Item(ast.StringTerm("write_protect_matches"), ast.ArrayTerm(writeProtectMatches(eff, covered)...)),
-				ast.Item(ast.StringTerm("deny_within"), ast.ArrayTerm(withinTerms(f.Within)...)),
-				ast.Item(ast.StringTerm("within_error"), ast.StringTerm(f.WithinError)),
-				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
+			paths[i] = ast.ObjectTerm(
+				ast.Item(kField, ast.StringTerm(f.Field)),
+				ast.Item(kRaw, ast.StringTerm(f.Raw)),
+				ast.Item(kAbs, ast.StringTerm(f.Abs)),
+				ast.Item(kResolved, ast.StringTerm(f.Resolved)),
+				ast.Item(kCovered, ast.ArrayTerm(stringTerms(covered)...)),
+				ast.Item(kDenyMatches, ast.ArrayTerm(denyMatches(eff, covered)...)),
+				ast.Item(kWriteProtectMatches, ast.ArrayTerm(writeProtectMatches(eff, covered)...)),
+				ast.Item(kDenyWithin, ast.ArrayTerm(withinTerms(f.Within)...)),
+				ast.Item(kWithinError, ast.StringTerm(f.WithinError)),
+				ast.Item(kError, ast.StringTerm(f.Error)),
 			)
 		}
-		items = append(items, ast.Item(ast.StringTerm("paths"), ast.ArrayTerm(terms...)))
-	} else {
-		items = append(items, ast.Item(ast.StringTerm("paths"), ast.ArrayTerm()))
 	}
+	in.Insert(kPaths, ast.ArrayTerm(paths...))
 	if call.ToolName == "WebFetch" {
 		u := webFetchURL(eff, toolInput)
-		items = append(items, ast.Item(ast.StringTerm("url"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("raw"), ast.StringTerm(u.Raw)),
-			ast.Item(ast.StringTerm("host"), ast.StringTerm(u.Host)),
-			ast.Item(ast.StringTerm("port"), ast.StringTerm(u.Port)),
-			ast.Item(ast.StringTerm("allow_matches"), ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
-			ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
-			ast.Item(ast.StringTerm("error"), ast.StringTerm(u.Error)),
-		)))
+		in.Insert(kURL, ast.ObjectTerm(
+			ast.Item(kRaw, ast.StringTerm(u.Raw)),
+			ast.Item(kHost, ast.StringTerm(u.Host)),
+			ast.Item(kPort, ast.StringTerm(u.Port)),
+			ast.Item(kAllowMatches, ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
+			ast.Item(kDenyMatches, ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
+			ast.Item(kError, ast.StringTerm(u.Error)),
+		))
 	}
-	return ast.NewObject(items...), nil
+	return in, nil
 }
 
-func pathFacts(eff *Effective, in map[string]any, fields []pathField, cwd string) []pathFact {
+// inputString returns tool_input's value under key when it is a string;
+// present says whether the key is there at all.
+func inputString(in ast.Object, key string) (s string, isString, present bool) {
+	t := in.Get(ast.StringTerm(key))
+	if t == nil {
+		return "", false, false
+	}
+	str, ok := t.Value.(ast.String)
+	return string(str), ok, true
+}
+
+func pathFacts(eff *Effective, in ast.Object, fields []pathField, cwd string) []pathFact {
 	if cwd == "" {
 		cwd = eff.Policy.WorkspaceRoot
 	}
@@ -410,8 +423,7 @@ func pathFacts(eff *Effective, in map[string]any, fields []pathField, cwd string
 	var facts []pathFact
 	base := cwd
 	for _, f := range fields {
-		v, present := in[f.field]
-		s, isString := v.(string)
+		s, isString, present := inputString(in, f.field)
 		switch {
 		case !present && !f.required:
 			if f.glob {
@@ -502,8 +514,8 @@ func containsDotDot(s string) bool {
 // so "http://h/" goes to h:443 and "http://h:8080/" to h:8080). The net
 // patterns are matched here, by the same functions as the egress proxy's:
 // deny patterns with Match, allow patterns with Allows.
-func webFetchURL(eff *Effective, in map[string]any) urlFact {
-	s, ok := in["url"].(string)
+func webFetchURL(eff *Effective, in ast.Object) urlFact {
+	s, ok, _ := inputString(in, "url")
 	if !ok {
 		return urlFact{Error: "tool_input.url is missing or not a string"}
 	}

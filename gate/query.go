@@ -32,8 +32,9 @@ type Effective struct {
 	// JSON is the canonical JSON of Policy (sizes in bytes, durations in ms).
 	JSON json.RawMessage
 
-	term *ast.Term // Policy as a Rego value, converted once
-	root string
+	term     *ast.Term // Policy as a Rego value, converted once
+	root     string
+	rootTerm *ast.Term // root as a Rego string
 	// deny is sandbox.fs.deny with ~ expanded, compiled by the one path
 	// glob matcher (internal/pathglob) the runner's /deps check uses too.
 	deny *pathglob.Set
@@ -135,6 +136,7 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		JSON:         data,
 		term:         ast.NewTerm(v),
 		root:         s.root,
+		rootTerm:     ast.StringTerm(s.root),
 		deny:         deny,
 		writeProtect: wp,
 		writeEntries: wpEntries,
