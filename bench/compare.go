@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -16,10 +17,11 @@ type Variant struct {
 	Name   string   `json:"name"`
 	Binary string   `json:"binary"`
 	Env    []string `json:"env,omitempty"`
+	Args   []string `json:"args,omitempty"`
 }
 
-// ParseVariant reads NAME=BINARY, optionally followed by ;ENV=VALUE items
-// ("after=bin/gk;GODEBUG=gcshrinkstackoff=1").
+// ParseVariant reads NAME=BINARY, optionally followed by ;ENV=VALUE and
+// ;--flag items ("after=bin/gk;GOGC=200;--audit-sync").
 func ParseVariant(s string) (Variant, error) {
 	parts := strings.Split(s, ";")
 	name, bin, ok := strings.Cut(parts[0], "=")
@@ -28,10 +30,14 @@ func ParseVariant(s string) (Variant, error) {
 	}
 	v := Variant{Name: name, Binary: bin}
 	for _, e := range parts[1:] {
-		if !strings.Contains(e, "=") {
-			return Variant{}, fmt.Errorf("variant %q: %q is not ENV=VALUE", s, e)
+		switch {
+		case strings.HasPrefix(e, "--"):
+			v.Args = append(v.Args, e)
+		case strings.Contains(e, "="):
+			v.Env = append(v.Env, e)
+		default:
+			return Variant{}, fmt.Errorf("variant %q: %q is neither ENV=VALUE nor a --flag", s, e)
 		}
-		v.Env = append(v.Env, e)
 	}
 	return v, nil
 }
@@ -64,6 +70,8 @@ type CompareSide struct {
 	// each wake-up of a thread that had blocked counts, so hand-offs that
 	// park and wake threads show here.
 	SlicesPerRequest float64 `json:"thread_slices_per_request"`
+	// PeakRSS is the sidecar's highest VmRSS sampled during its slices.
+	PeakRSS int64 `json:"peak_rss_bytes"`
 }
 
 // compare measures every Config.Compare variant interleaved: row 2's load
@@ -78,12 +86,13 @@ func (e *env) compare(ctx context.Context) error {
 		cpu     time.Duration
 		self    time.Duration
 		slices  int64
+		peak    int64
 		rate    Rate
 	}
 	var sides []*side
 	for i, v := range e.cfg.Compare {
 		// No warm pool: decisions only, and no containers of its own.
-		sc, err := e.startSidecarBinary(ctx, v.Binary, "runc", SidecarOptions{Name: fmt.Sprintf("cmp%d", i), Env: v.Env, Args: []string{"--pool-size", "0"}})
+		sc, err := e.startSidecarBinary(ctx, v.Binary, "runc", SidecarOptions{Name: fmt.Sprintf("cmp%d", i), Env: v.Env, Args: append([]string{"--pool-size", "0"}, v.Args...)})
 		if err != nil {
 			return fmt.Errorf("variant %s: %w", v.Name, err)
 		}
@@ -112,7 +121,7 @@ func (e *env) compare(ctx context.Context) error {
 			closers = append(closers, closeW)
 			sd.lat = &latencies{}
 			sd.workers = sd.lat.wrap(ws)
-			sd.cpu, sd.self, sd.slices, sd.rate = 0, 0, 0, Rate{}
+			sd.cpu, sd.self, sd.slices, sd.peak, sd.rate = 0, 0, 0, 0, Rate{}
 		}
 		for _, sd := range sides {
 			if _, _, err := Slice(sd.workers, 200*time.Millisecond); err != nil {
@@ -136,7 +145,10 @@ func (e *env) compare(ctx context.Context) error {
 			for k := range sides {
 				sd := sides[(r+k)%len(sides)]
 				c0, s0, t0 := cpuTime(sd.sc.PID()), cpuTime(os.Getpid()), timeSlices(sd.sc.PID())
+				sampler := SampleRSS(sd.sc.PID(), 25*time.Millisecond)
 				count, elapsed, err := Slice(sd.workers, e.cfg.Slice)
+				peak, _ := sampler.Stop()
+				sd.peak = max(sd.peak, peak)
 				sd.cpu += cpuTime(sd.sc.PID()) - c0
 				sd.self += cpuTime(os.Getpid()) - s0
 				sd.slices += timeSlices(sd.sc.PID()) - t0
@@ -164,7 +176,7 @@ func (e *env) compare(ctx context.Context) error {
 			sd.rate.ServerCores = sd.cpu.Seconds() / sd.rate.Seconds
 			sd.rate.ClientCores = sd.self.Seconds() / sd.rate.Seconds
 			lvl.Sides = append(lvl.Sides, CompareSide{Name: sd.v.Name, Rate: sd.rate, Latency: Summarize(sd.lat.all()),
-				SlicesPerRequest: float64(sd.slices) / float64(sd.rate.Requests)})
+				SlicesPerRequest: float64(sd.slices) / float64(sd.rate.Requests), PeakRSS: sd.peak})
 			e.cfg.Log.Info("bench: compare", "conns", n, "variant", sd.v.Name, "per_s", int(sd.rate.PerSecond),
 				"cpu_us", int(sd.rate.ServerCPUPerRequestUS), "p50_us", int(lvl.Sides[len(lvl.Sides)-1].Latency.P50*1000))
 		}
@@ -230,14 +242,14 @@ func (c *CompareResult) markdown(b *strings.Builder) {
 		names[i] = "`" + v.Name + "`"
 	}
 	fmt.Fprintf(b, "\n#### Variants compared (%s), interleaved in the same rounds\n\n", strings.Join(names, ", "))
-	b.WriteString("| connections | variant | decisions/s | × first | sidecar CPU per decision | × first | p50 | p99 | thread wake-ups per decision | sidecar cores | load-generator cores |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| connections | variant | decisions/s | × first | sidecar CPU per decision | × first | p50 | p99 | thread wake-ups per decision | peak RSS | sidecar cores | load-generator cores |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, l := range c.Levels {
 		first := l.Sides[0]
 		for _, s := range l.Sides {
-			fmt.Fprintf(b, "| %d | %s | %.0f | %.2f× | %.0f µs | %.2f× | %s | %s | %.2f | %.2f | %.2f |\n", l.Conns, s.Name,
+			fmt.Fprintf(b, "| %d | %s | %.0f | %.2f× | %.0f µs | %.2f× | %s | %s | %.2f | %.1f MiB | %.2f | %.2f |\n", l.Conns, s.Name,
 				s.Rate.PerSecond, Ratio(s.Rate.PerSecond, first.Rate.PerSecond),
 				s.Rate.ServerCPUPerRequestUS, Ratio(s.Rate.ServerCPUPerRequestUS, first.Rate.ServerCPUPerRequestUS),
-				FormatMS(s.Latency.P50), FormatMS(s.Latency.P99), s.SlicesPerRequest, s.Rate.ServerCores, s.Rate.ClientCores)
+				FormatMS(s.Latency.P50), FormatMS(s.Latency.P99), s.SlicesPerRequest, mib(s.PeakRSS), s.Rate.ServerCores, s.Rate.ClientCores)
 		}
 	}
 	for _, v := range c.Variants {
@@ -250,11 +262,7 @@ func (c *CompareResult) markdown(b *strings.Builder) {
 		b.WriteString("\n</details>\n")
 	}
 	for _, v := range c.Variants {
-		env := ""
-		if len(v.Env) > 0 {
-			env = " with " + strings.Join(v.Env, " ")
-		}
-		fmt.Fprintf(b, "\n- `%s`: `%s`%s", v.Name, v.Binary, env)
+		fmt.Fprintf(b, "\n- `%s`: `%s`", v.Name, strings.Join(append(append(slices.Clone(v.Env), v.Binary), v.Args...), " "))
 	}
 	b.WriteString("\n")
 }
