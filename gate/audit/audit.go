@@ -44,10 +44,10 @@ type Options struct {
 	Now func() time.Time
 	// Sync makes every Write fsync the file before it returns, so that an
 	// acknowledged line survives a power loss or kernel crash. It costs a
-	// disk flush per line (typically 0.1–10 ms instead of a few µs) and
-	// serializes all writers behind it. Without it a line written by a
-	// successful Write survives a crash of the sidecar but may be lost with
-	// the machine.
+	// disk flush (typically 0.1–10 ms instead of a few µs) per batch of
+	// lines: concurrent Writes share one (see Write). Without it a line
+	// written by a successful Write survives a crash of the sidecar but may
+	// be lost with the machine.
 	Sync bool
 
 	// MaxBytes rotates the active file before a line would take it past
