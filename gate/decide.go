@@ -275,10 +275,12 @@ func (f pathFact) covered() []string {
 // any covered path, ignoring case (internal/pathglob): for ASCII the same as
 // Rego's glob.match(lower(g), ["/"], lower(path)), done once in Go instead
 // of once per glob and path in the evaluator.
-func denyMatches(eff *Effective, covered []string) []*ast.Term {
+func denyMatches(eff *Effective, m pathMatches) []*ast.Term {
 	var out []*ast.Term
-	for _, i := range eff.deny.Matching(covered...) {
-		out = append(out, ast.StringTerm(eff.deny.Glob(i)))
+	for i := range eff.deny.Len() {
+		if m.deny.has(i) {
+			out = append(out, ast.StringTerm(eff.deny.Glob(i)))
+		}
 	}
 	return out
 }
@@ -288,9 +290,12 @@ func denyMatches(eff *Effective, covered []string) []*ast.Term {
 // the built-in group or "sandbox.fs.write_protect" it comes from, and why
 // the path is protected. The Rego rule host_fs.write_protected decides
 // which tools it applies to.
-func writeProtectMatches(eff *Effective, covered []string) []*ast.Term {
+func writeProtectMatches(eff *Effective, m pathMatches) []*ast.Term {
 	var out []*ast.Term
-	for _, i := range eff.writeProtect.Matching(covered...) {
+	for i := range eff.writeProtect.Len() {
+		if !m.writeProtect.has(i) {
+			continue
+		}
 		out = append(out, ast.ObjectTerm(
 			ast.Item(ast.StringTerm("glob"), ast.StringTerm(eff.writeProtect.Glob(i))),
 			ast.Item(ast.StringTerm("entry"), ast.StringTerm(eff.writeEntries[i].entry)),
@@ -298,6 +303,73 @@ func writeProtectMatches(eff *Effective, covered []string) []*ast.Term {
 		))
 	}
 	return out
+}
+
+// globBits is a set of glob indices.
+type globBits []uint64
+
+func (b globBits) has(i int) bool { return i/64 < len(b) && b[i/64]&(1<<(i%64)) != 0 }
+
+// union returns b with the indices of c added; b may be changed.
+func (b globBits) union(c globBits) globBits {
+	for len(b) < len(c) {
+		b = append(b, 0)
+	}
+	for i, w := range c {
+		b[i] |= w
+	}
+	return b
+}
+
+func bitsOf(indices []int) globBits {
+	var b globBits
+	for _, i := range indices {
+		for len(b) <= i/64 {
+			b = append(b, 0)
+		}
+		b[i/64] |= 1 << (i % 64)
+	}
+	return b
+}
+
+// pathMatches are the deny and write-protect globs that match a path.
+type pathMatches struct {
+	deny, writeProtect globBits
+}
+
+// maxMatchCache bounds the directories whose matches an Effective keeps.
+const maxMatchCache = 1024
+
+// matches returns the globs that match any path of f.covered(). Those of
+// f's own paths (Abs and Resolved) are matched each time; those of their
+// ancestors, which the calls of one workspace share, are kept in the
+// Effective's cache (bounded: it is emptied when full). The result is the
+// same either way: matching is a function of the path and the Effective.
+func (eff *Effective) matches(f pathFact, covered []string) pathMatches {
+	var m pathMatches
+	for _, p := range covered {
+		var pm pathMatches
+		if p == f.Abs || p == f.Resolved {
+			pm = eff.match(p)
+		} else if c, ok := eff.matchCache.Load(p); ok {
+			pm = c.(pathMatches)
+		} else {
+			pm = eff.match(p)
+			if eff.matchCacheLen.Add(1) > maxMatchCache {
+				eff.matchCache.Clear()
+				eff.matchCacheLen.Store(1)
+			}
+			eff.matchCache.Store(p, pm)
+		}
+		m.deny = m.deny.union(pm.deny)
+		m.writeProtect = m.writeProtect.union(pm.writeProtect)
+	}
+	return m
+}
+
+// match matches one path against the deny and write-protect globs.
+func (eff *Effective) match(p string) pathMatches {
+	return pathMatches{deny: bitsOf(eff.deny.Matching(p)), writeProtect: bitsOf(eff.writeProtect.Matching(p))}
 }
 
 func withinTerms(ms []withinMatch) []*ast.Term {
@@ -375,14 +447,15 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		paths = make([]*ast.Term, len(facts))
 		for i, f := range facts {
 			covered := f.covered()
+			matches := eff.matches(f, covered)
 			paths[i] = ast.ObjectTerm(
 				ast.Item(kField, ast.StringTerm(f.Field)),
 				ast.Item(kRaw, ast.StringTerm(f.Raw)),
 				ast.Item(kAbs, ast.StringTerm(f.Abs)),
 				ast.Item(kResolved, ast.StringTerm(f.Resolved)),
 				ast.Item(kCovered, ast.ArrayTerm(stringTerms(covered)...)),
-				ast.Item(kDenyMatches, ast.ArrayTerm(denyMatches(eff, covered)...)),
-				ast.Item(kWriteProtectMatches, ast.ArrayTerm(writeProtectMatches(eff, covered)...)),
+				ast.Item(kDenyMatches, ast.ArrayTerm(denyMatches(eff, matches)...)),
+				ast.Item(kWriteProtectMatches, ast.ArrayTerm(writeProtectMatches(eff, matches)...)),
 				ast.Item(kDenyWithin, ast.ArrayTerm(withinTerms(f.Within)...)),
 				ast.Item(kWithinError, ast.StringTerm(f.WithinError)),
 				ast.Item(kError, ast.StringTerm(f.Error)),

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -53,6 +54,13 @@ type Effective struct {
 	// run_languages.
 	runLanguages *ast.Term
 	home         string
+
+	// matchCache memoizes, per directory, which deny and write-protect
+	// globs match it (string -> pathMatches, see matches); matchCacheLen
+	// counts its entries. Safe for concurrent use; the rest of an
+	// Effective is never changed.
+	matchCache    sync.Map
+	matchCacheLen atomic.Int32
 }
 
 // writeEntry is where a write-protect glob comes from and why it is there.
