@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -255,11 +256,9 @@ type pathFact struct {
 // covered returns Abs, Resolved and every ancestor of both (not "/"), the
 // paths a deny glob is matched against.
 func (f pathFact) covered() []string {
-	seen := map[string]bool{}
 	var out []string
 	for _, p := range []string{f.Abs, f.Resolved} {
-		for p != "" && p != "/" && !seen[p] {
-			seen[p] = true
+		for p != "" && p != "/" && !slices.Contains(out, p) {
 			out = append(out, p)
 			i := strings.LastIndexByte(p, '/')
 			if i <= 0 {

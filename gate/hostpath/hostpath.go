@@ -206,7 +206,7 @@ func resolve(abs string) (string, error) {
 			missing = max(missing-1, 0)
 			continue
 		}
-		next := filepath.Join(resolved, name)
+		next := child(resolved, name)
 		if missing > 0 {
 			resolved = next
 			missing++
@@ -253,6 +253,16 @@ func resolve(abs string) (string, error) {
 		rest = target
 	}
 	return resolved, nil
+}
+
+// child is filepath.Join(dir, name) for a clean absolute dir and a name
+// that is one component (not "", "." or ".."), without Join's Clean: the
+// result is clean already.
+func child(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
 }
 
 // isSymlink lstats p and reports whether it is a symbolic link; errors are
