@@ -420,19 +420,19 @@ func schedstat(pid int) (ran, waited time.Duration, slices int64) {
 
 // throughput measures row 2 and the under-load memory of row 4. At the
 // heaviest level a third side runs interleaved with the two others: the
-// same sidecar binary with GODEBUG=gcshrinkstackoff=1, which tests what the
-// profile shows (goroutine stack growth after the GC shrank a worker's stack).
+// same sidecar with --audit-sync, whose decisions each wait for an fsync of
+// their audit line, shared by the lines written together (group commit).
 func (e *env) throughput(ctx context.Context) error {
 	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load"})
 	if err != nil {
 		return err
 	}
 	defer sc.Stop()
-	noShrink, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load-noshrink", Env: []string{"GODEBUG=gcshrinkstackoff=1"}})
+	synced, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load-sync", Args: []string{"--audit-sync"}})
 	if err != nil {
 		return err
 	}
-	defer noShrink.Stop()
+	defer synced.Stop()
 	opa, err := e.startOPA(ctx)
 	if err != nil {
 		return err
@@ -477,15 +477,15 @@ func (e *env) throughput(ctx context.Context) error {
 		sides = append(sides, &side{name: "gatekeeper", pid: sc.PID(), workers: gw, rate: &tr.Gatekeeper, peakRSS: &m.LoadGatekeeper},
 			&side{name: "opa", pid: opa.PID(), workers: ow, rate: &tr.OPA, peakRSS: &m.LoadOPA})
 		if heaviest {
-			nw, closeN, err := GatekeeperWorkers(ctx, noShrink, n, mkFrame, wantRule)
+			sw, closeS, err := GatekeeperWorkers(ctx, synced, n, mkFrame, wantRule)
 			if err != nil {
 				closeAll()
 				return err
 			}
-			closers = append(closers, closeN)
-			tr.NoStackShrink = &Rate{}
+			closers = append(closers, closeS)
+			tr.AuditSync = &Rate{}
 			var unused int64
-			sides = append(sides, &side{name: "gatekeeper gcshrinkstackoff=1", pid: noShrink.PID(), workers: nw, rate: tr.NoStackShrink, peakRSS: &unused})
+			sides = append(sides, &side{name: "gatekeeper --audit-sync", pid: synced.PID(), workers: sw, rate: tr.AuditSync, peakRSS: &unused})
 		}
 		// Warm every side up (connections, caches) outside the measurement.
 		for _, sd := range sides {
