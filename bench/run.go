@@ -277,15 +277,27 @@ func (e *env) startOPA(ctx context.Context) (*Process, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(filepath.Join(e.cfg.Repo, "rego", "gatekeeper.rego"))
+	// Every built-in module but the tests: gatekeeper.rego needs core.rego.
+	srcs, err := filepath.Glob(filepath.Join(e.cfg.Repo, "rego", "*.rego"))
 	if err != nil {
 		return nil, err
 	}
-	rego := filepath.Join(dir, "gatekeeper.rego")
-	if err := os.WriteFile(rego, src, 0o644); err != nil {
-		return nil, err
+	var modules []string
+	for _, src := range srcs {
+		if strings.HasSuffix(src, "_test.rego") {
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		m := filepath.Join(dir, filepath.Base(src))
+		if err := os.WriteFile(m, b, 0o644); err != nil {
+			return nil, err
+		}
+		modules = append(modules, m)
 	}
-	p, err := StartOPA(ctx, e.cfg.OPA, dir, rego)
+	p, err := StartOPA(ctx, e.cfg.OPA, dir, modules...)
 	if err != nil {
 		return nil, err
 	}
