@@ -49,7 +49,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	gcPercent := fs.Int("gc-percent", 100, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection")
+	gcPercent := fs.Int("gc-percent", server.DefaultGCPercent, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection and more memory")
 	ui := fs.Bool("ui", false, "serve the live console at /ui/ on the listen address (docs/CONSOLE.md); a browser needs a tcp:// address")
 	floodGC := fs.Int("flood-gc-percent", 25, "GOGC while any run streams over 256 KiB of output, so memory stays flat through output floods (negative: never switch)")
 	if err := parse(fs, args, env); err != nil {

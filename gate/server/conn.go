@@ -20,7 +20,8 @@ import (
 // but not yet run.
 const maxAuthorized = 1024
 
-// decisionWorkers is how many decisions one connection evaluates at once.
+// decisionWorkers is how many decisions one connection evaluates at once
+// beside the one its reader may be deciding.
 const decisionWorkers = 2
 
 // closeGrace is how long a connection closed by the server's shutdown
@@ -28,16 +29,36 @@ const decisionWorkers = 2
 // closed anyway.
 const closeGrace = time.Second
 
-// conn is one WebSocket connection. Its reader goroutine (serve) decodes
-// frames and dispatches them; its writer goroutine owns every write;
-// decisions run on the connection's workers (queued in jobs) and runs in
-// goroutines bounded by runs, all sending through out.
+// conn is one WebSocket connection. Its goroutines, and what each owns:
+//
+//   - The reader (serve) reads frames and dispatches them. A decide that
+//     arrives while no other decision of the connection is in flight is
+//     decided on the reader itself, which then writes the reply: the
+//     common case (one call at a time) crosses no goroutine. A decide that
+//     arrives while one is in flight, or one of a tool whose decision may
+//     walk a directory tree (gate.Walks), is queued on jobs for the
+//     connection's decision workers, started at the first such decide, so
+//     that a slow decision does not hold up the frames behind it; while
+//     the reader decides, the frames behind it wait in the socket.
+//   - The workers (at most decisionWorkers) decide queued decides and
+//     write their replies themselves.
+//   - Runs run in goroutines of their own, bounded by runs. Their frames,
+//     and every reply that is not a decision, go through out to the
+//     writer goroutine, which also sends the pings.
+//
+// gorilla/websocket allows one writer at a time: every data frame is
+// written by write, under wmu, whichever goroutine writes it. Pings use
+// WriteControl, which may run beside it. The reader's and the workers'
+// replies therefore need no hand-off, and replies on one connection come
+// in no particular order (docs/protocol.md, "Ordering and concurrency").
 type conn struct {
 	s      *Server
 	ws     *websocket.Conn
 	ctx    context.Context
 	cancel context.CancelFunc
 	out    chan []byte
+	// writerDone is closed when the writer goroutine has returned.
+	writerDone chan struct{}
 
 	// stop is closed by shutdown: the writer then sends a close frame and
 	// closes the socket, which ends the reader. readDone is closed when the
@@ -46,9 +67,18 @@ type conn struct {
 	stopOnce sync.Once
 	readDone chan struct{}
 
+	// wmu is held while a data frame is written; dead is set, under it,
+	// once a write failed (the connection is then ending).
+	wmu  sync.Mutex
+	dead bool
+
 	// jobs queues decisions for the connection's workers; its capacity
-	// bounds the decisions in flight.
+	// bounds the decisions queued. inflight counts the decisions queued or
+	// being decided by the workers: the reader decides inline only when it
+	// is zero. workers is set by the reader when it starts the workers.
 	jobs     chan func()
+	inflight atomic.Int32
+	workers  bool
 	runs     chan struct{}
 	handlers sync.WaitGroup
 
@@ -85,32 +115,45 @@ func newConn(s *Server, ws *websocket.Conn) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &conn{
 		s: s, ws: ws, ctx: ctx, cancel: cancel,
-		out:      make(chan []byte, 64),
-		stop:     make(chan struct{}),
-		readDone: make(chan struct{}),
-		jobs:     make(chan func(), s.cfg.MaxInFlight),
-		runs:     make(chan struct{}, s.cfg.MaxRunsPerConn),
-		queries:  map[string]*query{},
+		out:        make(chan []byte, 64),
+		writerDone: make(chan struct{}),
+		stop:       make(chan struct{}),
+		readDone:   make(chan struct{}),
+		jobs:       make(chan func(), s.cfg.MaxInFlight),
+		runs:       make(chan struct{}, s.cfg.MaxRunsPerConn),
+		queries:    map[string]*query{},
 	}
 }
 
 // serve runs the reader loop until the connection ends, then stops the
-// handlers and the writer.
+// handlers and the writer. Its frame holds a stack ballast, as the
+// decision workers' do (see decisionWorker): the reader decides too.
 func (c *conn) serve() {
-	writerDone := make(chan struct{})
+	var ballast [stackBallast]byte
+	c.read()
+	runtime.KeepAlive(&ballast)
+	close(c.readDone)
+	c.cancel()
+	close(c.jobs)
+	c.handlers.Wait()
+	c.removeWorkspaces()
+	c.mu.Lock()
+	for _, q := range c.attached {
+		c.s.cli.detach(q)
+	}
+	c.attached = nil
+	c.mu.Unlock()
+	close(c.out)
+	<-c.writerDone
+	_ = c.ws.Close()
+}
+
+// read starts the writer and reads frames until the connection ends.
+func (c *conn) read() {
 	go func() {
-		defer close(writerDone)
+		defer close(c.writerDone)
 		c.writer()
 	}()
-	// Long-lived workers decide: Rego evaluation recurses deeply, and a
-	// goroutine per decision would grow a fresh stack every time.
-	for range decisionWorkers {
-		c.handlers.Add(1)
-		go func() {
-			defer c.handlers.Done()
-			decisionWorker(c.jobs)
-		}()
-	}
 	c.ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 	c.ws.SetPongHandler(func(string) error {
@@ -139,20 +182,6 @@ func (c *conn) serve() {
 		}
 		c.dispatch(data)
 	}
-	close(c.readDone)
-	c.cancel()
-	close(c.jobs)
-	c.handlers.Wait()
-	c.removeWorkspaces()
-	c.mu.Lock()
-	for _, q := range c.attached {
-		c.s.cli.detach(q)
-	}
-	c.attached = nil
-	c.mu.Unlock()
-	close(c.out)
-	<-writerDone
-	_ = c.ws.Close()
 }
 
 // writer writes queued frames and pings until out is closed, a write
@@ -162,7 +191,21 @@ func (c *conn) writer() {
 	defer ping.Stop()
 	for {
 		select {
+		case b, ok := <-c.out:
+			if !ok {
+				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
+				return
+			}
+			if !c.write(b) {
+				c.drain()
+				return
+			}
 		case <-c.stop:
+			// No data frame may follow the close frame: mark the
+			// connection dead for the reader's and the workers' writes.
+			c.wmu.Lock()
+			c.dead = true
+			c.wmu.Unlock()
 			_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "gatekeeper is shutting down"), time.Now().Add(time.Second))
 			t := time.NewTimer(closeGrace)
 			select {
@@ -171,24 +214,33 @@ func (c *conn) writer() {
 			}
 			t.Stop()
 			c.fail()
+			c.drain()
 			return
-		case b, ok := <-c.out:
-			if !ok {
-				_ = c.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseNormalClosure, ""), time.Now().Add(time.Second))
-				return
-			}
-			_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
-				c.fail()
-				return
-			}
 		case <-ping.C:
 			if err := c.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(5*time.Second)); err != nil {
 				c.fail()
+				c.drain()
 				return
 			}
 		}
 	}
+}
+
+// write writes one data frame, holding wmu; false when the connection is
+// dead. A failed write ends the connection: the reader then unwinds.
+func (c *conn) write(b []byte) bool {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.dead {
+		return false
+	}
+	_ = c.ws.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if err := c.ws.WriteMessage(websocket.TextMessage, b); err != nil {
+		c.dead = true
+		c.fail()
+		return false
+	}
+	return true
 }
 
 // shutdown ends the connection for the server's shutdown, promptly
@@ -206,11 +258,28 @@ func (c *conn) shutdown() {
 func (c *conn) fail() {
 	c.cancel()
 	_ = c.ws.Close()
-	for range c.out { // drain so senders never block
+}
+
+// drain empties out until it is closed, so that senders never block on a
+// connection whose writer has stopped.
+func (c *conn) drain() {
+	for range c.out {
 	}
 }
 
-// send queues a reply; it gives up when the connection is ending.
+// reply writes r from the calling goroutine (the reader or a decision
+// worker), without a hand-off to the writer.
+func (c *conn) reply(r wire.Reply) {
+	b, err := wire.Encode(r)
+	if err != nil {
+		c.s.log.Error("encode reply", "type", r.Type(), "err", err)
+		return
+	}
+	c.write(b)
+}
+
+// send queues a reply for the writer; it gives up when the connection is
+// ending.
 func (c *conn) send(r wire.Reply) {
 	b, err := wire.Encode(r)
 	if err != nil {
@@ -252,9 +321,16 @@ func (c *conn) dispatch(data []byte) {
 	case *wire.CloseQuery:
 		c.closeQuery(r)
 	case *wire.Decide:
+		if c.inflight.Load() == 0 && !gate.Walks(r.ToolName) {
+			c.decide(r)
+			return
+		}
+		c.startWorkers()
+		c.inflight.Add(1)
 		select {
-		case c.jobs <- func() { c.decide(r) }:
+		case c.jobs <- func() { defer c.inflight.Add(-1); c.decide(r) }:
 		default:
+			c.inflight.Add(-1)
 			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of requests in flight"})
 		}
 	case *wire.Run:
@@ -279,6 +355,23 @@ func (c *conn) startRun(r *wire.Run) {
 	}()
 }
 
+// startWorkers starts the decision workers, once; only the reader calls
+// it. Long-lived workers decide: Rego evaluation recurses deeply, and a
+// goroutine per decision would grow a fresh stack every time.
+func (c *conn) startWorkers() {
+	if c.workers {
+		return
+	}
+	c.workers = true
+	for range decisionWorkers {
+		c.handlers.Add(1)
+		go func() {
+			defer c.handlers.Done()
+			decisionWorker(c.jobs)
+		}()
+	}
+}
+
 // decisionWorker runs jobs until jobs is closed. Its frame holds a stack
 // ballast: the garbage collector shrinks a goroutine's stack when less than
 // a quarter of it is in use, which an idle worker's would be, and Rego's
@@ -292,25 +385,11 @@ func decisionWorker(jobs <-chan func()) {
 	runtime.KeepAlive(&ballast)
 }
 
-// stackBallast is sized for the stack one decision grows to.
-const stackBallast = 24 << 10
-
-// removeWorkspaces removes the workspaces of the connection's own queries
-// once it ended: such a query belongs to its connection. A Claude Code
-// session's query it attached to outlives it, and so does its workspace.
-func (c *conn) removeWorkspaces() {
-	c.mu.Lock()
-	ids := make([]string, 0, len(c.queries))
-	for id, q := range c.queries {
-		if !slices.Contains(c.attached, q) {
-			ids = append(ids, id)
-		}
-	}
-	c.mu.Unlock()
-	for _, id := range ids {
-		c.s.removeWorkspace(id)
-	}
-}
+// stackBallast keeps a deciding goroutine's stack from shrinking. One
+// decision of the built-in policy grows a stack to 64 KiB and some to
+// 128 KiB; the collector shrinks a 128 KiB stack when less than 32 KiB of
+// it is in use, so the ballast is more than that.
+const stackBallast = 40 << 10
 
 func (c *conn) query(id string) *query {
 	c.mu.Lock()
@@ -358,4 +437,21 @@ func (q *query) consume(toolUseID string) bool {
 	}
 	q.consumed = append(q.consumed, toolUseID)
 	return true
+}
+
+// removeWorkspaces removes the workspaces of the connection's own queries
+// once it ended: such a query belongs to its connection. A Claude Code
+// session's query it attached to outlives it, and so does its workspace.
+func (c *conn) removeWorkspaces() {
+	c.mu.Lock()
+	ids := make([]string, 0, len(c.queries))
+	for id, q := range c.queries {
+		if !slices.Contains(c.attached, q) {
+			ids = append(ids, id)
+		}
+	}
+	c.mu.Unlock()
+	for _, id := range ids {
+		c.s.removeWorkspace(id)
+	}
 }

@@ -107,14 +107,16 @@ func Call(r *wire.Decide) gate.Call {
 	return call
 }
 
+// decide decides r and writes the reply from the calling goroutine: the
+// reader or a decision worker.
 func (c *conn) decide(r *wire.Decide) {
 	q := c.query(r.QueryID)
 	if q == nil {
-		c.sendError(unknownQuery(r.ID, r.QueryID))
+		c.reply(*unknownQuery(r.ID, r.QueryID))
 		return
 	}
 	id, d := c.s.decide(c.ctx, q, c.client, Call(r))
-	c.send(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
+	c.reply(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
 }
 
 // decide is the one decision path of the sidecar, for the WebSocket and

@@ -49,6 +49,13 @@ type Auditor interface {
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
 
+// DefaultGCPercent is the collector's usual target (GOGC) for the sidecar.
+// Decisions allocate short-lived garbage, almost all of it in OPA's
+// evaluator; at Go's default of 100 the collector took a fifth of the
+// sidecar's CPU per decision, at 200 about half of that (BENCHMARKS.md),
+// for a few MiB more of heap. Output floods switch to FloodGCPercent.
+const DefaultGCPercent = 200
+
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
 // recent runs' output this way). ObserveRun is called from the run's
@@ -104,9 +111,10 @@ type Config struct {
 	// MaxInFlight bounds concurrent requests per connection (default 64);
 	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
 	MaxInFlight, MaxRunsPerConn int
-	// GCPercent is the collector's usual target (GOGC, default 100) and
-	// FloodGCPercent the lower one used while any run streams more than
-	// 256 KiB of output (default 25; negative disables the switch).
+	// GCPercent is the collector's usual target (GOGC, default
+	// DefaultGCPercent) and FloodGCPercent the lower one used while any run
+	// streams more than 256 KiB of output (default 25; negative disables
+	// the switch).
 	GCPercent, FloodGCPercent int
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
@@ -165,7 +173,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "dev"
 	}
 	if cfg.GCPercent <= 0 {
-		cfg.GCPercent = 100
+		cfg.GCPercent = DefaultGCPercent
 	}
 	if cfg.FloodGCPercent == 0 {
 		cfg.FloodGCPercent = 25
