@@ -112,6 +112,11 @@ func (c *conn) serve() {
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
+	c.mu.Lock()
+	c.s.queries.give(len(c.queries))
+	c.s.metrics.queries.Sub(float64(len(c.queries)))
+	clear(c.queries)
+	c.mu.Unlock()
 	close(c.out)
 	<-writerDone
 	_ = c.ws.Close()
@@ -195,7 +200,7 @@ func (c *conn) dispatch(data []byte) {
 		select {
 		case c.jobs <- func() { c.decide(r) }:
 		default:
-			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of requests in flight"})
+			c.sendError(c.s.tooManyRequests(r.ID, false))
 		}
 	case *wire.Run:
 		c.startRun(r)
@@ -208,7 +213,7 @@ func (c *conn) startRun(r *wire.Run) {
 	select {
 	case c.runs <- struct{}{}:
 	default:
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of runs in flight"})
+		c.sendError(c.s.tooManyRequests(r.ID, true))
 		return
 	}
 	c.handlers.Add(1)

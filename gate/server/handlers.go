@@ -13,7 +13,28 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
+// openQuery opens a query unless a cap on open queries is hit. It runs on
+// the reader goroutine, as closeQuery does, so the connection's count
+// cannot change between the check and the insert.
 func (c *conn) openQuery(r *wire.OpenQuery) {
+	c.mu.Lock()
+	open := len(c.queries)
+	c.mu.Unlock()
+	if open >= c.s.cfg.MaxQueriesPerConn {
+		c.sendError(c.s.tooManyQueries(r.ID, true))
+		return
+	}
+	if !c.s.queries.take() {
+		c.sendError(c.s.tooManyQueries(r.ID, false))
+		return
+	}
+	if !c.addQuery(r) {
+		c.s.queries.give(1)
+	}
+}
+
+// addQuery opens the query of r and answers r; false if it was refused.
+func (c *conn) addQuery(r *wire.OpenQuery) bool {
 	id := newID("q_")
 	q, err := c.s.cfg.Engine.OpenQuery(c.ctx, id, r.SandboxPolicy)
 	rec := audit.Record{Kind: audit.KindQuery, QueryID: id, Client: c.client, PolicyRevision: c.s.cfg.Engine.Revision()}
@@ -26,25 +47,27 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 			rec.Decision, rec.Rule, rec.Reason = gate.Deny, "override.rejected", oe.Error()+": "+fmt.Sprint(oe.Violations)
 			_ = c.s.cfg.Auditor.Write(rec)
 			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodePolicyOverrideRejected, Message: oe.Error(), Violations: oe.Violations})
-			return
+			return false
 		}
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
-		return
+		return false
 	}
 	eff, err := q.Effective(c.ctx)
 	if err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
-		return
+		return false
 	}
 	rec.Decision, rec.PolicyHash = gate.Allow, eff.Hash
 	if err := c.s.cfg.Auditor.Write(rec); err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "the audit log cannot be written, so no query is opened: " + err.Error()})
-		return
+		return false
 	}
 	c.mu.Lock()
 	c.queries[id] = &query{q: q}
 	c.mu.Unlock()
+	c.s.metrics.queries.Inc()
 	c.send(wire.QueryOpened{ID: r.ID, QueryID: id, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON})
+	return true
 }
 
 func (c *conn) closeQuery(r *wire.CloseQuery) {
@@ -56,6 +79,8 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
+	c.s.queries.give(1)
+	c.s.metrics.queries.Dec()
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
 

@@ -97,10 +97,17 @@ func TestGoldenSecondHello(t *testing.T) {
 	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, reply, err := c.ws.ReadMessage()
 	must(t, err)
+	checkGolden(t, "a_second_hello_is_refused.json", frame, reply)
+}
+
+// checkGolden compares a request frame and its reply with the golden file
+// testdata/golden/name (rewritten with -update).
+func checkGolden(t *testing.T, name, frame string, reply []byte) {
+	t.Helper()
 	in, err := json.Marshal(frame)
 	must(t, err)
 	got := fmt.Appendf(nil, "{\n  \"input\": %s,\n  \"output\": %s\n}\n", in, reply)
-	path := filepath.Join("testdata", "golden", "a_second_hello_is_refused.json")
+	path := filepath.Join("testdata", "golden", name)
 	if *update {
 		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		must(t, os.WriteFile(path, got, 0o644))

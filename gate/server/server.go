@@ -39,6 +39,7 @@ type Auditor interface {
 // DefaultMaxFrameBytes is the read limit when Config.MaxFrameBytes is zero:
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
+
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
 // recent runs' output this way). ObserveRun is called from the run's
@@ -84,9 +85,19 @@ type Config struct {
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
 	// with 1009. Zero means DefaultMaxFrameBytes.
 	MaxFrameBytes int64
-	// MaxInFlight bounds concurrent requests per connection (default 64);
-	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
+	// MaxInFlight bounds concurrent requests per connection
+	// (DefaultMaxInFlight); MaxRunsPerConn bounds concurrent runs per
+	// connection (DefaultMaxRunsPerConn). A request past either is answered
+	// with too_many_requests.
 	MaxInFlight, MaxRunsPerConn int
+	// MaxConns bounds the WebSocket connections served at once
+	// (DefaultMaxConns); an upgrade past it gets HTTP 503.
+	MaxConns int
+	// MaxQueriesPerConn bounds the queries open on one connection
+	// (DefaultMaxQueriesPerConn) and MaxQueries those open on all
+	// connections together (DefaultMaxQueries); an open_query past either
+	// is answered with too_many_queries.
+	MaxQueriesPerConn, MaxQueries int
 	// GCPercent is the collector's usual target (GOGC, default 100) and
 	// FloodGCPercent the lower one used while any run streams more than
 	// 256 KiB of output (default 25; negative disables the switch).
@@ -106,6 +117,8 @@ type Server struct {
 	upgrader websocket.Upgrader
 
 	floods floods
+	// connCount and queries count what MaxConns and MaxQueries bound.
+	connCount, queries capped
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -126,12 +139,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 64
-	}
-	if cfg.MaxRunsPerConn <= 0 {
-		cfg.MaxRunsPerConn = 4
-	}
+	applyLimitDefaults(&cfg)
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 20 * time.Second
 	}
@@ -152,6 +160,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
+	s.connCount.max, s.queries.max = int64(cfg.MaxConns), int64(cfg.MaxQueries)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
@@ -229,14 +238,20 @@ func (s *Server) authorized(next http.Handler) http.Handler {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if !s.connCount.take() {
+		s.refuseConn(w)
+		return
+	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.connCount.give(1)
 		return // the upgrader has answered
 	}
 	c := newConn(s, ws)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		s.connCount.give(1)
 		_ = ws.Close()
 		return
 	}
@@ -247,6 +262,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer s.wg.Done()
 		defer s.metrics.connections.Dec()
+		defer s.connCount.give(1)
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)

@@ -53,6 +53,8 @@ type options struct {
 	observer    server.RunObserver
 	ui          http.Handler
 	registry    *prometheus.Registry
+	// tune changes the server's Config last (the caps, say).
+	tune func(*server.Config)
 }
 
 func start(t testing.TB, o options) *harness {
@@ -77,11 +79,15 @@ func start(t testing.TB, o options) *harness {
 	}
 	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
 	must(t, err)
-	h.srv, err = server.New(server.Config{
+	cfg := server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet, DefaultImage: "img:test",
 		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry,
-	})
+	}
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
+	h.srv, err = server.New(cfg)
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)
