@@ -35,6 +35,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
 	maxRuns := fs.Int("max-runs", 4, "sandboxed runs at once; more wait in order")
 	caps := capFlags(fs)
+	debugEndpoints := fs.Bool("debug-endpoints", false, "serve Go's runtime profiles at /debug/pprof/ (goroutines, heap, CPU), behind the token")
 	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
@@ -77,6 +78,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC,
 	}
 	caps.apply(&cfg)
+	cfg.Debug = *debugEndpoints
 	var sandboxes *docker.Runner
 	var con *console.Console
 	if *ui {

@@ -34,8 +34,12 @@ type conn struct {
 	out    chan []byte
 
 	// jobs queues decisions for the connection's workers; its capacity
-	// bounds the decisions in flight.
-	jobs     chan func()
+	// bounds the decisions in flight. Workers start with the first job
+	// queued (at most decisionWorkers) and end after DecisionWorkerIdle
+	// without one: an idle connection holds none.
+	jobs      chan func()
+	workersMu sync.Mutex
+	workers   int
 	runs     chan struct{}
 	handlers sync.WaitGroup
 
@@ -80,15 +84,6 @@ func (c *conn) serve() {
 		defer close(writerDone)
 		c.writer()
 	}()
-	// Long-lived workers decide: Rego evaluation recurses deeply, and a
-	// goroutine per decision would grow a fresh stack every time.
-	for range decisionWorkers {
-		c.handlers.Add(1)
-		go func() {
-			defer c.handlers.Done()
-			decisionWorker(c.jobs)
-		}()
-	}
 	c.ws.SetReadLimit(c.s.cfg.MaxFrameBytes)
 	_ = c.ws.SetReadDeadline(time.Now().Add(c.s.cfg.ReadTimeout))
 	c.ws.SetPongHandler(func(string) error {
@@ -197,9 +192,7 @@ func (c *conn) dispatch(data []byte) {
 	case *wire.CloseQuery:
 		c.closeQuery(r)
 	case *wire.Decide:
-		select {
-		case c.jobs <- func() { c.decide(r) }:
-		default:
+		if !c.enqueue(func() { c.decide(r) }) {
 			c.sendError(c.s.tooManyRequests(r.ID, false))
 		}
 	case *wire.Run:
@@ -224,17 +217,64 @@ func (c *conn) startRun(r *wire.Run) {
 	}()
 }
 
-// decisionWorker runs jobs until jobs is closed. Its frame holds a stack
-// ballast: the garbage collector shrinks a goroutine's stack when less than
-// a quarter of it is in use, which an idle worker's would be, and Rego's
-// recursion then grows it again (copying it) on the next decision. The
-// ballast keeps enough of the stack in use that it stays grown.
-func decisionWorker(jobs <-chan func()) {
-	var ballast [stackBallast]byte
-	for job := range jobs {
-		job()
+// enqueue queues a decision, starting a worker if fewer than
+// decisionWorkers run; false when the connection has its maximum in
+// flight. Only the reader goroutine calls it, before it closes jobs.
+func (c *conn) enqueue(job func()) bool {
+	select {
+	case c.jobs <- job:
+	default:
+		return false
 	}
-	runtime.KeepAlive(&ballast)
+	c.workersMu.Lock()
+	defer c.workersMu.Unlock()
+	if c.workers < decisionWorkers {
+		c.workers++
+		c.handlers.Add(1)
+		go c.decisionWorker()
+	}
+	return true
+}
+
+// decisionWorker runs jobs until jobs is closed, or until none came for
+// DecisionWorkerIdle. Long-lived workers decide because Rego evaluation
+// recurses deeply, and a goroutine per decision would grow a fresh stack
+// every time. Its frame holds a stack ballast: the garbage collector
+// shrinks a goroutine's stack when less than a quarter of it is in use,
+// which a waiting worker's would be, and Rego's recursion then grows it
+// again (copying it) on the next decision. The ballast keeps enough of the
+// stack in use that it stays grown while the connection is busy; an idle
+// one gives the whole stack back when its workers end.
+func (c *conn) decisionWorker() {
+	defer c.handlers.Done()
+	c.s.metrics.workers.Inc()
+	defer c.s.metrics.workers.Dec()
+	var ballast [stackBallast]byte
+	defer runtime.KeepAlive(&ballast)
+	idle := time.NewTimer(c.s.cfg.DecisionWorkerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case job, ok := <-c.jobs:
+			if !ok {
+				return
+			}
+			job()
+			idle.Reset(c.s.cfg.DecisionWorkerIdle)
+		case <-idle.C:
+			// A job queued before this check is seen here; one queued
+			// after it finds the count lowered and starts a worker.
+			c.workersMu.Lock()
+			if len(c.jobs) > 0 {
+				c.workersMu.Unlock()
+				idle.Reset(c.s.cfg.DecisionWorkerIdle)
+				continue
+			}
+			c.workers--
+			c.workersMu.Unlock()
+			return
+		}
+	}
 }
 
 // stackBallast is sized for the stack one decision grows to.

@@ -192,3 +192,35 @@ func TestGoldenTooManyQueries(t *testing.T) {
 	must(t, err)
 	checkGolden(t, "an_open_query_past_the_cap_is_refused.json", frame, reply)
 }
+
+// TestIdleConnectionsHoldNoDecisionWorkers: the soak's 1,000 idle
+// connections cost the sidecar 74 KiB each, most of it the two decision
+// workers every connection started at once, each holding a stack grown
+// for Rego. Workers now start with a connection's first decision and end
+// when it has been idle a while; a decision after that starts one again.
+func TestIdleConnectionsHoldNoDecisionWorkers(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{tune: func(c *server.Config) { c.DecisionWorkerIdle = 20 * time.Millisecond }})
+	clients := make([]*client, 20)
+	for i := range clients {
+		clients[i] = h.connect(t)
+		clients[i].open("")
+	}
+	if got := h.metric(t, "gatekeeper_decision_workers"); got != "0" {
+		t.Fatalf("%s decision workers with 20 connections that decided nothing, want 0", got)
+	}
+	c := clients[0]
+	q := c.open("")
+	for round := range 3 {
+		if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
+			t.Fatalf("round %d: %v", round, d)
+		}
+		// The worker ends once idle; poll, as its end is the server's to time.
+		for i := 0; h.metric(t, "gatekeeper_decision_workers") != "0"; i++ {
+			if i == 500 {
+				t.Fatalf("round %d: the decision worker of an idle connection did not end", round)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}

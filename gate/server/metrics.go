@@ -13,6 +13,7 @@ type metrics struct {
 	runs        *prometheus.CounterVec
 	queries     prometheus.Gauge
 	refusals    *prometheus.CounterVec
+	workers     prometheus.Gauge
 }
 
 // newMetrics registers the server's collectors on reg (a new registry when
@@ -43,8 +44,11 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_limit_refusals_total", Help: "Connections and requests refused because a cap was hit, by cap.",
 		}, []string{"limit"}),
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatekeeper_decision_workers", Help: "Decision workers running, on all connections (an idle connection has none).",
+		}),
 	}
-	m.reg.MustRegister(m.decisions, m.latency, m.connections, m.runs, m.queries, m.refusals,
+	m.reg.MustRegister(m.decisions, m.latency, m.connections, m.runs, m.queries, m.refusals, m.workers,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

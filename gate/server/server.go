@@ -80,6 +80,9 @@ type Config struct {
 	// UI, when set, is served under /ui/ (the live console); it does its
 	// own authentication.
 	UI http.Handler
+	// Debug serves Go's runtime profiles under /debug/pprof/, behind the
+	// token (goroutine dumps, heap and CPU profiles).
+	Debug bool
 	// Version is reported in welcome ("gatekeeper/<Version>").
 	Version string
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
@@ -102,6 +105,10 @@ type Config struct {
 	// FloodGCPercent the lower one used while any run streams more than
 	// 256 KiB of output (default 25; negative disables the switch).
 	GCPercent, FloodGCPercent int
+	// DecisionWorkerIdle is how long a connection's decision worker waits
+	// for a decision before it ends (default 10s): an idle connection holds
+	// no worker, nor its stack.
+	DecisionWorkerIdle time.Duration
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
@@ -143,6 +150,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 20 * time.Second
 	}
+	if cfg.DecisionWorkerIdle <= 0 {
+		cfg.DecisionWorkerIdle = 10 * time.Second
+	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 60 * time.Second
 	}
@@ -176,6 +186,9 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
+	if s.cfg.Debug {
+		mux.Handle("GET /debug/pprof/", s.authorized(debugHandler()))
+	}
 	if s.cfg.UI != nil {
 		mux.Handle("/ui/", s.cfg.UI)
 		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
