@@ -160,11 +160,9 @@ func (c *conn) run(r *wire.Run) {
 		deny(d.Rule, d.Reason)
 		return
 	}
-	eff, err := q.q.Effective(c.ctx)
-	if err != nil {
-		deny(gate.RuleError, err.Error())
-		return
-	}
+	// The run runs under the policy that allowed it, even if a reload
+	// came between the decision and here.
+	eff := d.Effective
 	timeout := eff.Policy.Sandbox.Proc.Timeout.Std()
 	if r.TimeoutMS != nil {
 		asked := time.Duration(*r.TimeoutMS) * time.Millisecond
