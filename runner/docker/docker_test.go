@@ -564,3 +564,36 @@ func TestNetworkContainerSettings(t *testing.T) {
 		t.Errorf("after close: firewall %v, %d networks removed; want none left", fw.installed, f.count("NetworkRemove"))
 	}
 }
+
+// TestRemovalsTheEngineRefusedAreRetried: the soak restarted the engine
+// under a networked run, whose container and network removals failed
+// while the engine was down; the network stayed behind for good. Failed
+// removals are now retried, the container before its network, until they
+// succeed.
+func TestRemovalsTheEngineRefusedAreRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	f.failRemovals = 2 // the run's own two
+	r := newFakeNetRunner(t, f, &fakeFirewall{})
+	r.retry.min, r.retry.max = 5*time.Millisecond, 20*time.Millisecond
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"pypi.org"}}
+	if _, err := r.Run(t.Context(), spec); err == nil {
+		t.Fatal("the fake engine starts no container, yet Run succeeded")
+	}
+	for i := 0; r.retry.count() > 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%v removals still pending", r.retry.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.mu.Lock()
+	removed := slices.Clone(f.removed)
+	f.mu.Unlock()
+	if len(removed) != 2 || removed[0] != "c0ffee" || !strings.HasPrefix(removed[1], "net-gatekeeper-unit-") {
+		t.Fatalf("removed %v, want the container, then its network", removed)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

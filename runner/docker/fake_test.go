@@ -23,7 +23,22 @@ type fakeEngine struct {
 	runtimes []string
 	hasFile  map[string]bool // paths ContainerStatPath finds
 	created  []*container.HostConfig
-	removed  []string
+	removed  []string // containers and networks removed, in order
+	// failRemovals is how many removals (of containers or networks) fail,
+	// as they do while the engine restarts, before they succeed.
+	failRemovals int
+}
+
+// removal counts a removal of id, failing while failRemovals lasts.
+func (f *fakeEngine) removal(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRemovals > 0 {
+		f.failRemovals--
+		return cerrdefs.ErrUnavailable.WithMessage("Cannot connect to the Docker daemon")
+	}
+	f.removed = append(f.removed, id)
+	return nil
 }
 
 func newFake(runtimes ...string) *fakeEngine {
@@ -111,10 +126,7 @@ func (f *fakeEngine) ContainerStats(context.Context, string, bool) (container.St
 
 func (f *fakeEngine) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
 	f.called("ContainerRemove")
-	f.mu.Lock()
-	f.removed = append(f.removed, id)
-	f.mu.Unlock()
-	return nil
+	return f.removal(id)
 }
 
 func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
@@ -135,10 +147,7 @@ func (f *fakeEngine) NetworkInspect(_ context.Context, id string, _ network.Insp
 
 func (f *fakeEngine) NetworkRemove(_ context.Context, id string) error {
 	f.called("NetworkRemove")
-	f.mu.Lock()
-	f.removed = append(f.removed, id)
-	f.mu.Unlock()
-	return nil
+	return f.removal(id)
 }
 
 func (f *fakeEngine) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {

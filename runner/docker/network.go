@@ -199,7 +199,8 @@ func (sn *sandboxNet) close() {
 	}
 	if sn.netID != "" {
 		if err := sn.r.cli.NetworkRemove(ctx, sn.netID); err != nil && !cerrdefs.IsNotFound(err) {
-			sn.r.log.Error("remove sandbox network", "network", sn.name, "err", err)
+			sn.r.log.Warn("remove sandbox network; retrying in the background", "network", sn.name, "err", err)
+			sn.r.retry.add(true, sn.netID)
 		}
 	}
 }

@@ -49,6 +49,10 @@ var imagePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr
 // message). A missing image is the engine's NotFound error
 // (cerrdefs.IsNotFound).
 //
+// A removal that fails (the engine restarting or unreachable) is tried
+// again in the background, containers before networks, until it succeeds;
+// Close tries once more.
+//
 // Once the container started, Run returns a Result and a nil error (unless
 // the engine fails while Run watches the container): the program ended
 // (Exited, or OOMKilled when the memory limit killed it), the timeout
@@ -158,11 +162,16 @@ func (r *Runner) removeLater(id string) {
 	r.removals.Go(func() { r.remove(id) })
 }
 
-// remove force-removes the container with a fresh context.
+// remove force-removes the container with a fresh context. A removal
+// that fails (the engine restarting, say) is retried in the background
+// until the container is gone.
 func (r *Runner) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_ = r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.log.Warn("remove sandbox container; retrying in the background", "container", short(id), "err", err)
+		r.retry.add(false, id)
+	}
 }
 
 // kill sends SIGKILL to the container with a fresh context; a container
