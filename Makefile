@@ -5,6 +5,7 @@
 #   make test-console  the live console in headless Chromium (walkthroughs/console)
 #   make screenshot    regenerate docs/console.png, the README's picture of the console
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
+#   make soak          the soak and fault suite, long profile (writes RELIABILITY.md's figures); SOAK_SESSIONS, SOAK_SECONDS scale it
 #   make build         build bin/gatekeeper
 
 SHELL := /bin/bash
@@ -14,7 +15,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image chromium test test-go test-fuzz test-ts walkthroughs test-console screenshot demo bench clean
+.PHONY: all build engine image chromium test test-go test-fuzz test-ts walkthroughs test-console test-soak screenshot demo bench soak clean
 
 all: build
 
@@ -29,7 +30,7 @@ engine:
 image: build engine
 	$(BIN) image build
 
-test: build engine image test-go test-fuzz test-ts walkthroughs test-console
+test: build engine image test-go test-fuzz test-ts walkthroughs test-console test-soak
 	@echo "make test: all suites passed"
 
 test-go:
@@ -63,5 +64,14 @@ demo: build engine image
 bench: build engine image
 	scripts/bench
 
+# The soak and fault suite (bench/soak) against a Docker engine of its own: load, faults, accounting.
+# The long profile writes bench/soak/results.json, bench/soak/timeline.svg and RELIABILITY.md's figures.
+soak: build engine image
+	scripts/soak -profile long -out bench/soak -reliability-md RELIABILITY.md
+
+# Its short profile (a few minutes), part of make test; its report stays in bench/soak/out.
+test-soak: build engine image
+	scripts/soak -profile short
+
 clean:
-	rm -rf bin ts-client/dist bench/out
+	rm -rf bin ts-client/dist bench/out bench/soak/out
