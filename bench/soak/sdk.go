@@ -39,10 +39,10 @@ type SDKError struct {
 
 // SDKResult is what a batch of SDK sessions did.
 type SDKResult struct {
-	Queries int       `json:"queries"`
-	Calls   []SDKCall `json:"calls"`
+	Queries int        `json:"queries"`
+	Calls   []SDKCall  `json:"calls"`
 	Errors  []SDKError `json:"errors"`
-	Err     string    `json:"-"` // the batch itself failed
+	Err     string     `json:"-"` // the batch itself failed
 }
 
 // sdkRun is a batch of SDK sessions running in node.

@@ -138,10 +138,10 @@ type Session struct {
 	// NoNet, while set, keeps a runner from starting networked runs.
 	NoNet *atomic.Bool
 	rnd   *rand.Rand
-	conn   *Conn
-	query  string // the open query
-	netQ   string // a runner's networked query
-	n      int    // calls made
+	conn  *Conn
+	query string // the open query
+	netQ  string // a runner's networked query
+	n     int    // calls made
 }
 
 // Client is the session's client name in hello and the audit log.

@@ -210,7 +210,9 @@ func expectRun(f Frame, reason string, code int, ok bool, what string) string {
 }
 
 // pickRun draws a run kind by weight.
-func pickRun(r *rand.Rand) *RunKind { return weighted(r, Runs, func(k *RunKind) int { return k.Weight }) }
+func pickRun(r *rand.Rand) *RunKind {
+	return weighted(r, Runs, func(k *RunKind) int { return k.Weight })
+}
 
 // Overrides are the sandbox overrides the sessions open their queries
 // with; nil is none.
