@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"runtime"
 	"slices"
@@ -59,10 +60,21 @@ type conn struct {
 type query struct {
 	q *gate.Query
 	// authorized holds tool_use_ids allowed for the sandbox tool and not yet
-	// run, in the order they were allowed.
+	// run, in the order they were allowed, as useKeys: a query remembers
+	// at most 2*maxAuthorized of them, 16 bytes each however long the ids.
 	mu         sync.Mutex
-	authorized []string
-	consumed   []string // ids that ran, most recent last
+	authorized []useKey
+	consumed   []useKey // ids that ran, most recent last
+}
+
+// useKey stands for a tool_use_id in a query's memory: the first 16 bytes
+// of its SHA-256. A tool_use_id may be as long as a frame; a query keeps
+// thousands of them.
+type useKey [16]byte
+
+func keyOf(toolUseID string) useKey {
+	sum := sha256.Sum256([]byte(toolUseID))
+	return useKey(sum[:16])
 }
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
@@ -296,22 +308,24 @@ func newID(prefix string) string { return prefix + uuid.NewString() }
 // asks twice for one call (PreToolUse, then canUseTool): that is still one
 // run, and an id that already ran is never authorized again.
 func (q *query) authorize(toolUseID string) {
+	k := keyOf(toolUseID)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if slices.Contains(q.authorized, toolUseID) || slices.Contains(q.consumed, toolUseID) {
+	if slices.Contains(q.authorized, k) || slices.Contains(q.consumed, k) {
 		return
 	}
 	if len(q.authorized) >= maxAuthorized {
 		q.authorized = q.authorized[1:]
 	}
-	q.authorized = append(q.authorized, toolUseID)
+	q.authorized = append(q.authorized, k)
 }
 
 // consume removes toolUseID from the authorized list; false if absent.
 func (q *query) consume(toolUseID string) bool {
+	k := keyOf(toolUseID)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	i := slices.Index(q.authorized, toolUseID)
+	i := slices.Index(q.authorized, k)
 	if i < 0 {
 		return false
 	}
@@ -319,6 +333,6 @@ func (q *query) consume(toolUseID string) bool {
 	if len(q.consumed) >= maxAuthorized {
 		q.consumed = q.consumed[1:]
 	}
-	q.consumed = append(q.consumed, toolUseID)
+	q.consumed = append(q.consumed, k)
 	return true
 }
