@@ -37,8 +37,8 @@ func (r *Results) Chart() []byte {
 	ly0, ly1 := float64(top), float64(top+plotH)
 	my0, my1 := ly1+gap, ly1+gap+plotH
 
-	// Fault windows, shaded across both panels, named above the top one.
-	for i, win := range r.Windows {
+	// Fault windows, shaded across both panels, named up the top one.
+	for _, win := range r.Windows {
 		a, z := xOf(win.Start.Sub(r.begin).Seconds()), xOf(win.End.Sub(r.begin).Seconds())
 		fill := "#fdebd0"
 		if strings.HasPrefix(win.Name, "bad: ") {
@@ -48,7 +48,7 @@ func (r *Results) Chart() []byte {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"/>`+"\n", a, p[0], math.Max(z-a, 1.5), p[1]-p[0], fill)
 		}
 		name := strings.TrimPrefix(win.Name, "bad: ")
-		fmt.Fprintf(&b, `<text transform="translate(%.1f %.1f) rotate(-30)" font-size="10" fill="#7d5a29">%s</text>`+"\n", a+2, ly0-4-float64(i%2)*10, esc(name))
+		fmt.Fprintf(&b, `<text transform="translate(%.1f %.1f) rotate(-90)" font-size="10" fill="#7d5a29">%s</text>`+"\n", a+10, ly1-4, esc(name))
 	}
 
 	// Latency per 5 s bucket.
