@@ -99,7 +99,7 @@ func (s *soak) idleConns(ctx context.Context, res *BadResult) {
 	// Then past the cap: one more at a time until one is refused.
 	var refused *HTTPError
 	extra := 0
-	for ; extra < 1100 && refused == nil; extra++ {
+	for ; extra < s.maxConns() && refused == nil; extra++ {
 		c, err := d.Dial(ctx, "soak-idle")
 		if err == nil {
 			conns = append(conns, c)
@@ -112,7 +112,7 @@ func (s *soak) idleConns(ctx context.Context, res *BadResult) {
 	}
 	res.Tried += extra
 	s.check(f, "a connection past --max-conns is refused with 503 and a body naming the cap",
-		refused != nil && refused.Status == http.StatusServiceUnavailable && strings.Contains(refused.Body, "--max-conns"),
+		refused != nil && refused.Status == http.StatusServiceUnavailable && strings.Contains(refused.Body, fmt.Sprintf("maximum of %d connections (--max-conns)", s.maxConns())),
 		"after %d more: %v", extra, refused)
 	// Idle means idle: a ping answered now and then keeps them open.
 	sleep(ctx, 5*time.Second)

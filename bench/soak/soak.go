@@ -285,6 +285,9 @@ func (s *soak) setup(ctx context.Context) (func(), error) {
 		"--audit-max-bytes", fmt.Sprint(s.cfg.AuditMaxBytes), "--audit-compress",
 		"--audit-head", s.headFile, "--audit-head-interval", "2s",
 		"--instance", instance, "--watch-interval", "500ms", "--pool-size", "2", "--max-runs", "4",
+		// Room for the idle connections and everyone else; past it the
+		// idle client's extra connections find the cap.
+		"--max-conns", fmt.Sprint(s.maxConns()),
 		"--debug-endpoints", "--log-level", "info")
 	env := []string{"DOCKER_HOST=" + eng.Host(), "HOME=" + s.world.Home}
 	s.log.Info("soak: starting the sidecar")
@@ -304,6 +307,11 @@ func (s *soak) setup(ctx context.Context) (func(), error) {
 	})
 	return cleanup, nil
 }
+
+// maxConns is the sidecar's --max-conns: the idle connections, the load's
+// and SDK sessions' connections, and a margin for probes and the
+// misbehaving clients that come and go.
+func (s *soak) maxConns() int { return s.cfg.IdleConns + s.cfg.Sessions + 2*s.cfg.SDKSessions + 16 }
 
 // run runs the load and the faults, then accounts for everything.
 func (s *soak) run(ctx context.Context) (*Results, error) {
