@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -64,7 +63,7 @@ func StartEngine(ctx context.Context, name, state, run string, log *slog.Logger)
 	e.Socket = filepath.Join(execRoot, "docker.sock")
 	e.logf = filepath.Join(data, "dockerd.log")
 	cfg := map[string]any{}
-	if runsc, err := lookPath("runsc"); err == nil {
+	if runsc, err := exec.LookPath("runsc"); err == nil {
 		cfg["runtimes"] = map[string]any{"runsc": map[string]string{"path": runsc}}
 	}
 	cfgFile := filepath.Join(data, "daemon.json")
@@ -72,10 +71,10 @@ func StartEngine(ctx context.Context, name, state, run string, log *slog.Logger)
 	if err := os.WriteFile(cfgFile, b, 0o600); err != nil {
 		return nil, err
 	}
-	if out, err := exec_(ctx, "ip", "netns", "add", name); err != nil {
+	if out, err := runCmd(ctx, "ip", "netns", "add", name); err != nil {
 		return nil, fmt.Errorf("ip netns add %s: %w: %s", name, err, out)
 	}
-	if out, err := exec_(ctx, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
+	if out, err := runCmd(ctx, "ip", "-n", name, "link", "set", "lo", "up"); err != nil {
 		e.Close()
 		return nil, fmt.Errorf("loopback up in %s: %w: %s", name, err, out)
 	}
@@ -163,7 +162,7 @@ func (e *Engine) Close() {
 			e.log.Warn("remove the soak engine's directory", "dir", d, "err", err)
 		}
 	}
-	if out, err := exec_(context.Background(), "ip", "netns", "del", e.Name); err != nil {
+	if out, err := runCmd(context.Background(), "ip", "netns", "del", e.Name); err != nil {
 		e.log.Warn("remove the soak engine's network namespace", "netns", e.Name, "err", err, "output", out)
 	}
 }
@@ -248,7 +247,7 @@ func (e *Engine) Leftovers(ctx context.Context, instance string) (Leftovers, err
 		l.Networks = append(l.Networks, n.ID)
 	}
 	for _, save := range []string{"iptables-save", "ip6tables-save"} {
-		out, err := exec_(ctx, e.InNetns(save)...)
+		out, err := runCmd(ctx, e.InNetns(save)...)
 		if err != nil {
 			return l, fmt.Errorf("%s in %s: %w: %s", save, e.Name, err, out)
 		}
@@ -297,24 +296,10 @@ func (e *Engine) AllContainers(ctx context.Context) (int, error) {
 	return len(cs), err
 }
 
-// HasImage reports whether ref is in the engine.
-func (e *Engine) HasImage(ctx context.Context, ref string) bool {
-	_, err := e.cli.ImageInspect(ctx, ref)
-	return err == nil
-}
-
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
 
-// exec_ runs a command and returns its combined output.
-func exec_(ctx context.Context, argv ...string) (string, error) {
+// runCmd runs a command and returns its combined output.
+func runCmd(ctx context.Context, argv ...string) (string, error) {
 	out, err := exec.CommandContext(ctx, argv[0], argv[1:]...).CombinedOutput()
 	return string(out), err
-}
-
-func lookPath(name string) (string, error) {
-	p, err := exec.LookPath(name)
-	if err != nil {
-		return "", errors.New(name + " not found")
-	}
-	return p, nil
 }

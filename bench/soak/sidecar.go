@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,16 +195,4 @@ func (s *Sidecar) Sample(ctx context.Context) (Sample, error) {
 		HeapInuse: m["go_memstats_heap_inuse_bytes"], HeapAlloc: m["go_memstats_heap_alloc_bytes"], Conns: m["gatekeeper_connections_open"],
 		Queries: m["gatekeeper_queries_open"], Warm: m["gatekeeper_pool_warm_containers"],
 	}, nil
-}
-
-// auditFiles is the audit set's directory listing, for the report.
-func auditFiles(dir string) []string {
-	ents, _ := os.ReadDir(dir)
-	var out []string
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), "audit.jsonl") && !strings.HasSuffix(e.Name(), ".lock") {
-			out = append(out, filepath.Join(dir, e.Name()))
-		}
-	}
-	return out
 }

@@ -17,7 +17,6 @@ package soak
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -466,6 +465,3 @@ func writeAtomic(path, content string) error {
 	}
 	return os.Rename(tmp, path)
 }
-
-// errSkipped marks a phase that could not run.
-var errSkipped = errors.New("skipped")
