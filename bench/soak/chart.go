@@ -202,3 +202,26 @@ func niceCeil(v float64) float64 {
 }
 
 func esc(s string) string { return html.EscapeString(s) }
+
+// LatencyChart draws the load sessions' decision latency during each
+// fault against the quiet stretches, as cumulative curves
+// (bench.RenderChart): the engine and sidecar faults in one panel, the
+// others in a second.
+func (r *Results) LatencyChart() []byte {
+	colors := []string{"#c0392b", "#e67e22", "#8e44ad", "#16a085", "#2980b9", "#7f8c8d", "#d35400"}
+	quiet := r.Phases[0].Name
+	panel := func(title string, names func(string) bool) bench.ChartPanel {
+		p := bench.ChartPanel{Title: title, Series: []bench.ChartSeries{{Name: "quiet", Color: "#222222", Dashed: true, Samples: r.byPhase[quiet]}}}
+		for _, ph := range r.Phases[1:] {
+			if names(ph.Name) {
+				p.Series = append(p.Series, bench.ChartSeries{Name: strings.TrimPrefix(ph.Name, "bad: "), Color: colors[(len(p.Series)-1)%len(colors)], Samples: r.byPhase[ph.Name]})
+			}
+		}
+		return p
+	}
+	bad := func(n string) bool { return strings.HasPrefix(n, "bad: ") }
+	return bench.RenderChart(fmt.Sprintf("decision latency of the other sessions, by fault (%s profile, %s)", r.Profile, r.Generated), []bench.ChartPanel{
+		panel("engine, sidecar, disk and policy faults", func(n string) bool { return !bad(n) }),
+		panel("misbehaving clients", bad),
+	})
+}

@@ -51,6 +51,7 @@ type Results struct {
 	Timeline    []Sample       `json:"timeline"`
 	begin       time.Time
 	samples     []Record
+	byPhase     map[string][]time.Duration // decision latencies, by phase name
 }
 
 // Failed lists the checks that failed.
@@ -101,7 +102,7 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 			res.RunOutcomes["error: "+r.Reply.Code]++
 		}
 	}
-	res.Phases = s.phases(recs, end)
+	res.Phases, res.byPhase = s.phases(recs, end)
 	res.Checks, res.Notes = s.checks, s.notes
 	return res, nil
 }
@@ -109,7 +110,7 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 // phases computes the load sessions' decision latency in the quiet
 // stretches and in each fault's window, and checks each fault's p99
 // against the quiet p99.
-func (s *soak) phases(recs []Record, end time.Time) []Phase {
+func (s *soak) phases(recs []Record, end time.Time) ([]Phase, map[string][]time.Duration) {
 	var quiet []time.Duration
 	var quietSpan time.Duration
 	in := map[string][]time.Duration{}
@@ -154,7 +155,8 @@ func (s *soak) phases(recs []Record, end time.Time) []Phase {
 		}
 		out = append(out, p)
 	}
-	return out
+	in[q.Name] = quiet
+	return out, in
 }
 
 // machine describes the machine the run was on.
@@ -191,6 +193,9 @@ func (s *soak) writeReport(res *Results) error {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(s.cfg.Out, "timeline.svg"), res.Chart(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(s.cfg.Out, "latency.svg"), res.LatencyChart(), 0o644); err != nil {
 		return err
 	}
 	if s.cfg.Report == "" {
@@ -274,6 +279,7 @@ func (r *Results) Markdown() string {
 		}
 	}
 	b.WriteString("\n![Decision latency, sidecar memory and goroutines over the run, faults shaded](bench/soak/timeline.svg)\n")
+	b.WriteString("\n![The other sessions' decision latency during each fault, against the quiet stretches](bench/soak/latency.svg)\n")
 	return b.String()
 }
 
