@@ -148,9 +148,10 @@ func (s *soak) engineRestart(ctx context.Context) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		l, err := s.engine.Leftovers(ctx, instance)
-		if err == nil && len(l.Networks) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
-			s.check(wEngineRestart, "no sandbox network is left to be deleted when the engine stops (moby#45057)", err == nil && len(l.Networks) == 0,
-				"%d networks (%v)", len(l.Networks), err)
+		runs := s.netRuns.Load()
+		if err == nil && runs == 0 && len(l.Networks) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			s.check(wEngineRestart, "no networked run under way and no sandbox network left to be deleted when the engine stops (moby#45057)",
+				err == nil && runs == 0 && len(l.Networks) == 0, "%d networked runs, %d networks (%v)", runs, len(l.Networks), err)
 			break
 		}
 		sleep(ctx, 250*time.Millisecond)

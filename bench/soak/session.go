@@ -135,13 +135,15 @@ type Session struct {
 	World  World
 	Rec    *Recorder
 	Gate   *Gate
-	// NoNet, while set, keeps a runner from starting networked runs.
-	NoNet *atomic.Bool
-	rnd   *rand.Rand
-	conn  *Conn
-	query string // the open query
-	netQ  string // a runner's networked query
-	n     int    // calls made
+	// NoNet, while set, keeps a runner from starting networked runs;
+	// NetRuns counts the networked runs under way (see netRun).
+	NoNet   *atomic.Bool
+	NetRuns *atomic.Int64
+	rnd     *rand.Rand
+	conn    *Conn
+	query   string // the open query
+	netQ    string // a runner's networked query
+	n       int    // calls made
 }
 
 // Client is the session's client name in hello and the audit log.
@@ -285,8 +287,11 @@ func (s *Session) decideOnce(ctx context.Context) {
 func (s *Session) runOnce(ctx context.Context) {
 	s.n++
 	k := pickRun(s.rnd)
-	for k.Net && s.NoNet != nil && s.NoNet.Load() {
+	for k.Net && !s.netRun() {
 		k = pickRun(s.rnd)
+	}
+	if k.Net {
+		defer s.NetRuns.Add(-1)
 	}
 	q := s.query
 	if k.Net {
@@ -309,6 +314,22 @@ func (s *Session) runOnce(ctx context.Context) {
 		s.request(ctx, "run", k.Name, frame, runBound)
 	}
 	sleep(ctx, time.Duration(50+s.rnd.IntN(150))*time.Millisecond)
+}
+
+// netRun counts a networked run about to start and reports true, unless
+// networked runs are held back. It counts first and checks second, so that
+// once the orchestrator has set NoNet and then seen NetRuns at zero, no
+// networked run starts.
+func (s *Session) netRun() bool {
+	if s.NoNet == nil {
+		return true
+	}
+	s.NetRuns.Add(1)
+	if s.NoNet.Load() {
+		s.NetRuns.Add(-1)
+		return false
+	}
+	return true
 }
 
 func sleep(ctx context.Context, d time.Duration) {

@@ -132,7 +132,8 @@ type soak struct {
 	headFile string
 	rec      *Recorder
 	gate     *Gate
-	noNet    atomic.Bool // holds networked runs back (see engineRestart)
+	noNet    atomic.Bool  // holds networked runs back (see engineRestart)
+	netRuns  atomic.Int64 // networked runs under way
 	sessions []*Session
 
 	mu        sync.Mutex
@@ -334,7 +335,7 @@ func (s *soak) run(ctx context.Context) (*Results, error) {
 	var wg sync.WaitGroup
 	nRunners := max(2, s.cfg.Sessions/3)
 	for i := range s.cfg.Sessions {
-		ss := &Session{ID: i + 1, Runner: i < nRunners, Dialer: s.sidecar.Dialer(), World: s.world, Rec: s.rec, Gate: s.gate, NoNet: &s.noNet}
+		ss := &Session{ID: i + 1, Runner: i < nRunners, Dialer: s.sidecar.Dialer(), World: s.world, Rec: s.rec, Gate: s.gate, NoNet: &s.noNet, NetRuns: &s.netRuns}
 		s.sessions = append(s.sessions, ss)
 		wg.Go(func() { ss.Run(load) })
 	}
