@@ -75,6 +75,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -121,6 +122,7 @@ type engine interface {
 	NetworkInspect(ctx context.Context, id string, opts network.InspectOptions) (network.Inspect, error)
 	NetworkRemove(ctx context.Context, id string) error
 	NetworkList(ctx context.Context, opts network.ListOptions) ([]network.Summary, error)
+	Events(ctx context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error)
 	DaemonHost() string
 }
 

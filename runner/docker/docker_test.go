@@ -18,6 +18,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
@@ -595,5 +596,37 @@ func TestRemovalsTheEngineRefusedAreRetried(t *testing.T) {
 	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAn137IsCheckedAgainstTheEngineOOMEvents: the soak's memory bombs
+// now and then came back "exited" with 137 instead of "oom_killed": under
+// load the runtime reported the exit before the OOM, and Docker 20.10
+// then logs the oom event but leaves the container's OOMKilled false. A
+// 137 the runner did not cause is checked against the event log.
+func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
+	t.Parallel()
+	oom := func(id string) events.Message {
+		return events.Message{Type: events.ContainerEventType, Action: events.ActionOOM, Actor: events.Actor{ID: id}}
+	}
+	tests := []struct {
+		name   string
+		events []events.Message
+		want   bool
+	}{
+		{"an oom event of the container is an OOM kill", []events.Message{oom("c0ffee")}, true},
+		{"no event is not", nil, false},
+		{"an oom event of another container is not", []events.Message{oom("bad1dea")}, false},
+	}
+	for _, tc := range tests {
+		f := newFake("runc")
+		f.events = tc.events
+		r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test"}, f, func() error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.oomEvent("c0ffee", time.Now()); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -3,11 +3,13 @@ package docker
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
@@ -27,6 +29,9 @@ type fakeEngine struct {
 	// failRemovals is how many removals (of containers or networks) fail,
 	// as they do while the engine restarts, before they succeed.
 	failRemovals int
+	// events are what Events streams (each filtered by the options'
+	// container and event) before the stream ends.
+	events []events.Message
 }
 
 // removal counts a removal of id, failing while failRemovals lasts.
@@ -153,6 +158,18 @@ func (f *fakeEngine) NetworkRemove(_ context.Context, id string) error {
 func (f *fakeEngine) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
 	f.called("NetworkList")
 	return nil, nil
+}
+
+func (f *fakeEngine) Events(_ context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error) {
+	f.called("Events")
+	msgs, errs := make(chan events.Message, len(f.events)), make(chan error, 1)
+	for _, m := range f.events {
+		if opts.Filters.ExactMatch("container", m.Actor.ID) && opts.Filters.ExactMatch("event", string(m.Action)) {
+			msgs <- m
+		}
+	}
+	errs <- io.EOF
+	return msgs, errs
 }
 
 func (f *fakeEngine) DaemonHost() string { return "unix:///var/run/docker.sock" }

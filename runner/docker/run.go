@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"path"
+	"strconv"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
@@ -372,6 +375,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		if insp.ContainerJSONBase != nil && insp.State != nil {
 			res.OOMKilled = insp.State.OOMKilled
 		}
+		if !res.OOMKilled && killedFor == "" && res.ExitCode == 137 {
+			res.OOMKilled = r.oomEvent(id, begin)
+		}
 	}
 	res.Stdout, res.Truncated = stdout.result()
 	var errTrunc bool
@@ -391,6 +397,39 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		res.Reason = runner.Exited
 	}
 	return res, nil
+}
+
+// oomLate is how long oomEvent waits for an OOM event that comes after
+// the container's exit.
+const oomLate = 500 * time.Millisecond
+
+// oomEvent reports whether the engine logged an "oom" event for the
+// container since the run began. A program the memory limit killed exits
+// with 137, and the engine sets the container's OOMKilled only when the
+// runtime reports the OOM before the exit: under load the two arrive the
+// other way round now and then (Docker 20.10's monitor then logs the oom
+// event but leaves OOMKilled false). So a 137 the runner did not cause is
+// checked against the event log, waiting briefly for a late event.
+func (r *Runner) oomEvent(id string, since time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), oomLate+5*time.Second)
+	defer cancel()
+	msgs, errs := r.cli.Events(ctx, events.ListOptions{
+		Since:   strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Until:   strconv.FormatInt(time.Now().Add(oomLate).Unix()+1, 10),
+		Filters: filters.NewArgs(filters.Arg("container", id), filters.Arg("event", "oom")),
+	})
+	for {
+		select {
+		case m := <-msgs:
+			if m.Action == events.ActionOOM {
+				return true
+			}
+		case <-errs: // io.EOF once Until has passed
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
 }
 
 // peakMemory follows the container's stats stream and keeps the highest
