@@ -62,7 +62,10 @@ func (s *soak) judge(r Record) verdict {
 	case r.Hang:
 		return verdict{wrong: "no reply within its bound (a hang): " + r.Err}
 	case r.Cut:
-		if !s.kill.kill.IsZero() && !r.Sent.After(s.kill.kill.Add(100*time.Millisecond)) && !end(r).Before(s.kill.kill) {
+		// Cut by the kill: sent before the new sidecar was up (a client
+		// learns of the death only when it writes or reads), seen after
+		// the kill.
+		if !s.kill.kill.IsZero() && r.Sent.Before(s.kill.up) && !end(r).Before(s.kill.kill) {
 			return verdict{failClosed: "in flight when the sidecar was killed"}
 		}
 		return verdict{wrong: "lost: " + r.Err}

@@ -326,6 +326,7 @@ func (s *soak) run(ctx context.Context) (*Results, error) {
 	if s.baseline, err = s.idle(ctx, "baseline"); err != nil {
 		return nil, err
 	}
+	s.saveGoroutines(ctx, "baseline")
 	s.log.Info("soak: idle sidecar before the load", "goroutines", s.baseline.Goroutines, "fds", s.baseline.FDs, "rss_mib", s.baseline.RSS>>20)
 
 	load, cancelLoad := context.WithCancel(ctx)
