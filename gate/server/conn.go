@@ -41,8 +41,8 @@ type conn struct {
 	jobs      chan func()
 	workersMu sync.Mutex
 	workers   int
-	runs     chan struct{}
-	handlers sync.WaitGroup
+	runs      chan struct{}
+	handlers  sync.WaitGroup
 
 	// Set once, by the reader goroutine, on the first hello: before it no
 	// other frame is served, so no job or run exists yet, and later hellos

@@ -26,11 +26,11 @@ type retrier struct {
 	r        *Runner
 	min, max time.Duration // the wait between attempts
 	mu       sync.Mutex
-	pending map[retryItem]bool
-	running bool
-	closed  bool
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	pending  map[retryItem]bool
+	running  bool
+	closed   bool
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 type retryItem struct {
