@@ -630,3 +630,33 @@ func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
 		}
 	}
 }
+
+// TestAContainerWhoseCreateAnswerWasLostIsRemoved: the soak restarted the
+// engine while a run's create was under way; the engine made the
+// container and stopped before it answered (EOF), so the runner never
+// learned its id and the container stayed, created, for good. A failed
+// create is now followed by a search for its label, until none is found.
+func TestAContainerWhoseCreateAnswerWasLostIsRemoved(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	f.loseCreates = true
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test"}, f, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.retry.min, r.retry.max, r.retry.lost = 5*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
+	if _, err := r.Run(t.Context(), runnertest.Spec("print(1)")); err == nil || !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("Run = %v, want the lost create's error", err)
+	}
+	for i := 0; r.retry.count() > 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%v removals still pending", r.retry.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.containers) != 0 || !slices.Equal(f.removed, []string{"lost-c0ffee"}) {
+		t.Fatalf("left %v, removed %v; want the lost create's container removed", f.containers, f.removed)
+	}
+}

@@ -32,6 +32,11 @@ type fakeEngine struct {
 	// events are what Events streams (each filtered by the options'
 	// container and event) before the stream ends.
 	events []events.Message
+	// loseCreates makes ContainerCreate create the container (it is in
+	// containers, which ContainerList lists) and then fail, as a create
+	// does whose answer the engine never sent.
+	loseCreates bool
+	containers  map[string]map[string]string // id → labels, of lost creates
 }
 
 // removal counts a removal of id, failing while failRemovals lasts.
@@ -43,6 +48,7 @@ func (f *fakeEngine) removal(id string) error {
 		return cerrdefs.ErrUnavailable.WithMessage("Cannot connect to the Docker daemon")
 	}
 	f.removed = append(f.removed, id)
+	delete(f.containers, id)
 	return nil
 }
 
@@ -81,11 +87,18 @@ func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.Ima
 	return image.InspectResponse{ID: "sha256:" + ref}, nil
 }
 
-func (f *fakeEngine) ContainerCreate(_ context.Context, _ *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+func (f *fakeEngine) ContainerCreate(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	f.called("ContainerCreate")
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.created = append(f.created, host)
-	f.mu.Unlock()
+	if f.loseCreates {
+		if f.containers == nil {
+			f.containers = map[string]map[string]string{}
+		}
+		f.containers["lost-c0ffee"] = cfg.Labels
+		return container.CreateResponse{}, errors.New(`error during connect: Post "http://docker/containers/create": EOF`)
+	}
 	return container.CreateResponse{ID: "c0ffee"}, nil
 }
 
@@ -134,9 +147,17 @@ func (f *fakeEngine) ContainerRemove(_ context.Context, id string, _ container.R
 	return f.removal(id)
 }
 
-func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+func (f *fakeEngine) ContainerList(_ context.Context, opts container.ListOptions) ([]container.Summary, error) {
 	f.called("ContainerList")
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Summary
+	for id, labels := range f.containers {
+		if opts.Filters.MatchKVList("label", labels) {
+			out = append(out, container.Summary{ID: id, Labels: labels})
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeEngine) NetworkCreate(_ context.Context, name string, _ network.CreateOptions) (network.CreateResponse, error) {

@@ -105,6 +105,8 @@ func (r *Runner) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandboxN
 		},
 	})
 	if err != nil {
+		// The engine may have made it and died before it answered.
+		r.retry.addLost(true, LabelNetworkID, id)
 		return nil, engineErr("create sandbox network", err)
 	}
 	sn.netID = created.ID

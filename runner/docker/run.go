@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"strconv"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
@@ -142,15 +144,27 @@ func (r *Runner) runWarm(ctx context.Context, w *warm, p *plan, spec runner.Spec
 
 // create creates the container of plan p, not started. The request is not
 // cancelled with ctx: a create the engine completed after the caller gave
-// up would leave a container nobody removes.
+// up would leave a container nobody removes. For the same reason a create
+// that fails is followed by a search for what it may have made (by its
+// LabelCreate), which the retrier removes.
 func (r *Runner) create(ctx context.Context, p *plan) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	// The client normalizes fields of what it is given; a plan's settings
 	// may be shared by the pool's concurrent creations.
 	cfg, host := *p.config, *p.host
+	// A label of its own finds the container should the answer be lost.
+	labels := maps.Clone(cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelCreate] = uuid.NewString()
+	cfg.Labels = labels
 	created, err := r.cli.ContainerCreate(ctx, &cfg, &host, nil, nil, "")
 	if err != nil {
+		// The engine may have made it and died before it answered (EOF):
+		// look for it until it is known not to exist.
+		r.retry.addLost(false, LabelCreate, cfg.Labels[LabelCreate])
 		return "", engineErr("create container", err)
 	}
 	return created.ID, nil
@@ -418,14 +432,24 @@ func (r *Runner) oomEvent(id string, since time.Time) bool {
 		Until:   strconv.FormatInt(time.Now().Add(oomLate).Unix()+1, 10),
 		Filters: filters.NewArgs(filters.Arg("container", id), filters.Arg("event", "oom")),
 	})
+	isOOM := func(m events.Message) bool { return m.Action == events.ActionOOM }
 	for {
 		select {
 		case m := <-msgs:
-			if m.Action == events.ActionOOM {
+			if isOOM(m) {
 				return true
 			}
-		case <-errs: // io.EOF once Until has passed
-			return false
+		case <-errs: // io.EOF once Until has passed; take what came before it
+			for {
+				select {
+				case m := <-msgs:
+					if isOOM(m) {
+						return true
+					}
+				default:
+					return false
+				}
+			}
 		case <-ctx.Done():
 			return false
 		}
