@@ -84,6 +84,9 @@ func (s *soak) compare(ctx context.Context, name string, after Sample) Resources
 		HeapBefore: b.HeapAlloc, HeapAfter: after.HeapAlloc, RSSBefore: b.RSS, RSSAfter: after.RSS}
 	l, err := s.engine.Leftovers(ctx, instance)
 	r.Containers, r.Warm, r.Networks, r.Rules = len(l.Containers), l.Warm, len(l.Networks), l.Rules
+	if r.Containers > r.Warm {
+		s.note("%s: containers of the instance besides the warm pool's: %v", name, l.Containers)
+	}
 	s.check(name, "goroutines back to the baseline (±2)", after.Goroutines <= b.Goroutines+2, "%.0f before, %.0f after (%s more waited)", b.Goroutines, after.Goroutines, waited)
 	s.check(name, "open fds back to the baseline (±2)", after.FDs <= b.FDs+2, "%.0f before, %.0f after", b.FDs, after.FDs)
 	s.check(name, "the live heap did not grow with the load (≤ 1.5× + 4 MiB)", after.HeapAlloc <= 1.5*b.HeapAlloc+4<<20,

@@ -113,7 +113,8 @@ func (s *soak) checkGone(ctx context.Context, fault string, t time.Time, keepWar
 		}
 		for _, c := range cs {
 			if time.Unix(c.Created, 0).Before(t.Truncate(time.Second)) && !(keepWarm && c.Labels[docker.LabelPool] != "") {
-				left = append(left, fmt.Sprintf("container %s (%s, %s)", c.ID[:12], c.State, c.Status))
+				left = append(left, fmt.Sprintf("container %s (%s, %s, run %s, created %s)", c.ID[:12], c.State, c.Status,
+					c.Labels[docker.LabelRunID], time.Unix(c.Created, 0).Sub(s.begin).Round(time.Second)))
 			}
 		}
 		ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: label})
