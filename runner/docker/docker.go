@@ -88,7 +88,7 @@ import (
 )
 
 // Container labels. Every container a Runner creates carries all three, plus
-// the Spec's own labels (which cannot override these).
+// the Spec's own labels (which cannot override these) and LabelCreate.
 const (
 	LabelInstance = "gatekeeper.instance"
 	LabelRunID    = "gatekeeper.run_id"
