@@ -48,7 +48,7 @@ type Results struct {
 	Checks      []Check        `json:"checks"`
 	Notes       []string       `json:"notes,omitempty"`
 	Windows     []Window       `json:"windows"`
-	Timeline    []Sample       `json:"timeline"`
+	Timeline    []Sample       `json:"-"` // drawn in timeline.svg
 	begin       time.Time
 	samples     []Record
 	byPhase     map[string][]time.Duration // decision latencies, by phase name
