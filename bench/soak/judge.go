@@ -8,6 +8,15 @@ import (
 	"time"
 )
 
+// decisionTimedOut is the fail-closed outcome of a decision whose
+// evaluation ran past --decision-timeout (1 s): on a machine starved of
+// CPU, now and then. account bounds how often.
+const decisionTimedOut = "denied: its evaluation ran past the decision timeout"
+
+// maxTimeoutRate bounds decisionTimedOut: at most one decision in this
+// many.
+const maxTimeoutRate = 10000
+
 // Fault window names that allow outcomes other than the policy's.
 const (
 	wEngineRestart = "engine restart"
@@ -91,6 +100,9 @@ func (s *soak) judge(r Record) verdict {
 		}
 		if f.Decision == "deny" && f.Rule == "gatekeeper.error" && auditFull() {
 			return verdict{failClosed: "denied: the audit log's disk was full"}
+		}
+		if f.Decision == "deny" && f.Rule == "gatekeeper.error" && strings.Contains(f.Reason, "context deadline exceeded") {
+			return verdict{failClosed: decisionTimedOut} // counted and bounded by account
 		}
 		return verdict{wrong: fmt.Sprintf("%s under %s: %s by %s, want %s by %s (%s)", r.Action, v, f.Decision, f.Rule, want.Decision, want.Rule, f.Reason)}
 	case "open_query":
@@ -186,6 +198,16 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 			}
 		}
 	}
+
+	decided := 0
+	for _, r := range recs {
+		if r.Kind == "decide" && r.Reply.Type == "decision" {
+			decided++
+		}
+	}
+	timeouts := a.FailClosed[decisionTimedOut]
+	s.check("accounting", fmt.Sprintf("decisions that ran past the decision timeout (and were denied) are rare: at most 1 in %d", maxTimeoutRate),
+		timeouts*maxTimeoutRate <= decided, "%d of %d decisions", timeouts, decided)
 
 	lines, files, err := readAudit(s.auditDir + "/audit.jsonl")
 	if err != nil {

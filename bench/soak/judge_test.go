@@ -61,6 +61,7 @@ func TestJudge(t *testing.T) {
 		{"Write denied under the base revision is wrong", rec("decide", "write_in", 1, 1.1, decision("deny", "tools.not_allowlisted", "sha256:base", "")), "want allow", false},
 		{"a revision never served is wrong", rec("decide", "bash", 1, 1.1, decision("deny", "tools.deny_list", "sha256:other", "")), "never served", false},
 		{"an audit-log deny while the disk is full fails closed", rec("decide", "read_in", 35, 35.1, decision("deny", "gatekeeper.error", "sha256:base", "gatekeeper could not write its audit log")), "", true},
+		{"a decision past its timeout fails closed, counted", rec("decide", "read_in", 50, 51.2, decision("deny", "gatekeeper.error", "sha256:base", "gatekeeper could not decide this call (evaluate policy: eval_cancel_error: context deadline exceeded), so it is denied")), "", true},
 		{"an audit-log deny with the disk not full is wrong", rec("decide", "read_in", 50, 50.1, decision("deny", "gatekeeper.error", "sha256:base", "gatekeeper could not write its audit log")), "want allow", false},
 		{"a run refused while the engine restarts fails closed", rec("run", "hello", 12, 12.5, Frame{Type: "error", Code: "runner_unavailable", Message: "engine down"}), "", true},
 		{"a run refused with the engine up is wrong", rec("run", "hello", 50, 50.5, Frame{Type: "error", Code: "runner_unavailable", Message: "engine down"}), "answered with error runner_unavailable", false},

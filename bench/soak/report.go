@@ -234,6 +234,7 @@ func (r *Results) Markdown() string {
 	fmt.Fprintf(&b, "| lost | %d requests lost, %d hangs, %d unsolicited replies, %d wrong answers, %d unexplained audit lines |\n",
 		a.Lost, a.Hangs, a.Unsolicited, a.Wrong, a.AuditOrphans)
 	fmt.Fprintf(&b, "| answered exactly once | %d of %d requests; %d cut by the sidecar's SIGKILL (the client failed closed) |\n", a.Answered, a.Requests, a.CutByKill)
+	fmt.Fprintf(&b, "| failed closed (a refusal where the policy would have answered, each explained) | %s |\n", outcomes(a.FailClosed))
 	fmt.Fprintf(&b, "| audit log | %d lines in %d files (%d rotations), every decision answered found once (%d), %d runs with their outcome; `audit verify --head`: %s |\n",
 		a.AuditLines, a.AuditFiles, a.Rotations, a.DecisionsMatch, a.RunsAudited, firstLine(a.Verify))
 	if r.SDKSessions > 0 {

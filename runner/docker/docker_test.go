@@ -603,20 +603,25 @@ func TestRemovalsTheEngineRefusedAreRetried(t *testing.T) {
 // now and then came back "exited" with 137 instead of "oom_killed": under
 // load the runtime reported the exit before the OOM, and Docker 20.10
 // then logs the oom event but leaves the container's OOMKilled false. A
-// 137 the runner did not cause is checked against the event log.
+// 137 the runner did not cause is an OOM kill if the memory use reached
+// the limit or the engine logged an oom event (one soak run had no event
+// in time, and a peak of exactly the 256 MiB limit).
 func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
 	t.Parallel()
 	oom := func(id string) events.Message {
 		return events.Message{Type: events.ContainerEventType, Action: events.ActionOOM, Actor: events.Actor{ID: id}}
 	}
+	const limit = 256 << 20
 	tests := []struct {
 		name   string
+		peak   int64
 		events []events.Message
 		want   bool
 	}{
-		{"an oom event of the container is an OOM kill", []events.Message{oom("c0ffee")}, true},
-		{"no event is not", nil, false},
-		{"an oom event of another container is not", []events.Message{oom("bad1dea")}, false},
+		{"an oom event of the container is an OOM kill", 1 << 20, []events.Message{oom("c0ffee")}, true},
+		{"memory use at the limit is an OOM kill, with no event", limit, nil, true},
+		{"memory use below the limit and no event is not", limit - 4096, nil, false},
+		{"an oom event of another container is not", 1 << 20, []events.Message{oom("bad1dea")}, false},
 	}
 	for _, tc := range tests {
 		f := newFake("runc")
@@ -625,7 +630,7 @@ func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.oomEvent("c0ffee", time.Now()); got != tc.want {
+		if got := r.oomKilled("c0ffee", tc.peak, limit, time.Now()); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

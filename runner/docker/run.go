@@ -389,9 +389,6 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		if insp.ContainerJSONBase != nil && insp.State != nil {
 			res.OOMKilled = insp.State.OOMKilled
 		}
-		if !res.OOMKilled && killedFor == "" && res.ExitCode == 137 {
-			res.OOMKilled = r.oomEvent(id, begin)
-		}
 	}
 	res.Stdout, res.Truncated = stdout.result()
 	var errTrunc bool
@@ -399,6 +396,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	res.Truncated = res.Truncated || errTrunc
 	<-peak.done
 	res.PeakMemoryBytes = peak.get()
+	if !marked && !res.OOMKilled && killedFor == "" && res.ExitCode == 137 {
+		res.OOMKilled = r.oomKilled(id, res.PeakMemoryBytes, spec.Sandbox.MemoryBytes, begin)
+	}
 
 	switch {
 	case killedFor == runner.TimedOut:
@@ -415,15 +415,26 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 
 // oomLate is how long oomEvent waits for an OOM event that comes after
 // the container's exit.
-const oomLate = 500 * time.Millisecond
+const oomLate = 2 * time.Second
+
+// oomKilled says whether a container that died of SIGKILL (137), which
+// the runner did not send and for which the engine reports no OOM, was
+// killed by the memory limit all the same. The engine sets the
+// container's OOMKilled only when the runtime reports the OOM before the
+// exit: under load the two arrive the other way round now and then
+// (Docker 20.10's monitor then logs the oom event but leaves OOMKilled
+// false), and the event may come late or not at all. So: the memory use
+// reached the limit (the stats stream's peak, when it caught one), or the
+// engine logged an oom event for it since the run began.
+func (r *Runner) oomKilled(id string, peak, limit int64, since time.Time) bool {
+	if limit > 0 && peak >= limit {
+		return true
+	}
+	return r.oomEvent(id, since)
+}
 
 // oomEvent reports whether the engine logged an "oom" event for the
-// container since the run began. A program the memory limit killed exits
-// with 137, and the engine sets the container's OOMKilled only when the
-// runtime reports the OOM before the exit: under load the two arrive the
-// other way round now and then (Docker 20.10's monitor then logs the oom
-// event but leaves OOMKilled false). So a 137 the runner did not cause is
-// checked against the event log, waiting briefly for a late event.
+// container since the run began, waiting up to oomLate for a late one.
 func (r *Runner) oomEvent(id string, since time.Time) bool {
 	ctx, cancel := context.WithTimeout(context.Background(), oomLate+5*time.Second)
 	defer cancel()
