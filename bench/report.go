@@ -616,13 +616,19 @@ func (r *Results) write(cfg Config) error {
 // SpliceMarkdown replaces the text between MarkBegin and MarkEnd in doc
 // with md.
 func SpliceMarkdown(doc []byte, md string) ([]byte, error) {
-	i := bytes.Index(doc, []byte(MarkBegin))
-	j := bytes.Index(doc, []byte(MarkEnd))
+	return SpliceBetween(doc, MarkBegin, MarkEnd, md)
+}
+
+// SpliceBetween replaces the text between the markers begin and end in
+// doc with md.
+func SpliceBetween(doc []byte, begin, end, md string) ([]byte, error) {
+	i := bytes.Index(doc, []byte(begin))
+	j := bytes.Index(doc, []byte(end))
 	if i < 0 || j < i {
 		return nil, errors.New("no results markers")
 	}
 	var out bytes.Buffer
-	out.Write(doc[:i+len(MarkBegin)])
+	out.Write(doc[:i+len(begin)])
 	out.WriteString("\n\n" + strings.TrimSpace(md) + "\n\n")
 	out.Write(doc[j:])
 	return out.Bytes(), nil

@@ -389,7 +389,7 @@ func (e *env) decisions(ctx context.Context) error {
 	wait1, cpu1 := runQueueWait(sc.PID()), cpuTime(sc.PID())
 	peak, _ := sampler.Stop()
 	if err != nil {
-		return fmt.Errorf("node decide.mjs: %w; see %s:\n%s", err, logPath, tail(logPath, 10))
+		return fmt.Errorf("node decide.mjs: %w; see %s:\n%s", err, logPath, Tail(logPath, 10))
 	}
 	var out struct {
 		Node           string             `json:"node"`

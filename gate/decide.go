@@ -75,6 +75,10 @@ type Decision struct {
 	// Revision and PolicyHash identify the policy that decided.
 	Revision   string
 	PolicyHash string
+	// Effective is the query's effective policy the decision was made
+	// under (nil when it could not be computed): what a run it allows must
+	// run with, whatever reloads since.
+	Effective *Effective
 }
 
 func failClosed(rev, hash string, err error) Decision {
@@ -98,9 +102,10 @@ func (q *Query) Decide(ctx context.Context, call Call) (Decision, error) {
 	}
 	d, err := decide(ctx, snap, eff, call, q.engine.cfg)
 	if err != nil {
-		return failClosed(eff.Revision, eff.Hash, err), err
+		d = failClosed(eff.Revision, eff.Hash, err)
 	}
-	return d, nil
+	d.Effective = eff
+	return d, err
 }
 
 func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg Config) (Decision, error) {

@@ -38,6 +38,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
 	maxRuns := fs.Int("max-runs", 4, "sandboxed runs at once; more wait in order")
+	caps := capFlags(fs)
+	debugEndpoints := fs.Bool("debug-endpoints", false, "serve Go's runtime profiles at /debug/pprof/ (goroutines, heap, CPU), behind the token")
 	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
@@ -94,6 +96,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		}
 		cfg.Artifacts = d
 	}
+	caps.apply(&cfg)
+	cfg.Debug = *debugEndpoints
 	var sandboxes *docker.Runner
 	var con *console.Console
 	if *ui {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"runtime"
 	"slices"
@@ -75,12 +76,15 @@ type conn struct {
 	// jobs queues decisions for the connection's workers; its capacity
 	// bounds the decisions queued. inflight counts the decisions queued or
 	// being decided by the workers: the reader decides inline only when it
-	// is zero. workers is set by the reader when it starts the workers.
-	jobs     chan func()
-	inflight atomic.Int32
-	workers  bool
-	runs     chan struct{}
-	handlers sync.WaitGroup
+	// is zero. Workers start with the first job queued (at most
+	// decisionWorkers) and end after DecisionWorkerIdle without one: an
+	// idle connection holds none.
+	jobs      chan func()
+	inflight  atomic.Int32
+	workersMu sync.Mutex
+	workers   int
+	runs      chan struct{}
+	handlers  sync.WaitGroup
 
 	// Set once, by the reader goroutine, on the first hello: before it no
 	// other frame is served, so no job or run exists yet, and later hellos
@@ -105,10 +109,21 @@ type query struct {
 	// connections; they then treat its id as unknown.
 	closed atomic.Bool
 	// authorized holds tool_use_ids allowed for the sandbox tool and not yet
-	// run, in the order they were allowed.
+	// run, in the order they were allowed, as useKeys: a query remembers
+	// at most 2*maxAuthorized of them, 16 bytes each however long the ids.
 	mu         sync.Mutex
-	authorized []string
-	consumed   []string // ids that ran, most recent last
+	authorized []useKey
+	consumed   []useKey // ids that ran, most recent last
+}
+
+// useKey stands for a tool_use_id in a query's memory: the first 16 bytes
+// of its SHA-256. A tool_use_id may be as long as a frame; a query keeps
+// thousands of them.
+type useKey [16]byte
+
+func keyOf(toolUseID string) useKey {
+	sum := sha256.Sum256([]byte(toolUseID))
+	return useKey(sum[:16])
 }
 
 func newConn(s *Server, ws *websocket.Conn) *conn {
@@ -136,7 +151,7 @@ func (c *conn) serve() {
 	c.cancel()
 	close(c.jobs)
 	c.handlers.Wait()
-	c.removeWorkspaces()
+	c.releaseQueries()
 	c.mu.Lock()
 	for _, q := range c.attached {
 		c.s.cli.detach(q)
@@ -325,13 +340,10 @@ func (c *conn) dispatch(data []byte) {
 			c.decide(r)
 			return
 		}
-		c.startWorkers()
 		c.inflight.Add(1)
-		select {
-		case c.jobs <- func() { defer c.inflight.Add(-1); c.decide(r) }:
-		default:
+		if !c.enqueue(func() { defer c.inflight.Add(-1); c.decide(r) }) {
 			c.inflight.Add(-1)
-			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of requests in flight"})
+			c.sendError(c.s.tooManyRequests(r.ID, false))
 		}
 	case *wire.Run:
 		c.startRun(r)
@@ -344,7 +356,7 @@ func (c *conn) startRun(r *wire.Run) {
 	select {
 	case c.runs <- struct{}{}:
 	default:
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeTooManyRequests, Message: "this connection already has its maximum of runs in flight"})
+		c.sendError(c.s.tooManyRequests(r.ID, true))
 		return
 	}
 	c.handlers.Add(1)
@@ -355,34 +367,64 @@ func (c *conn) startRun(r *wire.Run) {
 	}()
 }
 
-// startWorkers starts the decision workers, once; only the reader calls
-// it. Long-lived workers decide: Rego evaluation recurses deeply, and a
-// goroutine per decision would grow a fresh stack every time.
-func (c *conn) startWorkers() {
-	if c.workers {
-		return
+// enqueue queues a decision, starting a worker if fewer than
+// decisionWorkers run; false when the connection has its maximum in
+// flight. Only the reader goroutine calls it, before it closes jobs.
+func (c *conn) enqueue(job func()) bool {
+	select {
+	case c.jobs <- job:
+	default:
+		return false
 	}
-	c.workers = true
-	for range decisionWorkers {
+	c.workersMu.Lock()
+	defer c.workersMu.Unlock()
+	if c.workers < decisionWorkers {
+		c.workers++
 		c.handlers.Add(1)
-		go func() {
-			defer c.handlers.Done()
-			decisionWorker(c.jobs)
-		}()
+		go c.decisionWorker()
 	}
+	return true
 }
 
-// decisionWorker runs jobs until jobs is closed. Its frame holds a stack
-// ballast: the garbage collector shrinks a goroutine's stack when less than
-// a quarter of it is in use, which an idle worker's would be, and Rego's
-// recursion then grows it again (copying it) on the next decision. The
-// ballast keeps enough of the stack in use that it stays grown.
-func decisionWorker(jobs <-chan func()) {
+// decisionWorker runs jobs until jobs is closed, or until none came for
+// DecisionWorkerIdle. Long-lived workers decide because Rego evaluation
+// recurses deeply, and a goroutine per decision would grow a fresh stack
+// every time. Its frame holds a stack ballast: the garbage collector
+// shrinks a goroutine's stack when less than a quarter of it is in use,
+// which a waiting worker's would be, and Rego's recursion then grows it
+// again (copying it) on the next decision. The ballast keeps enough of the
+// stack in use that it stays grown while the connection is busy; an idle
+// one gives the whole stack back when its workers end.
+func (c *conn) decisionWorker() {
+	defer c.handlers.Done()
+	c.s.metrics.workers.Inc()
+	defer c.s.metrics.workers.Dec()
 	var ballast [stackBallast]byte
-	for job := range jobs {
-		job()
+	defer runtime.KeepAlive(&ballast)
+	idle := time.NewTimer(c.s.cfg.DecisionWorkerIdle)
+	defer idle.Stop()
+	for {
+		select {
+		case job, ok := <-c.jobs:
+			if !ok {
+				return
+			}
+			job()
+			idle.Reset(c.s.cfg.DecisionWorkerIdle)
+		case <-idle.C:
+			// A job queued before this check is seen here; one queued
+			// after it finds the count lowered and starts a worker.
+			c.workersMu.Lock()
+			if len(c.jobs) > 0 {
+				c.workersMu.Unlock()
+				idle.Reset(c.s.cfg.DecisionWorkerIdle)
+				continue
+			}
+			c.workers--
+			c.workersMu.Unlock()
+			return
+		}
 	}
-	runtime.KeepAlive(&ballast)
 }
 
 // stackBallast keeps a deciding goroutine's stack from shrinking. One
@@ -412,22 +454,24 @@ func newID(prefix string) string { return prefix + uuid.NewString() }
 // asks twice for one call (PreToolUse, then canUseTool): that is still one
 // run, and an id that already ran is never authorized again.
 func (q *query) authorize(toolUseID string) {
+	k := keyOf(toolUseID)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if slices.Contains(q.authorized, toolUseID) || slices.Contains(q.consumed, toolUseID) {
+	if slices.Contains(q.authorized, k) || slices.Contains(q.consumed, k) {
 		return
 	}
 	if len(q.authorized) >= maxAuthorized {
 		q.authorized = q.authorized[1:]
 	}
-	q.authorized = append(q.authorized, toolUseID)
+	q.authorized = append(q.authorized, k)
 }
 
 // consume removes toolUseID from the authorized list; false if absent.
 func (q *query) consume(toolUseID string) bool {
+	k := keyOf(toolUseID)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	i := slices.Index(q.authorized, toolUseID)
+	i := slices.Index(q.authorized, k)
 	if i < 0 {
 		return false
 	}
@@ -435,14 +479,15 @@ func (q *query) consume(toolUseID string) bool {
 	if len(q.consumed) >= maxAuthorized {
 		q.consumed = q.consumed[1:]
 	}
-	q.consumed = append(q.consumed, toolUseID)
+	q.consumed = append(q.consumed, k)
 	return true
 }
 
-// removeWorkspaces removes the workspaces of the connection's own queries
-// once it ended: such a query belongs to its connection. A Claude Code
-// session's query it attached to outlives it, and so does its workspace.
-func (c *conn) removeWorkspaces() {
+// releaseQueries lets go of the connection's own queries once it ended:
+// their workspaces are removed and they leave the open-query count. A
+// Claude Code session's query it attached to outlives it, and so does its
+// workspace.
+func (c *conn) releaseQueries() {
 	c.mu.Lock()
 	ids := make([]string, 0, len(c.queries))
 	for id, q := range c.queries {
@@ -450,7 +495,10 @@ func (c *conn) removeWorkspaces() {
 			ids = append(ids, id)
 		}
 	}
+	clear(c.queries)
 	c.mu.Unlock()
+	c.s.queries.give(len(ids))
+	c.s.metrics.queries.Sub(float64(len(ids)))
 	for _, id := range ids {
 		c.s.removeWorkspace(id)
 	}

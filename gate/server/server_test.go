@@ -72,6 +72,8 @@ type options struct {
 	observer    server.RunObserver
 	ui          http.Handler
 	registry    *prometheus.Registry
+	// tune changes the server's Config last (the caps, say).
+	tune func(*server.Config)
 }
 
 func start(t testing.TB, o options) *harness {
@@ -96,12 +98,16 @@ func start(t testing.TB, o options) *harness {
 	}
 	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
 	must(t, err)
-	h.srv, err = server.New(server.Config{
+	cfg := server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet,
 		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
 		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
-	})
+	}
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
+	h.srv, err = server.New(cfg)
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)
