@@ -39,7 +39,7 @@ func BuiltinWriteProtect() []ProtectGroup {
 		{
 			Name: "agent_config",
 			Globs: []string{
-				"**/.claude", "**/.claude.json", "**/.claude.json.*", "**/.mcp.json", "**/.claude-plugin",
+				"**/.claude", "**/.claude.json", "**/.claude.json.*", "**/.mcp.json", "**/.claude-plugin", "**/.config/anthropic",
 				"/etc/claude-code", "/Library/Application Support/ClaudeCode",
 			},
 			Why: "it is Claude Code's own configuration (settings with hooks that run shell commands on the host, " +

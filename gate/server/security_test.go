@@ -98,6 +98,7 @@ func TestWriteProtectAgentConfigurationAndCodeRunningFiles(t *testing.T) {
 		{"a memory file with imports", "Write", write("CLAUDE.md"), "deny", wp, "agent_memory"},
 		{"a local memory file in a subdirectory", "Write", write("pkg/CLAUDE.local.md"), "deny", wp, "agent_memory"},
 		{"a plugin manifest", "Write", write("p/.claude-plugin/plugin.json"), "deny", wp, ""},
+		{"a workload-identity profile Claude Code reads at start", "Write", write("h/.config/anthropic/profile.json"), "deny", wp, ""},
 		{"MultiEdit of settings", "MultiEdit", map[string]any{"file_path": ".claude/settings.json", "edits": []any{}}, "deny", wp, ""},
 		{"NotebookEdit under .claude", "NotebookEdit", map[string]any{"notebook_path": ".claude/n.ipynb", "new_source": "x"}, "deny", wp, ""},
 		{"git's config", "Edit", edit(".git/config"), "deny", "host_fs.deny_glob", ".git/config"},

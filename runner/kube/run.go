@@ -382,6 +382,13 @@ func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.
 	}
 	var snapTimeout <-chan time.Time
 	snapLate := false
+	// A snapshot refused before the program's end marks are both in (its
+	// stdout mark comes before the snapshot, its stderr mark may come
+	// after) waits a moment for them, as the Docker backend's does:
+	// killing at once would report the run as ended early instead of its
+	// snapshot as refused.
+	var refusedKill <-chan time.Time
+	killOnEnd := false
 	var killedFor runner.ExitReason
 	streamEnded, marked, ended := false, false, false
 	code, codeOK := 0, false
@@ -406,11 +413,22 @@ func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.
 			if snapDone != nil {
 				snapTimeout = time.After(launch.SnapshotGrace)
 			}
+			if killOnEnd {
+				refusedKill, killOnEnd = nil, false
+				r.kill(name) // its refused snapshot may still be sending
+			}
 		case <-snapDone:
 			snapDone, snapTimeout = nil, nil
-			if snap.Err != nil {
+			switch {
+			case snap.Err == nil:
+			case ended:
 				r.kill(name) // it may still be sending
+			default:
+				killOnEnd, refusedKill = true, time.After(time.Second)
 			}
+		case <-refusedKill:
+			refusedKill, killOnEnd = nil, false
+			r.kill(name)
 		case <-snapTimeout:
 			snapTimeout, snapLate = nil, true
 			r.kill(name)

@@ -18,6 +18,8 @@ export interface CheckContext {
   trust: boolean;
   /** Where the model may write: Claude Code's cwd, the additional directories and the policy's workspace_root once known, resolved. */
   dirs: readonly string[];
+  /** Prompts are delivered as written (verbatimPrompts, on unless the caller turns it off). */
+  verbatim: boolean;
 }
 
 type Check<K extends keyof Options> = (value: NonNullable<Options[K]>, ctx: CheckContext) => void;
@@ -164,7 +166,7 @@ export const OPTION_RULES: { readonly [K in keyof Options]-?: Rule<K> } = {
  */
 export function checkAgentConfiguration(o: Options, trust: boolean, writable: readonly string[] = []): void {
   const cwd = resolvePath(o.cwd ?? process.cwd());
-  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d)), ...writable] };
+  const ctx: CheckContext = { trust, dirs: [cwd, ...(o.additionalDirectories ?? []).map((d) => resolvePath(cwd, d)), ...writable], verbatim: o.verbatimPrompts !== false };
   const rules = OPTION_RULES as Record<string, Rule<keyof Options> | undefined>;
   for (const [key, value] of Object.entries(o)) {
     if (value === undefined) continue;
@@ -182,16 +184,58 @@ export function checkAgentConfiguration(o: Options, trust: boolean, writable: re
 }
 
 /** The options isolation sets. */
-export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings'>;
+export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 'verbatimPrompts' | 'managedSettings' | 'settings'>;
+
+/**
+ * SHELL_TOOLS are Claude Code's tools that run shell commands on the host.
+ * Claude Code also runs the `` !`command` `` lines of a skill or slash
+ * command (its bundled /security-review runs `git status` and three more)
+ * through these tools' permission check alone, under the command's own
+ * allowed-tools, without the PreToolUse hook or canUseTool (measured with
+ * SDK 0.3.330). An ask rule for them makes that check ask, which nobody
+ * answers there, so those lines do not run; the model's own calls still
+ * reach gatekeeper's hook and, through the ask, its canUseTool. The rules
+ * go into the flag settings, which an administrator's managed settings do
+ * not displace (they do displace the SDK's managedSettings tier: measured,
+ * with /etc/claude-code/managed-settings.json present the skill's lines ran
+ * again), and into the policy tier, which applyFlagSettings cannot replace.
+ */
+export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
+
+/** askingShell returns permissions with ask rules for SHELL_TOOLS added to theirs. */
+export function askingShell<P extends { ask?: string[] }>(permissions: P | undefined): P & { ask: string[] } {
+  return { ...(permissions ?? ({} as P)), ask: [...new Set([...(permissions?.ask ?? []), ...SHELL_TOOLS])] };
+}
+
+/**
+ * ISOLATED_ENV is the environment the flag settings give Claude Code.
+ * CLAUDE_CODE_DISABLE_CRON: Claude Code reads the workspace's
+ * `.claude/scheduled_tasks.json` (durable CronCreate tasks) whatever
+ * settingSources says and sends each task's prompt as a user turn when it
+ * fires, one whose time has passed at once (measured): a repository could
+ * speak as the user. Only the flag settings' env stops it (the policy tier
+ * does not carry it, measured).
+ */
+const ISOLATED_ENV: Readonly<Record<string, string>> = { CLAUDE_CODE_DISABLE_CRON: '1' };
 
 /**
  * isolation returns the options gatekeeper sets so that Claude Code loads
  * no agent configuration from files: no setting sources, only the MCP
  * servers given in options, prompts delivered as written (an `@path` in a
  * prompt would otherwise put the file into the model's context without a
- * Read), and (unless the caller trusts agent configuration) a policy tier
- * that lets only managed hooks run besides the SDK host's own callbacks.
- * Each default gives way to a value the caller sets (and the checks allow).
+ * Read), auto memory off (Claude Code loads its MEMORY.md into the context
+ * whatever settingSources says, from CLAUDE_CONFIG_DIR or a directory
+ * CLAUDE_CODE_REMOTE_MEMORY_DIR or CLAUDE_COWORK_MEMORY_PATH_OVERRIDE
+ * names, measured; where those lie in the workspace the model writes
+ * instructions for every later session), no scheduled tasks
+ * (ISOLATED_ENV), ask rules for every shell
+ * command (SHELL_TOOLS) in the flag settings and the policy tier, and
+ * (unless the caller trusts agent configuration) a policy tier that lets
+ * only managed hooks run besides the SDK host's own callbacks. Each default
+ * gives way to a value the caller sets (and the checks allow); the caller's
+ * own settings and policy-tier settings are kept, the ask rules added to
+ * theirs. A settings file path (trusted only) is passed on as it is: that
+ * file decides, and only the policy tier's ask rules hold.
  */
 export function isolation(caller: Options, trust: boolean): Isolation {
   const out: Isolation = {
@@ -199,23 +243,78 @@ export function isolation(caller: Options, trust: boolean): Isolation {
     strictMcpConfig: caller.strictMcpConfig ?? true,
     verbatimPrompts: caller.verbatimPrompts ?? true,
   };
-  if (trust) {
-    if (caller.managedSettings !== undefined) out.managedSettings = caller.managedSettings;
-  } else {
-    out.managedSettings = { ...(caller.managedSettings ?? {}), allowManagedHooksOnly: true };
+  if (typeof caller.settings !== 'string') {
+    const settings = caller.settings ?? {};
+    out.settings = { autoMemoryEnabled: false, ...settings, env: { ...ISOLATED_ENV, ...settings.env }, permissions: askingShell(settings.permissions) };
   }
+  const managed = caller.managedSettings ?? {};
+  out.managedSettings = { ...managed, permissions: askingShell(managed.permissions) };
+  if (!trust) out.managedSettings.allowManagedHooksOnly = true;
   return out;
 }
 
-/** checkAgent checks one subagent definition. */
+type AgentCheck<K extends keyof AgentDefinition> = (value: NonNullable<AgentDefinition[K]>, where: string, ctx: CheckContext) => void;
+
+/**
+ * AGENT_RULES classifies every field of the SDK's AgentDefinition, as
+ * OPTION_RULES does the options: `pass`, or a check. A field that is not
+ * here is refused, with or without the opt-in: Claude Code reads more of an
+ * agent definition than the SDK declares: `hooks`, as in an agent file's
+ * frontmatter, ran command hooks on the host (measured), held only by the
+ * allowManagedHooksOnly policy, which trustAgentConfiguration leaves out and
+ * an administrator's managed settings displace.
+ */
+export const AGENT_RULES: { readonly [K in keyof AgentDefinition]-?: 'pass' | AgentCheck<K> } = {
+  description: 'pass',
+  prompt: 'pass',
+  tools: 'pass',
+  disallowedTools: 'pass',
+  model: 'pass',
+  criticalSystemReminder_EXPERIMENTAL: 'pass',
+  // Skills are bundled ones only (settingSources []); their !`command`
+  // lines meet the shell ask rules (SHELL_TOOLS).
+  skills: 'pass',
+  maxTurns: 'pass',
+  autoCompactWindow: 'pass',
+  background: 'pass',
+  omitClaudeMd: 'pass',
+  effort: 'pass',
+  observer: 'pass',
+  observerMessage: 'pass',
+  mcpServers: (specs, where) => {
+    for (const spec of specs) {
+      if (typeof spec === 'object' && spec !== null) checkServerNames(spec, `${where}.mcpServers`);
+    }
+  },
+  permissionMode: (mode, where) => {
+    if (mode === 'bypassPermissions') refuse(`${where}.permissionMode 'bypassPermissions'`, "the subagent's tools would run without asking gatekeeper");
+  },
+  initialPrompt: (_prompt, where, ctx) => {
+    if (!ctx.verbatim) return;
+    refuse(
+      `${where}.initialPrompt`,
+      'Claude Code expands its @path file mentions and runs its slash commands whatever verbatimPrompts says (measured), so a mention reads any file into the model\'s context without a Read; put the text in the prompt, or set verbatimPrompts: false if every prompt is yours',
+    );
+  },
+  memory: (_scope, where, ctx) => {
+    refuseUntrusted(ctx.trust, `${where}.memory`, 'agent memory files (.claude/agent-memory and the like) are loaded into the agent\'s context, and the model can write them');
+  },
+};
+
+/** checkAgent applies AGENT_RULES to one subagent definition. */
 function checkAgent(name: string, def: AgentDefinition, ctx: CheckContext): void {
   const where = `options.agents.${name}`;
-  if (def.permissionMode === 'bypassPermissions') refuse(`${where}.permissionMode 'bypassPermissions'`, "the subagent's tools would run without asking gatekeeper");
-  if (def.memory !== undefined) {
-    refuseUntrusted(ctx.trust, `${where}.memory`, 'agent memory files (.claude/agent-memory and the like) are loaded into the agent\'s context, and the model can write them');
-  }
-  for (const spec of def.mcpServers ?? []) {
-    if (typeof spec === 'object' && spec !== null) checkServerNames(spec, `${where}.mcpServers`);
+  const rules = AGENT_RULES as Record<string, 'pass' | ((v: unknown, w: string, c: CheckContext) => void) | undefined>;
+  for (const [key, value] of Object.entries(def)) {
+    if (value === undefined) continue;
+    const rule = rules[key];
+    if (rule === undefined) {
+      refuse(
+        `${where}.${key}`,
+        'it is not a field of AgentDefinition in @anthropic-ai/claude-agent-sdk 0.3.330 that gatekeeper has classified, and Claude Code reads fields the SDK does not declare (hooks among them, which run commands on the host)',
+      );
+    }
+    if (typeof rule === 'function') rule(value, where, ctx);
   }
 }
 
@@ -368,10 +467,14 @@ function checkExtraArgs(args: Record<string, string | null>, ctx: CheckContext):
 /**
  * CONFIG_ENV are environment variables of Claude Code (as bundled with SDK
  * 0.3.330, found in its binary) that load configuration, plugins, MCP
- * servers or instructions, wherever they point: CLAUDE_CODE_PLUGIN_DIRS
- * loads a plugin's hooks even with settingSources [] (tested). Refused
- * unless trusted. CLAUDE_CONFIG_DIR is not here: with settingSources []
- * nothing in it is loaded as configuration (tested).
+ * servers, instructions or code, wherever they point: CLAUDE_CODE_PLUGIN_DIRS
+ * loads a plugin's hooks even with settingSources [] (tested), and the Bun
+ * runtime the binary is built on takes its own command-line flags from
+ * BUN_OPTIONS (`--preload`, `-r`, `--config`) and a script to preload from
+ * BUN_INSPECT_PRELOAD, and runs that script in Claude Code's process at
+ * start (tested). Refused unless trusted. CLAUDE_CONFIG_DIR is not here:
+ * with settingSources [] and auto memory off nothing in it is loaded as
+ * configuration (tested).
  */
 export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_PLUGIN_DIRS',
@@ -391,14 +494,24 @@ export const CONFIG_ENV: readonly string[] = [
   'CLAUDE_CODE_ADDITIONAL_DIRECTORIES_CLAUDE_MD',
   'CLAUDE_CODE_ENABLE_FUNCTION_HOOKS',
   'CLAUDE_DEV_MODS_DIR',
+  'BUN_OPTIONS',
+  'BUN_INSPECT_PRELOAD',
 ];
 
 /**
  * PROGRAM_ENV are variables naming a program Claude Code (or a shell it
- * starts) runs, or a file a shell sources: refused unless trusted when that
- * program or file is relative or lies where the model can write.
+ * starts) runs, a file a shell sources, or a configuration directory whose
+ * commands a program Claude Code starts runs: refused unless trusted when
+ * that path is relative or lies where the model can write. SHELL is the
+ * shell Claude Code runs Bash commands in when CLAUDE_CODE_SHELL is unset;
+ * XDG_CONFIG_HOME holds git's user configuration (`git/config`), and
+ * Claude Code's `git status` at start runs the filter drivers it defines
+ * (Claude Code switches off only those of the repository's own config;
+ * tested).
  */
 export const PROGRAM_ENV: readonly string[] = [
+  'SHELL',
+  'XDG_CONFIG_HOME',
   'CLAUDE_CODE_SHELL',
   'CLAUDE_CODE_SHELL_PREFIX',
   'CLAUDE_CODE_GIT_BASH_PATH',
@@ -413,9 +526,10 @@ export const PROGRAM_ENV: readonly string[] = [
  * SEARCH_ENV are lists of directories or files programs are loaded from,
  * with their separators: every entry must be absolute and lie where the
  * model cannot write (Claude Code runs git and the hooks' shells from PATH,
- * measured).
+ * measured; the dynamic loader runs LD_AUDIT's libraries in Claude Code's
+ * process, as LD_PRELOAD's, measured).
  */
-const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/ };
+const SEARCH_ENV: Readonly<Record<string, RegExp>> = { PATH: new RegExp(delimiter), LD_LIBRARY_PATH: new RegExp(delimiter), LD_PRELOAD: /[:\s]+/, LD_AUDIT: /[:\s]+/ };
 
 function checkEnv(given: Record<string, string | undefined>, where: string, ctx: CheckContext): void {
   // Names compared without case: Windows reads the environment so.
@@ -423,13 +537,22 @@ function checkEnv(given: Record<string, string | undefined>, where: string, ctx:
   for (const [k, v] of Object.entries(given)) env[k.toUpperCase()] = v;
   for (const name of CONFIG_ENV) {
     const v = env[name];
-    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers or instructions) named by it');
+    if (v !== undefined && v !== '') refuseUntrusted(ctx.trust, `${where} ${name}`, 'Claude Code loads configuration (plugins, settings, MCP servers, instructions, runtime flags or code) named by it');
   }
   const writable = (p: string): boolean => !isAbsolute(p) || inside(p, ctx.dirs);
   for (const name of PROGRAM_ENV) {
-    const program = env[name]?.trim().split(/\s+/)[0];
-    if (program !== undefined && program !== '' && writable(program)) {
-      refuseUntrusted(ctx.trust, `${where} ${name} ${JSON.stringify(program)}`, 'it names a program or shell file Claude Code runs, and it is relative or lies in a directory the model can write');
+    const v = env[name]?.trim();
+    if (v === undefined || v === '') continue;
+    // The whole value (a path may hold spaces), the program of a command
+    // line, and every absolute path among its arguments (`env /ws/x`).
+    const [program = '', ...args] = v.split(/\s+/);
+    const found = [program, v].find(writable) ?? args.find((a) => isAbsolute(a) && inside(a, ctx.dirs));
+    if (found !== undefined) {
+      refuseUntrusted(
+        ctx.trust,
+        `${where} ${name} ${JSON.stringify(found)}`,
+        'it names a program, a shell file or a configuration directory that Claude Code or a program it starts runs or reads, and it is relative or lies in a directory the model can write',
+      );
     }
   }
   for (const [name, separator] of Object.entries(SEARCH_ENV)) {

@@ -132,8 +132,9 @@ export interface GatekeeperOwnOptions {
    * cannot write, and keep the policy's write-protect list on.
    *
    * Defaults stay isolated with it: `settingSources` is still `[]`,
-   * `strictMcpConfig` and `verbatimPrompts` still `true` unless given; only
-   * the `allowManagedHooksOnly` policy is left out. Nothing here unlocks
+   * `strictMcpConfig` and `verbatimPrompts` still `true`, auto memory and
+   * scheduled tasks off and shell commands asked for unless given; only the
+   * `allowManagedHooksOnly` policy is left out. Nothing here unlocks
    * `bypassPermissions`, `allowDangerouslySkipPermissions`,
    * `permissionPromptToolName` or `disableAllHooks`.
    */
@@ -327,18 +328,20 @@ export function buildOptions(p: BuildParams): Built {
   // thing a hook could use to get past gatekeeper, an updatedInput, is
   // decided again here.
   const wrapPreToolUse = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
-    const out = await h(input, toolUseID, opts);
+    const out = await h(jsonCopy(input), toolUseID, opts);
     if (input.hook_event_name !== 'PreToolUse') return out;
     const hso = (out as { hookSpecificOutput?: Partial<PreToolUseHookSpecificOutput> }).hookSpecificOutput;
     if (hso?.hookEventName !== 'PreToolUse' || hso.updatedInput === undefined) return out;
+    // What is decided is what Claude Code gets: a copy the caller no longer holds.
+    const updatedInput = jsonCopy(hso.updatedInput);
     const id = input.tool_use_id || toolUseID || '';
-    const d = await sq.decide('PreToolUse', input.tool_name, hso.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
+    const d = await sq.decide('PreToolUse', input.tool_name, updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
     if (d.decision === 'allow') {
-      noteAllowed(input.tool_name, id, hso.updatedInput);
-      return out;
+      noteAllowed(input.tool_name, id, updatedInput);
+      return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', updatedInput } } as HookJSONOutput;
     }
     if (hso.permissionDecision === 'deny') return out;
-    return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', permissionDecision: d.decision, permissionDecisionReason: forModel(d) } } as HookJSONOutput;
+    return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', updatedInput, permissionDecision: d.decision, permissionDecisionReason: forModel(d) } } as HookJSONOutput;
   };
 
   // The caller's PermissionRequest hooks answer the permission prompt that
@@ -348,15 +351,18 @@ export function buildOptions(p: BuildParams): Built {
   // gatekeeper decided on the old one, so the new input is decided again
   // (event canUseTool: the same stage), and a deny replaces the allow. An
   // ask is an allow here: the hook is answering the prompt, as a human
-  // would. Persisting permission updates are dropped (keepUpdates).
+  // would. Persisting permission updates are dropped (keepUpdates). The
+  // caller's hook gets a copy of the input, so that an input it rewrote in
+  // place and returned is seen to differ from the one gatekeeper decided.
   const wrapPermissionRequest = (h: HookCallback): HookCallback => async (input, toolUseID, opts) => {
-    const out = await h(input, toolUseID, opts);
+    const out = await h(jsonCopy(input), toolUseID, opts);
     if (input.hook_event_name !== 'PermissionRequest') return out;
     const hso = (out as { hookSpecificOutput?: Partial<PermissionRequestHookSpecificOutput> }).hookSpecificOutput;
     if (hso?.hookEventName !== 'PermissionRequest' || hso.decision?.behavior !== 'allow') return out;
     const decision = { ...hso.decision };
     const updatedPermissions = keepUpdates(decision.updatedPermissions, 'a PermissionRequest hook');
     if (updatedPermissions !== undefined) decision.updatedPermissions = updatedPermissions;
+    if (decision.updatedInput !== undefined) decision.updatedInput = jsonCopy(decision.updatedInput);
     if (decision.updatedInput !== undefined && !sameJson(decision.updatedInput, input.tool_input)) {
       const id = toolUseID ?? '';
       const d = await sq.decide('canUseTool', input.tool_name, decision.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
@@ -381,18 +387,22 @@ export function buildOptions(p: BuildParams): Built {
       }
       return { behavior: 'deny', message: `${forModel(d)}; no canUseTool handler is configured to ask a human, so the call is denied` };
     }
-    // allow: the caller may still deny; ask: the caller is the human.
-    const r = await callerCanUseTool(toolName, input, opts);
+    // allow: the caller may still deny; ask: the caller is the human. It
+    // gets a copy, so that an input it rewrote in place and returned is seen
+    // to differ from the one gatekeeper decided.
+    const r = await callerCanUseTool(toolName, jsonCopy(input), opts);
     // null says the answer went out another way, which gatekeeper cannot see
     // (it could carry any input): deny instead of leaving the call waiting.
     if (r === null) return { behavior: 'deny', message: forModel(outOfBand(toolName)) };
     if (r.behavior !== 'allow') return r;
     const updatedPermissions = keepUpdates(r.updatedPermissions, 'canUseTool');
-    const allowed: PermissionResult = updatedPermissions === undefined ? r : { ...r, updatedPermissions };
-    if (r.updatedInput !== undefined && !sameJson(r.updatedInput, input)) {
-      const d2 = await sq.decide('canUseTool', toolName, r.updatedInput, id, mcp, agentCwd);
+    // What is decided is what Claude Code gets: a copy the caller no longer holds.
+    const updatedInput = r.updatedInput === undefined ? undefined : jsonCopy(r.updatedInput);
+    const allowed: PermissionResult = { ...r, ...(updatedPermissions === undefined ? {} : { updatedPermissions }), ...(updatedInput === undefined ? {} : { updatedInput }) };
+    if (updatedInput !== undefined && !sameJson(updatedInput, input)) {
+      const d2 = await sq.decide('canUseTool', toolName, updatedInput, id, mcp, agentCwd);
       if (d2.decision === 'deny') return { behavior: 'deny', message: forModel(d2) };
-      noteAllowed(toolName, id, r.updatedInput);
+      noteAllowed(toolName, id, updatedInput);
       return allowed;
     }
     noteAllowed(toolName, id, input);
@@ -446,6 +456,14 @@ export function buildOptions(p: BuildParams): Built {
 
 function preToolUse(decision: 'deny' | 'ask', reason: string): HookJSONOutput {
   return { hookSpecificOutput: { hookEventName: 'PreToolUse', permissionDecision: decision, permissionDecisionReason: reason } };
+}
+
+/**
+ * jsonCopy is a copy of a JSON value as Claude Code will read it (the SDK
+ * sends it as JSON), which no caller holds a reference to.
+ */
+export function jsonCopy<T>(v: T): T {
+  return JSON.parse(JSON.stringify(v)) as T;
 }
 
 /** sameJson compares two JSON values, ignoring key order. */

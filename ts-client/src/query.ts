@@ -5,7 +5,7 @@
 import { query as sdkQuery, type McpServerConfig, type Options, type PermissionMode, type Query } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError, resolveConfig, type GatekeeperOptions } from './config.js';
 import { Connection } from './connection.js';
-import { checkSettings } from './agent-config.js';
+import { askingShell, checkSettings } from './agent-config.js';
 import { buildOptions, checkCallerOptions, type Built, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
 
@@ -192,7 +192,9 @@ export function query(params: GatekeeperQueryParams): Query {
     },
     async applyFlagSettings(settings: Parameters<Query['applyFlagSettings']>[0]): Promise<void> {
       checkSettings(settings as Record<string, unknown>, 'applyFlagSettings', trust);
-      return (await started()).applyFlagSettings(settings);
+      // A permissions object replaces the flag layer's whole one: keep the shell ask rules in it.
+      const applied = settings.permissions === undefined ? settings : { ...settings, permissions: askingShell(settings.permissions ?? undefined) };
+      return (await started()).applyFlagSettings(applied);
     },
     async updateSettings(source: Parameters<Query['updateSettings']>[0], settings: Record<string, unknown>): Promise<void> {
       if (!trust) {

@@ -8,15 +8,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { query as sdkQuery, type Options, type Query, type Settings } from '@anthropic-ai/claude-agent-sdk';
-import ts from 'typescript';
 import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import { OPTION_RULES } from '../src/agent-config.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
+import { declaredFields } from './helpers/sdk-types.js';
 import { agent, bare, closeWorld, modelSaw, only, sharedWorld, world } from './helpers/world.js';
 
 /** A directory the planted hooks and servers write their markers into. */
@@ -369,10 +368,12 @@ test('agent-configuration escape: options that bring configuration in are refuse
     { name: 'a config env var spelled in lower case', o: { env: { PATH: '/usr/bin', claude_code_plugin_dirs: join(ws, 'p') } }, want: /options\.env CLAUDE_CODE_PLUGIN_DIRS/ },
     { name: 'PATH through the workspace', o: { env: { PATH: `${join(ws, 'bin')}:/usr/bin` } }, want: /options\.env PATH entry ".*\/ws\/bin": it is relative or lies in a directory the model can write/ },
     { name: 'a relative PATH entry', o: { env: { PATH: '/usr/bin::/bin' } }, want: /options\.env PATH entry ""/ },
-    { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program or shell file Claude Code runs/ },
+    { name: 'a shell in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL: join(ws, 'sh') } }, want: /options\.env CLAUDE_CODE_SHELL ".*\/ws\/sh": it names a program, a shell file or a configuration directory that Claude Code or a program it starts runs or reads/ },
     { name: 'a shell prefix run from the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL_PREFIX: `${join(ws, 'wrap')} --log` } }, want: /options\.env CLAUDE_CODE_SHELL_PREFIX ".*\/ws\/wrap"/ },
     { name: 'a relative BASH_ENV', o: { env: { PATH: '/usr/bin', BASH_ENV: '.bashrc' } }, want: /options\.env BASH_ENV "\.bashrc"/ },
     { name: 'a library preloaded from the workspace', o: { env: { PATH: '/usr/bin', LD_PRELOAD: `/usr/lib/x.so ${join(ws, 'evil.so')}` } }, want: /options\.env LD_PRELOAD entry ".*\/ws\/evil\.so"/ },
+    { name: 'a loader audit library from the workspace', o: { env: { PATH: '/usr/bin', LD_AUDIT: `/usr/lib/a.so:${join(ws, 'audit.so')}` } }, want: /options\.env LD_AUDIT entry ".*\/ws\/audit\.so"/ },
+    { name: 'a shell prefix whose argument is a program in the workspace', o: { env: { PATH: '/usr/bin', CLAUDE_CODE_SHELL_PREFIX: `/usr/bin/env ${join(ws, 'wrap')}` } }, want: /options\.env CLAUDE_CODE_SHELL_PREFIX ".*\/ws\/wrap"/ },
     { name: 'Claude Code from the workspace', o: { pathToClaudeCodeExecutable: join(ws, 'claude') }, want: /options\.pathToClaudeCodeExecutable: .* lies in a directory the model can write/ },
   ];
   for (const c of cases) {
@@ -434,11 +435,12 @@ test("agent-configuration escape: connect().options() isolates Claude Code and r
     assert.deepEqual(o.settingSources, []);
     assert.equal(o.strictMcpConfig, true);
     assert.equal(o.verbatimPrompts, true);
-    assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'] }, allowManagedHooksOnly: true });
+    assert.deepEqual(o.settings, { autoMemoryEnabled: false, env: { CLAUDE_CODE_DISABLE_CRON: '1' }, permissions: { ask: ['Bash', 'PowerShell'] } });
+    assert.deepEqual(o.managedSettings, { permissions: { deny: ['WebSearch'], ask: ['Bash', 'PowerShell'] }, allowManagedHooksOnly: true });
     const trusted = await client.options({ cwd: shared.world.dirs.ws, trustAgentConfiguration: true, settingSources: ['project'] });
     assert.deepEqual(trusted.settingSources, ['project']);
     assert.equal(trusted.strictMcpConfig, true, 'the opt-in keeps the defaults it is not asked to change');
-    assert.equal(trusted.managedSettings, undefined, 'with the opt-in, the caller\'s own hooks in settings may run');
+    assert.deepEqual(trusted.managedSettings, { permissions: { ask: ['Bash', 'PowerShell'] } }, 'with the opt-in, the caller\'s own hooks in settings may run; shell commands are still asked for');
     await assert.rejects(client.options({ cwd: shared.world.dirs.ws, settingSources: ['project'] }), /options\.settingSources \["project"\]/);
   } finally {
     await client.close();
@@ -455,14 +457,7 @@ test("agent-configuration escape: the Query's control methods refuse what the op
 });
 
 test('every option of the SDK\'s Options type is classified by the client, and nothing else', () => {
-  const dts = join(dirname(createRequire(import.meta.url).resolve('@anthropic-ai/claude-agent-sdk')), 'sdk.d.ts');
-  const sf = ts.createSourceFile(dts, readFileSync(dts, 'utf8'), ts.ScriptTarget.Latest, true);
-  let declared: string[] | undefined;
-  sf.forEachChild((n) => {
-    if (ts.isTypeAliasDeclaration(n) && n.name.text === 'Options' && ts.isTypeLiteralNode(n.type)) {
-      declared = n.type.members.filter(ts.isPropertySignature).map((p) => p.name.getText(sf));
-    }
-  });
+  const declared = declaredFields('Options');
   assert.ok(declared && declared.length > 50, 'sdk.d.ts declares Options as a type literal');
   assert.deepEqual(Object.keys(OPTION_RULES).sort(), [...declared].sort());
 });

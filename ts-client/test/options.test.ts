@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import type { PermissionUpdate } from '@anthropic-ai/claude-agent-sdk';
-import { keptPermissionUpdates } from '../src/agent-config.js';
+import type { PermissionUpdate, Settings } from '@anthropic-ai/claude-agent-sdk';
+import { askingShell, isolation, keptPermissionUpdates } from '../src/agent-config.js';
 import { GatekeeperConfigError } from '../src/config.js';
 import { bashAllowed, checkCallerOptions, configSource, McpSources, sameJson } from '../src/options.js';
 import { formatRunResult, RunCorrelator, toolUseIdOf } from '../src/sandboxed-code.js';
@@ -104,4 +104,19 @@ test('keptPermissionUpdates keeps session updates, drops persisting ones unless 
     const got = keptPermissionUpdates([c.u], c.trust);
     assert.deepEqual(got, c.kept ? { kept: [c.u], dropped: [] } : { kept: [], dropped: [c.u] }, c.name);
   }
+});
+
+test('the shell ask rules are added to the caller\'s permissions in the flag settings and the policy tier, keeping theirs', () => {
+  const theirs = { allow: ['Read'], ask: ['WebFetch', 'Bash'] };
+  assert.deepEqual(askingShell(theirs), { allow: ['Read'], ask: ['WebFetch', 'Bash', 'PowerShell'] });
+  assert.deepEqual(theirs, { allow: ['Read'], ask: ['WebFetch', 'Bash'] }, 'the caller\'s object is left as it was');
+  assert.deepEqual(askingShell(undefined), { ask: ['Bash', 'PowerShell'] });
+  const o = isolation({ settings: { model: 'm', permissions: { deny: ['WebSearch'] } }, managedSettings: { permissions: { ask: ['Write'] } } }, false);
+  assert.deepEqual(o.settings, { autoMemoryEnabled: false, model: 'm', env: { CLAUDE_CODE_DISABLE_CRON: '1' }, permissions: { deny: ['WebSearch'], ask: ['Bash', 'PowerShell'] } });
+  const trusted = isolation({ settings: { env: { CLAUDE_CODE_DISABLE_CRON: '', FOO: '1' } } }, true);
+  assert.deepEqual((trusted.settings as Settings).env, { CLAUDE_CODE_DISABLE_CRON: '', FOO: '1' }, 'a trusted caller\'s own env wins');
+  assert.deepEqual(o.managedSettings, { permissions: { ask: ['Write', 'Bash', 'PowerShell'] }, allowManagedHooksOnly: true });
+  const file = isolation({ settings: '/etc/agent/settings.json' }, true);
+  assert.equal(file.settings, undefined, 'a settings file path is left to the caller');
+  assert.deepEqual(file.managedSettings, { permissions: { ask: ['Bash', 'PowerShell'] } });
 });

@@ -184,3 +184,42 @@ test("permission updates: an 'always allow' a caller would persist writes no set
     );
   }
 });
+
+test('rewritten inputs: a canUseTool or PermissionRequest hook that rewrites the input object in place and returns it is decided again', async () => {
+  // A caller that normalizes the input it was handed, in place, and returns
+  // that object: the returned input and the one gatekeeper decided are then
+  // the same object, and only a copy taken before the caller ran shows that
+  // it changed.
+  const inPlace = (p: ReturnType<typeof paths>, input: Record<string, unknown>): Record<string, unknown> => Object.assign(input, rewrite(p, input));
+  const ways: { name: string; tag: string; opts: (p: ReturnType<typeof paths>) => Options }[] = [
+    { name: 'canUseTool', tag: 'cut', opts: (p) => ({ canUseTool: async (_n, input) => ({ behavior: 'allow', updatedInput: inPlace(p, input) }) }) },
+    {
+      name: 'a PermissionRequest hook',
+      tag: 'hook',
+      opts: (p) => ({
+        hooks: {
+          PermissionRequest: [
+            {
+              hooks: [
+                async (input) =>
+                  input.hook_event_name === 'PermissionRequest'
+                    ? { hookSpecificOutput: { hookEventName: 'PermissionRequest', decision: { behavior: 'allow', updatedInput: inPlace(p, input.tool_input as Record<string, unknown>) } } }
+                    : {},
+              ],
+            },
+          ],
+        },
+        canUseTool: slowHuman,
+      }),
+    },
+  ];
+  for (const way of ways) {
+    const control = paths(`inplace-bare-${way.tag}`);
+    await bare(shared.world.dirs.root, script(control), way.opts(control));
+    assert.equal(readFileSync(control.outside, 'utf8'), 'rewritten', `control (${way.name}): with the bare SDK the in-place rewrite moved the Write outside the workspace`);
+
+    const p = paths(`inplace-${way.tag}`);
+    const { box } = await agent(shared.world, script(p), way.opts(p) as GatekeeperQueryOptions);
+    assertRedecided(box, p, 'canUseTool');
+  }
+});

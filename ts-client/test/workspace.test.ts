@@ -129,3 +129,31 @@ test('a binary file sent in base64 arrives intact, and comes back in base64 when
   assert.deepEqual(rep.files?.map((f) => [f.path, f.change, f.note]), [['in.bin', 'unchanged', 'binary content, not shown']]);
   assert.ok(runs[0]?.files[0]?.content?.equals(bytes), 'the builder got the same bytes back');
 });
+
+test('a chart matplotlib draws in python-data reaches the model as an image block', async () => {
+  const w = await world({ image: 'python-data', timeout: '60s' });
+  try {
+    const code = `import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [2, 4, 1])
+plt.title("sales")
+plt.savefig("chart.png")
+print("saved")`;
+    const { box } = await agent(w, [{ type: 'tool_use', name: RUN, input: { language: 'python', code }, id: 'toolu_mpl' }, { type: 'text', text: 'done' }]);
+    // What the fake model received: the tool_result of its call, as the
+    // SDK put it in the next request.
+    const r = only(box, 'toolu_mpl');
+    const rep = report(r);
+    assert.equal(rep.stdout, 'saved\n', rep.stderr);
+    const blocks = r.content as { type: string; source?: { type: string; media_type: string; data: string } }[];
+    const image = blocks.find((b) => b.type === 'image');
+    assert.ok(image, `no image block reached the model: ${JSON.stringify(blocks).slice(0, 300)}`);
+    assert.equal(image.source?.media_type, 'image/png');
+    const png = Buffer.from(image.source?.data ?? '', 'base64');
+    assert.equal(png.subarray(0, 8).toString('hex'), '89504e470d0a1a0a', 'a PNG');
+    // IHDR: matplotlib's default figure, 6.4 x 4.8 inches at 100 dpi.
+    assert.deepEqual([png.readUInt32BE(16), png.readUInt32BE(20)], [640, 480], 'the chart matplotlib drew, whole');
+    assert.deepEqual(rep.files?.map((f) => [f.path, f.media_type, f.note]), [['chart.png', 'image/png', 'shown to you as an image']]);
+  } finally {
+    await closeWorld(w);
+  }
+});
