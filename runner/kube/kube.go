@@ -39,7 +39,7 @@
 // RLIMIT_NOFILE, RLIMIT_FSIZE and RLIMIT_NPROC with the shell's ulimit
 // before it becomes the launcher's PID 1 (see Config.HostNproc for what
 // RLIMIT_NPROC bounds under runc). The pids cgroup of a Pod is the
-// kubelet's node-wide podPidsLimit. docs/KUBERNETES.md lists every
+// kubelet's node-wide podPidsLimit. docs/SANDBOX.md lists every
 // difference from the Docker backend.
 package kube
 
