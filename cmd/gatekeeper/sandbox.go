@@ -189,6 +189,11 @@ type sandboxRunner struct {
 	warmed     chan struct{} // closed when the start-up checks and the pool's warm-up returned
 }
 
+// cleanupAtStartTimeout bounds the removal of a predecessor's leftovers at
+// start: an engine or API server that does not answer must not keep the
+// sidecar from serving decisions.
+const cleanupAtStartTimeout = 30 * time.Second
+
 // newSandboxRunner makes the runner of o.backend, with the egress proxy for
 // networked sandboxes, and removes the sandboxes a killed predecessor of
 // the same instance left. A Docker engine or cluster that is down is not
@@ -212,7 +217,9 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 		return nil, err
 	}
 	s.queue, s.warmed = runner.NewQueue(s.backend, o.maxRuns), make(chan struct{})
-	if n, err := s.backend.Cleanup(ctx); err != nil {
+	cctx, cancel := context.WithTimeout(ctx, cleanupAtStartTimeout)
+	defer cancel()
+	if n, err := s.backend.Cleanup(cctx); err != nil {
 		o.log.Warn("cannot remove what a previous sidecar left (is the "+o.backend+" runner's engine up?); runs will answer runner_unavailable until it is", "runner", o.backend, "err", err)
 	} else if n > 0 {
 		o.log.Info("removed leftover sandboxes of a previous sidecar", "runner", o.backend, "instance", o.instance, "count", n)
