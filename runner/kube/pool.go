@@ -338,6 +338,10 @@ func (p *pool) makeOne(s *warmSet) {
 		s.lastErr = err
 		s.retryAt = time.Now().Add(min(time.Duration(1<<min(s.failures, 6))*time.Second, p.idle))
 		p.m.RefillErrors.Inc()
+		if errors.Is(err, errNoRoom) {
+			p.r.log.Debug("no room for a warm sandbox pod; trying again later", "pool", s.key, "retry_at", s.retryAt)
+			return
+		}
 		p.r.log.Warn("make a warm sandbox pod", "pool", s.key, "failures", s.failures, "err", err)
 		return
 	}

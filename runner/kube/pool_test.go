@@ -3,7 +3,11 @@
 package kube
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,10 +33,30 @@ func pooledRunner(t *testing.T, cfg PoolConfig) *Runner {
 	rc := testConfig(t, nil)
 	rc.Pool = cfg
 	r := newTestRunner(t, rc)
-	if err := r.Warm(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	warmUp(t, r)
 	return r
+}
+
+// warmUp waits until r's pool is full. A warm Pod takes only room no run
+// needs, so while other tests' Pods fill the node the pool gives up and
+// tries again later: warm waits through that, for up to two minutes.
+func warmUp(t *testing.T, r *Runner) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for {
+		err := r.Warm(ctx)
+		switch {
+		case err == nil:
+			return
+		case !errors.Is(err, errNoRoom) || ctx.Err() != nil:
+			t.Fatalf("warm the pool: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // TestPoolPodsServeOneRun runs four times in a pool of one warm Pod under
@@ -68,9 +92,7 @@ while True:
 				if res.Duration < time.Second {
 					t.Errorf("run %d: duration %v, shorter than its 1s timeout counted from the code's delivery", i, res.Duration)
 				}
-				if err := r.Warm(t.Context()); err != nil { // refilled in the background
-					t.Fatal(err)
-				}
+				warmUp(t, r) // refilled in the background
 			}
 			if hits := counterValue(t, r.metrics.Hits); hits != 4 {
 				t.Errorf("%v pool hits, want 4: every run warm", hits)
@@ -97,9 +119,7 @@ func TestAColdRunTakesTheRoomOfAWarmPod(t *testing.T) {
 	rc.Pool = PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
 	rc.StartTimeout = time.Minute
 	r := newTestRunner(t, rc)
-	if err := r.Warm(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	warmUp(t, r)
 	spec := runnertest.Spec(`print("cold")`)
 	spec.Sandbox = sb
 	spec.Sandbox.MemoryBytes += 64 << 20
@@ -113,4 +133,105 @@ func TestAColdRunTakesTheRoomOfAWarmPod(t *testing.T) {
 	if hits := counterValue(t, r.metrics.Hits); hits != 0 {
 		t.Errorf("%v pool hits, want 0: the run's sandbox is not pooled", hits)
 	}
+}
+
+// waitReady waits until the pool has a warm Pod of sb ready (making the
+// set if the pool has none for sb), its makers fail, or ctx ends.
+func (p *pool) waitReady(ctx context.Context, sb runner.Sandbox) error {
+	pl, err := p.r.plan(templateSpec(sb))
+	if err != nil {
+		return err
+	}
+	key := poolKey(sb, pl)
+	p.start()
+	for {
+		p.mu.Lock()
+		s := p.sets[key]
+		if s == nil {
+			if s, err = p.addSet(sb, false); err != nil {
+				p.mu.Unlock()
+				return err
+			}
+		}
+		p.fill(s)
+		n, lastErr, changed := len(s.ready), s.lastErr, p.changed
+		p.mu.Unlock()
+		switch {
+		case n > 0:
+			return nil
+		case lastErr != nil:
+			return lastErr
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// pooledRuntime runs every Spec under one runtime in the test image, after
+// making sure a warm Pod of its sandbox is ready (a run racing another for
+// it may still miss and run cold).
+type pooledRuntime struct {
+	withRuntime
+}
+
+func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
+	spec.Sandbox.Runtime = w.rt
+	// A fifth of a CPU (no case measures CPU): requests equal limits, and
+	// with whole CPUs the test node's two hold two Pods, so that most of
+	// the suite, run in parallel, would find no room for warm Pods and run
+	// cold.
+	spec.Sandbox.CPUs = 0.2
+	if spec.Sandbox.Image == "" {
+		spec.Sandbox.Image = w.image
+	}
+	if _, err := w.plan(spec); err == nil && poolable(spec.Sandbox) && spec.Timeout <= PoolMaxTimeout {
+		// A warm Pod takes only room no run needs: on a full node the
+		// run goes cold, and its Pod takes a warm Pod's place.
+		if err := w.pool.waitReady(ctx, spec.Sandbox); err != nil && !errors.Is(err, errNoRoom) {
+			return runner.Result{}, fmt.Errorf("warm the pool: %w", err)
+		}
+	}
+	return w.Runner.Run(ctx, spec)
+}
+
+// TestConformanceRuncPooled runs the conformance suite with the warm pool
+// on: the same limits must hold in a Pod that waited for its code.
+func TestConformanceRuncPooled(t *testing.T) {
+	t.Parallel()
+	conformancePooled(t, runner.Runc)
+}
+
+// TestConformanceRunscPooled is the same under gVisor.
+func TestConformanceRunscPooled(t *testing.T) {
+	t.Parallel()
+	conformancePooled(t, runner.Runsc)
+}
+
+func conformancePooled(t *testing.T, rt runner.Runtime) {
+	image := testImage(t)
+	var mu sync.Mutex
+	var runners []*Runner
+	runnertest.ConformanceWith(t, func(t *testing.T) runnertest.Runner {
+		cfg := testConfig(t, nil)
+		cfg.Pool = PoolConfig{Size: 1, Idle: 5 * time.Minute, All: true}
+		r := newTestRunner(t, cfg)
+		mu.Lock()
+		runners = append(runners, r)
+		mu.Unlock()
+		return pooledRuntime{withRuntime{r, rt, image}}
+	}, kubeOptions)
+	t.Cleanup(func() {
+		var hits, misses float64
+		for _, r := range runners {
+			hits += counterValue(t, r.metrics.Hits)
+			misses += counterValue(t, r.metrics.Misses)
+		}
+		t.Logf("pool: %v hits, %v misses", hits, misses)
+		if hits < 10 {
+			t.Errorf("only %v runs were warm, want most of the suite's", hits)
+		}
+	})
 }

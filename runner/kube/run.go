@@ -153,6 +153,11 @@ func (r *Runner) createPod(ctx context.Context, spec runner.Spec, p *plan, name 
 	return nil
 }
 
+// errNoRoom marks a warm Pod the scheduler found no node for: warm Pods
+// take only room no run needs, so the pool gives it up and tries again
+// later rather than wait for room.
+var errNoRoom = errors.New("no node has room for it now")
+
 // errImageMissing marks a Pod that cannot start because the node lacks
 // its image: the image's fault, not its RuntimeClass's, and mended by
 // loading it, so no check remembers it.
@@ -169,7 +174,8 @@ var startFailures = map[string]bool{
 // waitStarted waits until the Pod's container runs, at most
 // Config.StartTimeout, and returns the Pod as it was then. A container
 // that cannot start is an error with its reason; one that already ended
-// is returned as it is (execute reads what it left).
+// is returned as it is (execute reads what it left). A warm Pod that
+// cannot be scheduled is errNoRoom at once.
 //
 // The Pod of a run (not a warm Pod) that the scheduler cannot place while
 // the pool holds warm Pods takes the place of one (see pool.yield): warm
@@ -186,6 +192,9 @@ func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1
 	pod, err := r.watch.wait(waitCtx, name, func(pod *corev1.Pod) (bool, error) {
 		if pod == nil {
 			return false, nil // not seen yet
+		}
+		if p.poolKey != "" && unschedulable(pod) {
+			return false, fmt.Errorf("warm pod %s: %w", name, errNoRoom)
 		}
 		st := sandboxStatus(pod)
 		switch {
