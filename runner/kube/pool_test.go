@@ -198,15 +198,16 @@ func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result
 }
 
 // TestConformanceRuncPooled runs the conformance suite with the warm pool
-// on: the same limits must hold in a Pod that waited for its code.
+// on: the same limits must hold in a Pod that waited for its code. The
+// pooled suites do not run in parallel with the other tests (their cases
+// do, with each other): their warm Pods would hold room the other tests'
+// cold Pods wait for, one at a time.
 func TestConformanceRuncPooled(t *testing.T) {
-	t.Parallel()
 	conformancePooled(t, runner.Runc)
 }
 
 // TestConformanceRunscPooled is the same under gVisor.
 func TestConformanceRunscPooled(t *testing.T) {
-	t.Parallel()
 	conformancePooled(t, runner.Runsc)
 }
 
