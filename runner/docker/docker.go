@@ -270,17 +270,20 @@ func (r *Runner) Warm(ctx context.Context) error {
 
 // Collectors returns the warm pool's Prometheus collectors, for the
 // sidecar's registry: gatekeeper_pool_hits_total,
+// gatekeeper_pool_interpreter_hits_total, gatekeeper_pool_waits_total,
 // gatekeeper_pool_misses_total, gatekeeper_pool_refill_seconds,
-// gatekeeper_pool_refill_errors_total and gatekeeper_pool_warm_containers.
-// They exist, at zero, without a pool.
-func (r *Runner) Collectors() []prometheus.Collector { return r.metrics.collectors(r.readyCount) }
+// gatekeeper_pool_refill_errors_total, gatekeeper_pool_wait_seconds,
+// gatekeeper_pool_warm_containers, gatekeeper_pool_making_containers and
+// gatekeeper_pool_target_containers. They exist, at zero, without a pool.
+func (r *Runner) Collectors() []prometheus.Collector { return r.metrics.collectors(r.poolCounts) }
 
-// readyCount is the number of warm containers waiting for a run.
-func (r *Runner) readyCount() float64 {
+// poolCounts is the pool's containers ready and being made, and its
+// targets.
+func (r *Runner) poolCounts() (ready, making, targets int) {
 	if r.pool == nil {
-		return 0
+		return 0, 0, 0
 	}
-	return r.pool.readyCount()
+	return r.pool.counts()
 }
 
 // Status is what the engine says about itself.
