@@ -40,6 +40,7 @@ st["signals"] = {str(s): repr(signal.getsignal(s)) for s in sorted(signal.valid_
 st["blocked"] = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
 st["rlimits"] = {n: resource.getrlimit(getattr(resource, n)) for n in sorted(dir(resource)) if n.startswith("RLIMIT_")}
 st["tmp"] = sorted(os.listdir("/tmp"))
+st["proc_signals"] = [l for l in open("/proc/self/status") if l.startswith(("SigBlk", "SigIgn", "SigCgt"))]
 st["workspace"] = sorted(os.listdir("."))
 st["sitecustomize"] = "sitecustomize" in sys.modules
 st["warnings_filters"] = repr(__import__("warnings").filters)
@@ -47,15 +48,21 @@ st["excepthook"] = repr(sys.excepthook)
 print(json.dumps(st, sort_keys=True))
 `
 
-// runIn runs code in sb on r, after waiting for r's pool (if any) to be
-// full, and fails t unless the run returns a result.
+// runIn runs Python code in sb on r, after waiting for r's pool (if any)
+// to be full, and fails t unless the run returns a result.
 func runIn(t *testing.T, r *Runner, sb runner.Sandbox, code string) runner.Result {
+	t.Helper()
+	return runInLanguage(t, r, sb, runner.Python, code)
+}
+
+// runInLanguage is runIn for a run of lang.
+func runInLanguage(t *testing.T, r *Runner, sb runner.Sandbox, lang runner.Language, code string) runner.Result {
 	t.Helper()
 	if err := r.Warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	spec := runnertest.Spec(code)
-	spec.Sandbox = sb
+	spec.Sandbox, spec.Language = sb, lang
 	res, err := r.Run(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -63,10 +70,28 @@ func runIn(t *testing.T, r *Runner, sb runner.Sandbox, code string) runner.Resul
 	return res
 }
 
-// probe runs probeCode in sb and returns what it printed.
-func probe(t *testing.T, r *Runner, sb runner.Sandbox) map[string]any {
+// nodeProbeCode is probeCode for Node.js.
+const nodeProbeCode = `const fs = require("fs");
+const st = {
+  argv: process.argv, execArgv: process.execArgv, env: process.env, cwd: process.cwd(),
+  cache: Object.keys(require.cache), isMain: require.main === module, filename: __filename, paths: module.paths,
+  stdin: fs.readFileSync(0, "utf8"), umask: process.umask(),
+  listeners: ["SIGINT", "SIGTERM", "SIGUSR1", "SIGPIPE", "exit", "uncaughtException"].map((s) => process.listenerCount(s)),
+  fds: fs.readdirSync("/proc/self/fd").length,
+  tmp: fs.readdirSync("/tmp").sort(), workspace: fs.readdirSync(".").sort(),
+  procSignals: fs.readFileSync("/proc/self/status", "utf8").split("\n").filter((l) => /^Sig(Blk|Ign|Cgt)/.test(l)),
+};
+console.log(JSON.stringify(st));
+`
+
+// probe runs the probe of lang in sb and returns what it printed.
+func probe(t *testing.T, r *Runner, sb runner.Sandbox, lang runner.Language) map[string]any {
 	t.Helper()
-	res := runIn(t, r, sb, probeCode)
+	code := probeCode
+	if lang == runner.Node {
+		code = nodeProbeCode
+	}
+	res := runInLanguage(t, r, sb, lang, code)
 	if res.Reason != runner.Exited || res.ExitCode != 0 {
 		t.Fatalf("probe: %s %d, stdout %q stderr %q", res.Reason, res.ExitCode, res.Stdout, res.Stderr)
 	}
@@ -77,30 +102,34 @@ func probe(t *testing.T, r *Runner, sb runner.Sandbox) map[string]any {
 	return st
 }
 
-// warmProfiles are the profiles whose warm containers start Python ahead:
-// python (the interpreter alone) and python-data (numpy, pandas and
-// matplotlib preloaded).
-var warmProfiles = []string{"python", "python-data"}
+// warmProfiles are the profiles whose warm containers start an
+// interpreter ahead, with the language of the runs probed: python (the
+// interpreter alone), python-data (numpy, pandas and matplotlib
+// preloaded) and node (Node.js started ahead, its first interpreter).
+var warmProfiles = []struct {
+	name string
+	lang runner.Language
+}{{"python", runner.Python}, {"python-data", runner.Python}, {"node", runner.Node}}
 
 // TestWarmInterpreterStartsTheRunAsAColdStart runs the probe in a cold
-// container and in warm ones whose Python was started ahead (and, for
-// python-data, preloaded pandas): the program must see the same argv,
+// container and in warm ones whose interpreter was started ahead (and,
+// for python-data, preloaded pandas): the program must see the same argv,
 // environment, cwd, __main__, stdin, signal dispositions, mask, limits,
 // descriptors and files, and nothing of the hook that held it.
 func TestWarmInterpreterStartsTheRunAsAColdStart(t *testing.T) {
 	t.Parallel()
 	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
 		for _, prof := range warmProfiles {
-			t.Run(string(rt)+"/"+prof, func(t *testing.T) {
+			t.Run(string(rt)+"/"+prof.name, func(t *testing.T) {
 				t.Parallel()
 				requireRuntime(t, rt)
 				sb := runnertest.Sandbox()
-				sb.Runtime, sb.Image = rt, profileImages[prof]
-				cold := probe(t, newTestRunner(t), sb)
+				sb.Runtime, sb.Image = rt, profileImages[prof.name]
+				cold := probe(t, newTestRunner(t), sb, prof.lang)
 
 				r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
 				for i := range 2 { // the first container and its replacement
-					warm := probe(t, r, sb)
+					warm := probe(t, r, sb, prof.lang)
 					for _, k := range slices.Sorted(maps.Keys(cold)) {
 						c, _ := json.Marshal(cold[k])
 						w, _ := json.Marshal(warm[k])
@@ -110,7 +139,7 @@ func TestWarmInterpreterStartsTheRunAsAColdStart(t *testing.T) {
 					}
 				}
 				if got := counterValue(t, r.metrics.interpreterHits); got != 2 {
-					t.Errorf("%v runs found Python started ahead, want 2: the probe compared nothing", got)
+					t.Errorf("%v runs found their interpreter started ahead, want 2: the probe compared nothing", got)
 				}
 			})
 		}
