@@ -419,7 +419,6 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 	if m := s.claimable(now); m != nil {
 		ch := make(chan *warm, 1)
 		m.claim = ch
-		p.m.waits.Inc()
 		p.fill(s) // the claimed container no longer counts
 		return nil, &claim{m: m, ch: ch}
 	}
@@ -509,6 +508,8 @@ func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 		p.m.wait.Observe(p.now().Sub(began).Seconds())
 		if w == nil {
 			p.m.misses.Inc()
+		} else {
+			p.m.waits.Inc()
 		}
 		return w, nil
 	case <-ctx.Done():
@@ -945,7 +946,7 @@ func newPoolMetrics() *poolMetrics {
 			Name: "gatekeeper_pool_interpreter_hits_total", Help: "Warm runs whose container had started the run's interpreter ahead.",
 		}),
 		waits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_waits_total", Help: "Runs that found no warm container ready and waited for one being made.",
+			Name: "gatekeeper_pool_waits_total", Help: "Warm runs that found no warm container ready and waited for one being made (also counted in hits).",
 		}),
 		misses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gatekeeper_pool_misses_total", Help: "Runs of a pooled sandbox that found no warm container and started a cold one.",
