@@ -842,8 +842,12 @@ func (p *pool) warm(ctx context.Context) error {
 			p.fill(s)
 			if len(s.ready) < p.min {
 				full = false
-				if s.lastErr != nil {
+				switch {
+				case s.lastErr != nil:
 					errs = append(errs, fmt.Errorf("warm sandbox %s: %w", s.key, s.lastErr))
+				case len(s.making) == 0 && p.budget > 0 && p.memUsed()+s.mem > p.budget:
+					errs = append(errs, fmt.Errorf("warm sandbox %s: the pool's memory budget of %d bytes holds %d of its %d containers",
+						s.key, p.budget, len(s.ready), p.min))
 				}
 			}
 		}

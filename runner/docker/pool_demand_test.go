@@ -1,8 +1,12 @@
 package docker
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
 func TestPoolTargetFollowsDemandWithinItsBounds(t *testing.T) {
@@ -72,5 +76,64 @@ func TestEWMAStartsAtItsFirstSample(t *testing.T) {
 	e.add(800 * time.Millisecond)
 	if got := e.get(time.Second); got != 500*time.Millisecond {
 		t.Errorf("two samples: %v, want 500ms (a quarter of the way)", got)
+	}
+}
+
+// TestPoolFillStopsAtEveryBound starts the makers of a pool whose engine
+// is a fake (each maker then fails): how many start at once is the
+// smallest of the demand's target within Min and Size, MaxMaking and the
+// memory budget.
+func TestPoolFillStopsAtEveryBound(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	cases := []struct {
+		name string
+		cfg  PoolConfig
+		want int
+	}{
+		{"a fixed pool starts as many as its size", PoolConfig{Size: 2, MaxMaking: 8}, 2},
+		{"with no demand a pool starts its floor", PoolConfig{Size: 8, Min: 1, MaxMaking: 8}, 1},
+		{"makers at once are bounded", PoolConfig{Size: 8, MaxMaking: 3}, 3},
+		{"the memory budget bounds the containers", PoolConfig{Size: 8, MaxMaking: 8, MaxMemoryBytes: 2 * sb.MemoryBytes}, 2},
+		{"a budget below one container starts none", PoolConfig{Size: 8, MaxMaking: 8, MaxMemoryBytes: sb.MemoryBytes - 1}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.Sandboxes = []runner.Sandbox{sb}
+			r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: tc.cfg}, newFake(), func() error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := r.pool
+			p.mu.Lock()
+			for _, s := range p.sets {
+				p.fill(s)
+			}
+			got := p.making // the makers cannot end while the lock is held
+			p.mu.Unlock()
+			if got != tc.want {
+				t.Errorf("%d makers started, want %d", got, tc.want)
+			}
+			p.close() // waits for the makers, which fail on the fake
+		})
+	}
+}
+
+// TestPoolWarmSaysWhenTheBudgetIsTooSmall: Warm cannot fill a pool whose
+// memory budget holds fewer containers than its floor; it says so instead
+// of waiting for ever.
+func TestPoolWarmSaysWhenTheBudgetIsTooSmall(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{
+		Size: 2, MaxMemoryBytes: sb.MemoryBytes - 1, Sandboxes: []runner.Sandbox{sb},
+	}}, newFake(), func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.pool.close()
+	if err := r.pool.warm(t.Context()); err == nil || !strings.Contains(err.Error(), "memory budget") {
+		t.Errorf("warm = %v, want the budget named", err)
 	}
 }
