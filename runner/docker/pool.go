@@ -375,7 +375,8 @@ type claim struct {
 // neither (a miss: the run starts a cold container). It prefers a
 // container whose interpreter was started for lang, then one with none
 // started, then any. Replacements are made in the background: after the
-// run (release), or at once when the sandbox has no warm container left.
+// run (release), or at once when the sandbox has fewer than half its
+// target left.
 // With All, a miss makes sb pooled.
 func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout time.Duration) (*warm, *claim) {
 	if !poolable(sb) || timeout > PoolMaxTimeout {
@@ -408,10 +409,10 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 	if w := p.pick(s, lang); w != nil {
 		w.takenAt = now
 		p.taken[w.id] = true
-		if len(s.ready) == 0 {
-			// Refill now; otherwise after the run (release), so that
-			// making a container does not compete with the run for the
-			// engine and the CPU.
+		if 2*len(s.ready) < p.target(s) {
+			// Running low: refill now. Otherwise after the run
+			// (release), so that making a container does not compete
+			// with the run for the engine and the CPU.
 			p.fill(s)
 		}
 		return w, nil

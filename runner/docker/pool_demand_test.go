@@ -20,11 +20,11 @@ func TestPoolTargetFollowsDemandWithinItsBounds(t *testing.T) {
 	}{
 		{"no demand keeps the floor", 0, time.Second, 2, 8, 2},
 		{"no demand and a floor of one keeps one", 0, time.Second, 1, 8, 1},
-		{"a run a second over a one-second refill keeps three (1 + 2√1)", 1, time.Second, 1, 8, 3},
+		{"a run a second over a one-second refill keeps four (1 + 3√1)", 1, time.Second, 1, 8, 4},
 		{"a trickle keeps one", 0.1, 500 * time.Millisecond, 1, 8, 1},
 		{"a burst is capped at the ceiling", 5, time.Second, 1, 8, 8},
-		{"demand between the bounds is rounded up", 2, time.Second, 1, 8, 5},
-		{"a slow refill asks for more at the same rate", 1, 4 * time.Second, 1, 16, 8},
+		{"demand between the bounds is rounded up", 2, time.Second, 1, 8, 7},
+		{"a slow refill asks for more at the same rate", 1, 4 * time.Second, 1, 16, 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
