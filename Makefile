@@ -2,9 +2,11 @@
 #   make demo          set everything up and show gatekeeper deciding and sandboxing
 #   make test          set everything up and run every test (CI runs this)
 #   make walkthroughs  run the seven end-to-end walkthroughs
+#   make workloads     run the ten seed workloads (walkthroughs/workloads) and print their table
 #   make test-console  the live console in headless Chromium (walkthroughs/console)
 #   make screenshot    regenerate docs/console.png, the README's picture of the console
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
+#   make soak          the soak and fault suite, long profile (writes RELIABILITY.md's figures); SOAK_SESSIONS, SOAK_SECONDS scale it
 #   make build         build bin/gatekeeper
 #   make kube          bring up the single-node test cluster (scripts/ensure-kube; see docs/KUBERNETES.md)
 #   make test-kube     bring it up and run its smoke test; make kube-down takes it down
@@ -16,7 +18,7 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs test-console screenshot demo bench clean
+.PHONY: all build engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs workloads test-console test-soak screenshot demo bench soak clean
 
 all: build
 
@@ -44,7 +46,7 @@ kube: build engine image
 kube-down:
 	scripts/ensure-kube down
 
-test: build engine image test-go test-fuzz test-ts test-cli walkthroughs test-console
+test: build engine image test-go test-fuzz test-ts test-cli walkthroughs workloads test-console test-soak
 	@echo "make test: all suites passed"
 
 test-go:
@@ -71,6 +73,14 @@ test-cli: build engine image-default
 walkthroughs: build engine image-default
 	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run all
 
+# The seed workloads: ten sample projects a model would do (hello world to a 100 MiB log, a wheel, a
+# proxied API client, escapes), each through the Agent SDK, the client, the sidecar and the sandbox with a
+# scripted model, checked against figures computed by the test; a table of results at the end. They use
+# the python, python-data and node profiles; unzip checks the wheel one of them builds.
+workloads: build engine image
+	scripts/ensure-command unzip unzip
+	cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm run workloads
+
 # chromium: Debian's chromium package (the browser tests never download one).
 chromium:
 	scripts/ensure-chromium >/dev/null
@@ -88,5 +98,14 @@ demo: build engine image-default
 bench: build engine image
 	scripts/bench
 
+# The soak and fault suite (bench/soak) against a Docker engine of its own: load, faults, accounting.
+# The long profile writes bench/soak/results.json, bench/soak/timeline.svg and RELIABILITY.md's figures.
+soak: build engine image
+	scripts/soak -profile long -out bench/soak -reliability-md RELIABILITY.md
+
+# Its short profile (a few minutes), part of make test; its report stays in bench/soak/out.
+test-soak: build engine image
+	scripts/soak -profile short
+
 clean:
-	rm -rf bin ts-client/dist bench/out
+	rm -rf bin ts-client/dist bench/out bench/soak/out

@@ -45,6 +45,9 @@ func RenderChart(title string, panels []ChartPanel) []byte {
 	var b strings.Builder
 	w := panelW * len(panels)
 	h := panelH + 30
+	for _, p := range panels { // room for legends of more than six series
+		h = max(h, panelH+30+16*(len(p.Series)-6))
+	}
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="12">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
 	fmt.Fprintf(&b, `<text x="%d" y="20" font-size="15" font-weight="bold" text-anchor="middle">%s</text>`+"\n", w/2, esc(title))

@@ -28,9 +28,10 @@ type Process struct {
 	err    error
 }
 
-// start runs argv with output to logPath and waits until GET healthPath on
-// socket answers 200, or fails with the log's tail.
-func start(ctx context.Context, name, socket, healthPath, logPath string, argv, env []string) (*Process, error) {
+// Start runs argv (in a process group of its own) with output to logPath
+// and waits until GET healthPath on socket answers 200, or fails with the
+// log's tail.
+func Start(ctx context.Context, name, socket, healthPath, logPath string, argv, env []string) (*Process, error) {
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -63,7 +64,7 @@ func start(ctx context.Context, name, socket, healthPath, logPath string, argv, 
 		}
 		select {
 		case <-p.done:
-			return nil, fmt.Errorf("%s exited at start (%v); see %s:\n%s", name, p.err, logPath, tail(logPath, 20))
+			return nil, fmt.Errorf("%s exited at start (%v); see %s:\n%s", name, p.err, logPath, Tail(logPath, 20))
 		case <-ctx.Done():
 			p.Stop()
 			return nil, ctx.Err()
@@ -71,13 +72,25 @@ func start(ctx context.Context, name, socket, healthPath, logPath string, argv, 
 		}
 		if time.Now().After(deadline) {
 			p.Stop()
-			return nil, fmt.Errorf("%s not healthy within 30s; see %s:\n%s", name, logPath, tail(logPath, 20))
+			return nil, fmt.Errorf("%s not healthy within 30s; see %s:\n%s", name, logPath, Tail(logPath, 20))
 		}
 	}
 }
 
 // PID is the process id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig os.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Done is closed when the process has exited; Err then says how.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Err is the process's exit error (nil for status 0), once Done is closed.
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
+}
 
 // Stop sends SIGTERM, waits up to 15s (the sidecar removes its containers
 // on the way out), then kills. Calling it again does nothing.
@@ -191,8 +204,8 @@ func UnixHTTPClient(socket string, conns int) *http.Client {
 	}, Timeout: 30 * time.Second}
 }
 
-// tail returns the last n lines of a file, for error messages.
-func tail(path string, n int) string {
+// Tail returns the last n lines of a file, for error messages.
+func Tail(path string, n int) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "(" + err.Error() + ")"
@@ -250,7 +263,7 @@ func StartSidecar(ctx context.Context, o SidecarOptions) (*Sidecar, error) {
 	// The queries' workspaces go into dir too (the default --state-dir is
 	// under XDG_STATE_HOME).
 	env := append([]string{"XDG_STATE_HOME=" + dir}, o.Env...)
-	p, err := start(ctx, "gatekeeper serve ("+o.Name+")", socket, "/healthz", filepath.Join(dir, "serve.log"), argv, env)
+	p, err := Start(ctx, "gatekeeper serve ("+o.Name+")", socket, "/healthz", filepath.Join(dir, "serve.log"), argv, env)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +283,7 @@ func StartOPA(ctx context.Context, opaBin, dir string, rego ...string) (*Process
 	socket := filepath.Join(dir, "opa.sock")
 	argv := append([]string{opaBin, "run", "--server", "--addr", "unix://" + socket,
 		"--disable-telemetry", "--log-level", "error"}, rego...)
-	return start(ctx, "opa run --server", socket, "/health", filepath.Join(dir, "opa.log"), argv, nil)
+	return Start(ctx, "opa run --server", socket, "/health", filepath.Join(dir, "opa.log"), argv, nil)
 }
 
 // HelpMentions reports whether `bin help` output contains word: how the

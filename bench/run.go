@@ -56,12 +56,17 @@ type Config struct {
 	// RegoBench is the output of `go test -bench RegoDecision`: the Rego
 	// evaluation alone, by input shape; quoted in the report.
 	RegoBench string
+	// Compare lists sidecar builds to measure against each other (a
+	// change's before and after) in the compare phase, which runs only
+	// when it is given.
+	Compare []Variant
 	// Only limits the run to these phases: decisions (row 1 and idle
 	// memory), throughput (row 2 and memory under load), runs (row 3),
 	// memory (the output flood), trace (a cold run by engine API call),
 	// profiles (row 5: hello world per image profile), interpreters (row
 	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
-	// under 8 and 32 concurrent sessions); empty means all.
+	// under 8 and 32 concurrent sessions), compare (Compare); empty means
+	// all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -157,9 +162,10 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"trace", e.trace},
 		{"interpreters", e.interpreters},
 		{"pool", e.pool},
+		{"compare", e.compare},
 	}
 	for _, p := range phases {
-		if !cfg.wants(p.name) {
+		if !cfg.wants(p.name) || p.name == "compare" && len(cfg.Compare) == 0 {
 			continue
 		}
 		if ctx.Err() != nil {
@@ -273,7 +279,12 @@ func (e *env) floorCases(ctx context.Context) ([]map[string]any, error) {
 // by the caller), serving o.Policy or, when that is empty, the shipped
 // policy under runtime.
 func (e *env) startSidecar(ctx context.Context, runtime string, o SidecarOptions) (*Sidecar, error) {
-	o.Binary, o.Dir = e.cfg.Gatekeeper, e.tmp
+	return e.startSidecarBinary(ctx, e.cfg.Gatekeeper, runtime, o)
+}
+
+// startSidecarBinary starts binary as a sidecar, as startSidecar does.
+func (e *env) startSidecarBinary(ctx context.Context, binary, runtime string, o SidecarOptions) (*Sidecar, error) {
+	o.Binary, o.Dir = binary, e.tmp
 	if o.Policy == "" {
 		o.Policy = e.policy[runtime]
 	}
@@ -311,15 +322,27 @@ func (e *env) startOPA(ctx context.Context) (*Process, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	src, err := os.ReadFile(filepath.Join(e.cfg.Repo, "rego", "gatekeeper.rego"))
+	// Every built-in module but the tests: gatekeeper.rego needs core.rego.
+	srcs, err := filepath.Glob(filepath.Join(e.cfg.Repo, "rego", "*.rego"))
 	if err != nil {
 		return nil, err
 	}
-	rego := filepath.Join(dir, "gatekeeper.rego")
-	if err := os.WriteFile(rego, src, 0o644); err != nil {
-		return nil, err
+	var modules []string
+	for _, src := range srcs {
+		if strings.HasSuffix(src, "_test.rego") {
+			continue
+		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			return nil, err
+		}
+		m := filepath.Join(dir, filepath.Base(src))
+		if err := os.WriteFile(m, b, 0o644); err != nil {
+			return nil, err
+		}
+		modules = append(modules, m)
 	}
-	p, err := StartOPA(ctx, e.cfg.OPA, dir, rego)
+	p, err := StartOPA(ctx, e.cfg.OPA, dir, modules...)
 	if err != nil {
 		return nil, err
 	}
@@ -382,7 +405,7 @@ func (e *env) decisions(ctx context.Context) error {
 	wait1, cpu1 := runQueueWait(sc.PID()), cpuTime(sc.PID())
 	peak, _ := sampler.Stop()
 	if err != nil {
-		return fmt.Errorf("node decide.mjs: %w; see %s:\n%s", err, logPath, tail(logPath, 10))
+		return fmt.Errorf("node decide.mjs: %w; see %s:\n%s", err, logPath, Tail(logPath, 10))
 	}
 	var out struct {
 		Node           string             `json:"node"`
@@ -426,52 +449,53 @@ const profileCalls = 2000
 // runQueueWait is how long pid's threads have waited for a CPU, from
 // /proc/PID/task/*/schedstat; 0 if it cannot be read.
 func runQueueWait(pid int) time.Duration {
+	_, wait, _ := schedstat(pid)
+	return wait
+}
+
+// schedstat sums /proc/PID/task/*/schedstat over pid's threads: the time
+// they ran, the time they waited for a CPU, and how many times they were
+// put on one. Threads that have exited are not counted; zeros if nothing
+// can be read.
+func schedstat(pid int) (ran, waited time.Duration, slices int64) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0
+		return 0, 0, 0
 	}
-	var sum time.Duration
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
 		if err != nil {
 			continue
 		}
-		f := strings.Fields(string(b))
-		if len(f) >= 2 {
-			var ns int64
-			fmt.Sscan(f[1], &ns)
-			sum += time.Duration(ns)
+		var r, w, n int64
+		if _, err := fmt.Sscan(string(b), &r, &w, &n); err == nil {
+			ran, waited, slices = ran+time.Duration(r), waited+time.Duration(w), slices+n
 		}
 	}
-	return sum
+	return ran, waited, slices
 }
 
 // throughput measures row 2 and the under-load memory of row 4. At the
 // heaviest level a third side runs interleaved with the two others: the
-// same sidecar binary with GODEBUG=gcshrinkstackoff=1, which tests what the
-// profile shows (goroutine stack growth after the GC shrank a worker's stack).
+// same sidecar with --audit-sync, whose decisions each wait for an fsync of
+// their audit line, shared by the lines written together (group commit).
 func (e *env) throughput(ctx context.Context) error {
 	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load"})
 	if err != nil {
 		return err
 	}
 	defer sc.Stop()
-	noShrink, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load-noshrink", Env: []string{"GODEBUG=gcshrinkstackoff=1"}})
+	synced, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "load-sync", Args: []string{"--audit-sync"}})
 	if err != nil {
 		return err
 	}
-	defer noShrink.Stop()
+	defer synced.Stop()
 	opa, err := e.startOPA(ctx)
 	if err != nil {
 		return err
 	}
 	defer opa.Stop()
-	toolInput, _ := json.Marshal(e.call.ToolInput)
-	mkFrame := func(q string) []byte {
-		return []byte(fmt.Sprintf(`{"type":"decide","id":"t","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":%s,"tool_use_id":%q}`,
-			q, e.call.ToolName, toolInput, e.call.ToolUseID))
-	}
-	wantRule := []byte(fmt.Sprintf(`"rule":%q`, e.want.Rule))
+	mkFrame, wantRule := e.decideFrame(), e.wantRule()
 	body, err := json.Marshal(map[string]any{"input": e.input})
 	if err != nil {
 		return err
@@ -510,15 +534,15 @@ func (e *env) throughput(ctx context.Context) error {
 		sides = append(sides, &side{name: "gatekeeper", pid: sc.PID(), workers: gw, rate: &tr.Gatekeeper, peakRSS: &m.LoadGatekeeper},
 			&side{name: "opa", pid: opa.PID(), workers: ow, rate: &tr.OPA, peakRSS: &m.LoadOPA})
 		if heaviest {
-			nw, closeN, err := GatekeeperWorkers(ctx, noShrink, n, mkFrame, wantRule)
+			sw, closeS, err := GatekeeperWorkers(ctx, synced, n, mkFrame, wantRule)
 			if err != nil {
 				closeAll()
 				return err
 			}
-			closers = append(closers, closeN)
-			tr.NoStackShrink = &Rate{}
+			closers = append(closers, closeS)
+			tr.AuditSync = &Rate{}
 			var unused int64
-			sides = append(sides, &side{name: "gatekeeper gcshrinkstackoff=1", pid: noShrink.PID(), workers: nw, rate: tr.NoStackShrink, peakRSS: &unused})
+			sides = append(sides, &side{name: "gatekeeper --audit-sync", pid: synced.PID(), workers: sw, rate: tr.AuditSync, peakRSS: &unused})
 		}
 		// Warm every side up (connections, caches) outside the measurement.
 		for _, sd := range sides {
@@ -576,6 +600,18 @@ func (e *env) throughput(ctx context.Context) error {
 	}
 	return nil
 }
+
+// decideFrame returns the decide frame of the benchmark call for a query.
+func (e *env) decideFrame() func(queryID string) []byte {
+	toolInput, _ := json.Marshal(e.call.ToolInput)
+	return func(q string) []byte {
+		return []byte(fmt.Sprintf(`{"type":"decide","id":"t","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":%s,"tool_use_id":%q}`,
+			q, e.call.ToolName, toolInput, e.call.ToolUseID))
+	}
+}
+
+// wantRule is what every reply to the benchmark call must hold.
+func (e *env) wantRule() []byte { return []byte(fmt.Sprintf(`"rule":%q`, e.want.Rule)) }
 
 // runs measures row 3 for runc and runsc: a warm sidecar (when the sidecar
 // has a pool), a cold one and `docker run --rm`, interleaved.

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	oparego "github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
@@ -72,6 +75,10 @@ type Decision struct {
 	// Revision and PolicyHash identify the policy that decided.
 	Revision   string
 	PolicyHash string
+	// Effective is the query's effective policy the decision was made
+	// under (nil when it could not be computed): what a run it allows must
+	// run with, whatever reloads since.
+	Effective *Effective
 }
 
 func failClosed(rev, hash string, err error) Decision {
@@ -95,9 +102,10 @@ func (q *Query) Decide(ctx context.Context, call Call) (Decision, error) {
 	}
 	d, err := decide(ctx, snap, eff, call, q.engine.cfg)
 	if err != nil {
-		return failClosed(eff.Revision, eff.Hash, err), err
+		d = failClosed(eff.Revision, eff.Hash, err)
 	}
-	return d, nil
+	d.Effective = eff
+	return d, err
 }
 
 func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg Config) (Decision, error) {
@@ -105,16 +113,11 @@ func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg 
 	if err != nil {
 		return Decision{}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.DecisionTimeout)
-	defer cancel()
-	rs, err := snap.decide.Eval(ctx, oparegoInput(in))
+	v, err := evalDecision(ctx, snap.decide, in, cfg.DecisionTimeout)
 	if err != nil {
-		return Decision{}, fmt.Errorf("evaluate policy: %w", err)
+		return Decision{}, err
 	}
-	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
-		return Decision{}, fmt.Errorf("%w: data.gatekeeper.decision is undefined", ErrBadDecision)
-	}
-	d, err := parseDecision(rs[0].Expressions[0].Value)
+	d, err := parseDecision(v)
 	if err != nil {
 		return Decision{}, err
 	}
@@ -122,25 +125,72 @@ func decide(ctx context.Context, snap *snapshot, eff *Effective, call Call, cfg 
 	return d, nil
 }
 
+// evalDecision evaluates the prepared decision query over in, cancelled
+// after timeout or when ctx ends, and returns its one value, unconverted.
+//
+// The cancellation is a flag the evaluator polls, raised by a timer: left
+// to itself, OPA would start a goroutine per evaluation to watch ctx, and
+// waking it (and a thread for it) costs more than the rest of a small
+// decision's bookkeeping. The result stays an ast.Value: parseDecision
+// reads it without converting it to Go maps first.
+func evalDecision(ctx context.Context, pq oparego.PreparedEvalQuery, in ast.Value, timeout time.Duration) (ast.Value, error) {
+	cancel := topdown.NewCancel()
+	timer := time.AfterFunc(timeout, cancel.Cancel)
+	stop := context.AfterFunc(ctx, cancel.Cancel)
+	defer func() {
+		timer.Stop()
+		stop()
+	}()
+	rs, err := pq.Eval(ctx, oparegoInput(in), oparego.EvalExternalCancel(cancel), oparego.EvalGenerateJSON(keepTerm))
+	if err != nil {
+		return nil, fmt.Errorf("evaluate policy: %w", err)
+	}
+	if len(rs) != 1 || len(rs[0].Expressions) != 1 {
+		return nil, fmt.Errorf("%w: data.gatekeeper.decision is undefined", ErrBadDecision)
+	}
+	v, ok := rs[0].Expressions[0].Value.(ast.Value)
+	if !ok {
+		return nil, fmt.Errorf("%w: decision is %T, not a Rego value", ErrBadDecision, rs[0].Expressions[0].Value)
+	}
+	return v, nil
+}
+
+// keepTerm is an EvalGenerateJSON function that keeps a result as the
+// ast.Value it is.
+func keepTerm(t *ast.Term, _ *oparego.EvalContext) (any, error) { return t.Value, nil }
+
 func oparegoInput(v ast.Value) oparego.EvalOption { return oparego.EvalParsedInput(v) }
+
+// Keys of the decision object.
+var (
+	keyDecision = ast.StringTerm("decision")
+	keyReason   = ast.StringTerm("reason")
+	keyRule     = ast.StringTerm("rule")
+)
 
 // parseDecision accepts exactly {"decision", "reason", "rule"} with a known
 // decision and non-empty strings; anything else is an error.
-func parseDecision(v any) (Decision, error) {
-	m, ok := v.(map[string]any)
+func parseDecision(v ast.Value) (Decision, error) {
+	obj, ok := v.(ast.Object)
 	if !ok {
-		return Decision{}, fmt.Errorf("%w: decision is %T, not an object", ErrBadDecision, v)
+		return Decision{}, fmt.Errorf("%w: decision is %s, not an object", ErrBadDecision, ast.ValueName(v))
 	}
-	if len(m) != 3 {
-		return Decision{}, fmt.Errorf("%w: decision has %d keys, want decision, reason, rule", ErrBadDecision, len(m))
+	if obj.Len() != 3 {
+		return Decision{}, fmt.Errorf("%w: decision has %d keys, want decision, reason, rule", ErrBadDecision, obj.Len())
 	}
 	var d Decision
-	for key, dst := range map[string]*string{"decision": &d.Decision, "reason": &d.Reason, "rule": &d.Rule} {
-		s, ok := m[key].(string)
-		if !ok || s == "" {
-			return Decision{}, fmt.Errorf("%w: %q is missing or not a non-empty string", ErrBadDecision, key)
+	for _, f := range []struct {
+		key *ast.Term
+		dst *string
+	}{{keyDecision, &d.Decision}, {keyReason, &d.Reason}, {keyRule, &d.Rule}} {
+		var s ast.String
+		if t := obj.Get(f.key); t != nil {
+			s, _ = t.Value.(ast.String)
 		}
-		*dst = s
+		if s == "" {
+			return Decision{}, fmt.Errorf("%w: %q is missing or not a non-empty string", ErrBadDecision, string(f.key.Value.(ast.String)))
+		}
+		*f.dst = string(s)
 	}
 	switch d.Decision {
 	case Allow, Deny, Ask:
@@ -168,6 +218,18 @@ var pathFields = map[string][]pathField{
 	"LS":           {{field: "path", required: true}},
 	"Glob":         {{field: "path"}, {field: "pattern", glob: true}},
 	"Grep":         {{field: "path", recursive: true}, {field: "glob", glob: true, split: true}},
+}
+
+// Walks reports whether deciding a call of tool may walk a directory tree
+// (a recursive search's deny_within, see within.go), which can take long:
+// the server decides such calls off its connection's reader.
+func Walks(tool string) bool {
+	for _, f := range pathFields[tool] {
+		if f.recursive {
+			return true
+		}
+	}
+	return false
 }
 
 // toolKind classifies a tool as rego/gatekeeper.rego's host_fs_tools and
@@ -199,11 +261,9 @@ type pathFact struct {
 // covered returns Abs, Resolved and every ancestor of both (not "/"), the
 // paths a deny glob is matched against.
 func (f pathFact) covered() []string {
-	seen := map[string]bool{}
 	var out []string
 	for _, p := range []string{f.Abs, f.Resolved} {
-		for p != "" && p != "/" && !seen[p] {
-			seen[p] = true
+		for p != "" && p != "/" && !slices.Contains(out, p) {
 			out = append(out, p)
 			i := strings.LastIndexByte(p, '/')
 			if i <= 0 {
@@ -219,10 +279,12 @@ func (f pathFact) covered() []string {
 // any covered path, ignoring case (internal/pathglob): for ASCII the same as
 // Rego's glob.match(lower(g), ["/"], lower(path)), done once in Go instead
 // of once per glob and path in the evaluator.
-func denyMatches(eff *Effective, covered []string) []*ast.Term {
+func denyMatches(eff *Effective, m pathMatches) []*ast.Term {
 	var out []*ast.Term
-	for _, i := range eff.deny.Matching(covered...) {
-		out = append(out, ast.StringTerm(eff.deny.Glob(i)))
+	for i := range eff.deny.Len() {
+		if m.deny.has(i) {
+			out = append(out, ast.StringTerm(eff.deny.Glob(i)))
+		}
 	}
 	return out
 }
@@ -232,9 +294,12 @@ func denyMatches(eff *Effective, covered []string) []*ast.Term {
 // the built-in group or "sandbox.fs.write_protect" it comes from, and why
 // the path is protected. The Rego rule host_fs.write_protected decides
 // which tools it applies to.
-func writeProtectMatches(eff *Effective, covered []string) []*ast.Term {
+func writeProtectMatches(eff *Effective, m pathMatches) []*ast.Term {
 	var out []*ast.Term
-	for _, i := range eff.writeProtect.Matching(covered...) {
+	for i := range eff.writeProtect.Len() {
+		if !m.writeProtect.has(i) {
+			continue
+		}
 		out = append(out, ast.ObjectTerm(
 			ast.Item(ast.StringTerm("glob"), ast.StringTerm(eff.writeProtect.Glob(i))),
 			ast.Item(ast.StringTerm("entry"), ast.StringTerm(eff.writeEntries[i].entry)),
@@ -242,6 +307,73 @@ func writeProtectMatches(eff *Effective, covered []string) []*ast.Term {
 		))
 	}
 	return out
+}
+
+// globBits is a set of glob indices.
+type globBits []uint64
+
+func (b globBits) has(i int) bool { return i/64 < len(b) && b[i/64]&(1<<(i%64)) != 0 }
+
+// union returns b with the indices of c added; b may be changed.
+func (b globBits) union(c globBits) globBits {
+	for len(b) < len(c) {
+		b = append(b, 0)
+	}
+	for i, w := range c {
+		b[i] |= w
+	}
+	return b
+}
+
+func bitsOf(indices []int) globBits {
+	var b globBits
+	for _, i := range indices {
+		for len(b) <= i/64 {
+			b = append(b, 0)
+		}
+		b[i/64] |= 1 << (i % 64)
+	}
+	return b
+}
+
+// pathMatches are the deny and write-protect globs that match a path.
+type pathMatches struct {
+	deny, writeProtect globBits
+}
+
+// maxMatchCache bounds the directories whose matches an Effective keeps.
+const maxMatchCache = 1024
+
+// matches returns the globs that match any path of f.covered(). Those of
+// f's own paths (Abs and Resolved) are matched each time; those of their
+// ancestors, which the calls of one workspace share, are kept in the
+// Effective's cache (bounded: it is emptied when full). The result is the
+// same either way: matching is a function of the path and the Effective.
+func (eff *Effective) matches(f pathFact, covered []string) pathMatches {
+	var m pathMatches
+	for _, p := range covered {
+		var pm pathMatches
+		if p == f.Abs || p == f.Resolved {
+			pm = eff.match(p)
+		} else if c, ok := eff.matchCache.Load(p); ok {
+			pm = c.(pathMatches)
+		} else {
+			pm = eff.match(p)
+			if eff.matchCacheLen.Add(1) > maxMatchCache {
+				eff.matchCache.Clear()
+				eff.matchCacheLen.Store(1)
+			}
+			eff.matchCache.Store(p, pm)
+		}
+		m.deny = m.deny.union(pm.deny)
+		m.writeProtect = m.writeProtect.union(pm.writeProtect)
+	}
+	return m
+}
+
+// match matches one path against the deny and write-protect globs.
+func (eff *Effective) match(p string) pathMatches {
+	return pathMatches{deny: bitsOf(eff.deny.Matching(p)), writeProtect: bitsOf(eff.writeProtect.Matching(p))}
 }
 
 func withinTerms(ms []withinMatch) []*ast.Term {
@@ -291,79 +423,94 @@ type urlFact struct {
 	Builtin []nethost.Block
 }
 
+// Keys of the Rego input and of its objects, made once (terms are never
+// changed once made): building an input allocates its values only.
+var (
+	kEvent, kToolName, kToolKind, kToolInput, kToolUseID = ast.StringTerm("event"), ast.StringTerm("tool_name"), ast.StringTerm("tool_kind"), ast.StringTerm("tool_input"), ast.StringTerm("tool_use_id")
+	kPolicy, kWorkspaceRoot, kRunLanguages               = ast.StringTerm("policy"), ast.StringTerm("workspace_root"), ast.StringTerm("run_languages")
+	kDenyGlobs, kWriteProtectGlobs                       = ast.StringTerm("deny_globs"), ast.StringTerm("write_protect_globs")
+	kMCPServer, kName, kSource, kPaths, kURL             = ast.StringTerm("mcp_server"), ast.StringTerm("name"), ast.StringTerm("source"), ast.StringTerm("paths"), ast.StringTerm("url")
+	kField, kRaw, kAbs, kResolved, kCovered              = ast.StringTerm("field"), ast.StringTerm("raw"), ast.StringTerm("abs"), ast.StringTerm("resolved"), ast.StringTerm("covered")
+	kDenyMatches, kWriteProtectMatches, kDenyWithin      = ast.StringTerm("deny_matches"), ast.StringTerm("write_protect_matches"), ast.StringTerm("deny_within")
+	kWithinError, kError, kHost, kPort, kAllowMatches    = ast.StringTerm("within_error"), ast.StringTerm("error"), ast.StringTerm("host"), ast.StringTerm("port"), ast.StringTerm("allow_matches")
+	kBuiltin                                             = ast.StringTerm("builtin")
+)
+
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
-	var toolInput map[string]any
 	raw := call.ToolInput
 	if len(bytes.TrimSpace(raw)) == 0 {
 		raw = []byte("{}")
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&toolInput); err != nil || toolInput == nil {
-		return nil, fmt.Errorf("tool_input is not a JSON object")
-	}
-	tiv, err := ast.InterfaceToValue(toolInput)
+	toolInput, err := parseToolInput(raw)
 	if err != nil {
-		return nil, fmt.Errorf("convert tool_input: %w", err)
+		return nil, err
 	}
-	items := [][2]*ast.Term{
-		ast.Item(ast.StringTerm("event"), ast.StringTerm(call.Event)),
-		ast.Item(ast.StringTerm("tool_name"), ast.StringTerm(call.ToolName)),
-		ast.Item(ast.StringTerm("tool_kind"), ast.StringTerm(toolKind(call.ToolName))),
-		ast.Item(ast.StringTerm("tool_input"), ast.NewTerm(tiv)),
-		ast.Item(ast.StringTerm("tool_use_id"), ast.StringTerm(call.ToolUseID)),
-		ast.Item(ast.StringTerm("policy"), eff.term),
-		ast.Item(ast.StringTerm("workspace_root"), ast.StringTerm(eff.root)),
-		ast.Item(ast.StringTerm("run_languages"), eff.runLanguages),
-	}
-	items = append(items,
-		ast.Item(ast.StringTerm("deny_globs"), eff.globsTerms[0]),
-		ast.Item(ast.StringTerm("write_protect_globs"), eff.globsTerms[1]),
-	)
+	in := ast.NewObjectWithCapacity(16)
+	in.Insert(kEvent, ast.StringTerm(call.Event))
+	in.Insert(kToolName, ast.StringTerm(call.ToolName))
+	in.Insert(kToolKind, ast.StringTerm(toolKind(call.ToolName)))
+	in.Insert(kToolInput, ast.NewTerm(toolInput))
+	in.Insert(kToolUseID, ast.StringTerm(call.ToolUseID))
+	in.Insert(kPolicy, eff.term)
+	in.Insert(kWorkspaceRoot, eff.rootTerm)
+	in.Insert(kRunLanguages, eff.runLanguages)
+	in.Insert(kDenyGlobs, eff.globsTerms[0])
+	in.Insert(kWriteProtectGlobs, eff.globsTerms[1])
 	if call.MCPServer != nil {
-		items = append(items, ast.Item(ast.StringTerm("mcp_server"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("name"), ast.StringTerm(call.MCPServer.Name)),
-			ast.Item(ast.StringTerm("source"), ast.StringTerm(call.MCPServer.Source)),
-		)))
+		in.Insert(kMCPServer, ast.ObjectTerm(
+			ast.Item(kName, ast.StringTerm(call.MCPServer.Name)),
+			ast.Item(kSource, ast.StringTerm(call.MCPServer.Source)),
+		))
 	}
+	var paths []*ast.Term
 	if fields, ok := pathFields[call.ToolName]; ok {
 		facts := pathFacts(eff, toolInput, fields, call.Cwd)
-		terms := make([]*ast.Term, len(facts))
+		paths = make([]*ast.Term, len(facts))
 		for i, f := range facts {
 			covered := f.covered()
-			terms[i] = ast.ObjectTerm(
-				ast.Item(ast.StringTerm("field"), ast.StringTerm(f.Field)),
-				ast.Item(ast.StringTerm("raw"), ast.StringTerm(f.Raw)),
-				ast.Item(ast.StringTerm("abs"), ast.StringTerm(f.Abs)),
-				ast.Item(ast.StringTerm("resolved"), ast.StringTerm(f.Resolved)),
-				ast.Item(ast.StringTerm("covered"), ast.ArrayTerm(stringTerms(covered)...)),
-				ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(denyMatches(eff, covered)...)),
-				ast.Item(ast.StringTerm("write_protect_matches"), ast.ArrayTerm(writeProtectMatches(eff, covered)...)),
-				ast.Item(ast.StringTerm("deny_within"), ast.ArrayTerm(withinTerms(f.Within)...)),
-				ast.Item(ast.StringTerm("within_error"), ast.StringTerm(f.WithinError)),
-				ast.Item(ast.StringTerm("error"), ast.StringTerm(f.Error)),
+			matches := eff.matches(f, covered)
+			paths[i] = ast.ObjectTerm(
+				ast.Item(kField, ast.StringTerm(f.Field)),
+				ast.Item(kRaw, ast.StringTerm(f.Raw)),
+				ast.Item(kAbs, ast.StringTerm(f.Abs)),
+				ast.Item(kResolved, ast.StringTerm(f.Resolved)),
+				ast.Item(kCovered, ast.ArrayTerm(stringTerms(covered)...)),
+				ast.Item(kDenyMatches, ast.ArrayTerm(denyMatches(eff, matches)...)),
+				ast.Item(kWriteProtectMatches, ast.ArrayTerm(writeProtectMatches(eff, matches)...)),
+				ast.Item(kDenyWithin, ast.ArrayTerm(withinTerms(f.Within)...)),
+				ast.Item(kWithinError, ast.StringTerm(f.WithinError)),
+				ast.Item(kError, ast.StringTerm(f.Error)),
 			)
 		}
-		items = append(items, ast.Item(ast.StringTerm("paths"), ast.ArrayTerm(terms...)))
-	} else {
-		items = append(items, ast.Item(ast.StringTerm("paths"), ast.ArrayTerm()))
 	}
+	in.Insert(kPaths, ast.ArrayTerm(paths...))
 	if call.ToolName == "WebFetch" {
 		u := webFetchURL(eff, toolInput)
-		items = append(items, ast.Item(ast.StringTerm("url"), ast.ObjectTerm(
-			ast.Item(ast.StringTerm("raw"), ast.StringTerm(u.Raw)),
-			ast.Item(ast.StringTerm("host"), ast.StringTerm(u.Host)),
-			ast.Item(ast.StringTerm("port"), ast.StringTerm(u.Port)),
-			ast.Item(ast.StringTerm("allow_matches"), ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
-			ast.Item(ast.StringTerm("deny_matches"), ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
-			ast.Item(ast.StringTerm("builtin"), ast.ArrayTerm(blockTerms(u.Builtin)...)),
-			ast.Item(ast.StringTerm("error"), ast.StringTerm(u.Error)),
-		)))
+		in.Insert(kURL, ast.ObjectTerm(
+			ast.Item(kRaw, ast.StringTerm(u.Raw)),
+			ast.Item(kHost, ast.StringTerm(u.Host)),
+			ast.Item(kPort, ast.StringTerm(u.Port)),
+			ast.Item(kAllowMatches, ast.ArrayTerm(stringTerms(u.AllowMatches)...)),
+			ast.Item(kDenyMatches, ast.ArrayTerm(stringTerms(u.DenyMatches)...)),
+			ast.Item(kBuiltin, ast.ArrayTerm(blockTerms(u.Builtin)...)),
+			ast.Item(kError, ast.StringTerm(u.Error)),
+		))
 	}
-	return ast.NewObject(items...), nil
+	return in, nil
 }
 
-func pathFacts(eff *Effective, in map[string]any, fields []pathField, cwd string) []pathFact {
+// inputString returns tool_input's value under key when it is a string;
+// present says whether the key is there at all.
+func inputString(in ast.Object, key string) (s string, isString, present bool) {
+	t := in.Get(ast.StringTerm(key))
+	if t == nil {
+		return "", false, false
+	}
+	str, ok := t.Value.(ast.String)
+	return string(str), ok, true
+}
+
+func pathFacts(eff *Effective, in ast.Object, fields []pathField, cwd string) []pathFact {
 	if cwd == "" {
 		cwd = eff.Policy.WorkspaceRoot
 	}
@@ -371,8 +518,7 @@ func pathFacts(eff *Effective, in map[string]any, fields []pathField, cwd string
 	var facts []pathFact
 	base := cwd
 	for _, f := range fields {
-		v, present := in[f.field]
-		s, isString := v.(string)
+		s, isString, present := inputString(in, f.field)
 		switch {
 		case !present && !f.required:
 			if f.glob {
@@ -468,8 +614,8 @@ func containsDotDot(s string) bool {
 // resolves a name WebFetch fetches, not the sidecar: a name that resolves
 // to a blocked address passes here (the egress proxy, which resolves
 // itself, catches it for sandboxes).
-func webFetchURL(eff *Effective, in map[string]any) urlFact {
-	s, ok := in["url"].(string)
+func webFetchURL(eff *Effective, in ast.Object) urlFact {
+	s, ok, _ := inputString(in, "url")
 	if !ok {
 		return urlFact{Error: "tool_input.url is missing or not a string"}
 	}

@@ -390,3 +390,48 @@ func TestRelativePathsResolveAgainstTheAgentsCwd(t *testing.T) {
 		})
 	}
 }
+
+// TestADecisionCarriesThePolicyItWasDecidedUnder: the sidecar decided a
+// run under one revision and then looked the query's effective policy up
+// again to run it, so a reload in between ran it under the next
+// revision's sandbox while its audit line named the first. A decision now
+// carries the effective policy it was made under, which a reload does not
+// change.
+func TestADecisionCarriesThePolicyItWasDecidedUnder(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	eng := e.engine(t)
+	q, err := eng.OpenQuery(t.Context(), "q", []byte(`{"proc":{"timeout":"20s"}}`))
+	must(t, err)
+	run := map[string]any{"language": "python", "code": "print(1)"}
+	sdk := &gate.MCPServer{Name: "sandboxed_code", Source: "sdk"}
+	before := decide(t, q, gate.SandboxTool, run, sdk)
+	if before.Decision != "allow" || before.Effective == nil {
+		t.Fatalf("before the reload: %+v", before)
+	}
+	must(t, os.WriteFile(e.policyFile, []byte(strings.Replace(testPolicy, "memory: 256m", "memory: 128m", 1)), 0o644))
+	must(t, eng.Reload(t.Context()))
+	after := decide(t, q, gate.SandboxTool, run, sdk)
+	tests := []struct {
+		name   string
+		d      gate.Decision
+		memory int64
+	}{
+		{"the decision before the reload keeps its policy", before, 256 << 20},
+		{"the decision after the reload has the new one", after, 128 << 20},
+	}
+	for _, tc := range tests {
+		eff := tc.d.Effective
+		switch {
+		case eff == nil:
+			t.Errorf("%s: no effective policy", tc.name)
+		case eff.Revision != tc.d.Revision || eff.Hash != tc.d.PolicyHash:
+			t.Errorf("%s: effective %s %s, decision %s %s", tc.name, eff.Revision, eff.Hash, tc.d.Revision, tc.d.PolicyHash)
+		case int64(eff.Policy.Sandbox.Proc.Memory) != tc.memory || eff.Policy.Sandbox.Proc.Timeout.Std() != 20*time.Second:
+			t.Errorf("%s: memory %d, timeout %s; want %d and the override's 20s", tc.name, eff.Policy.Sandbox.Proc.Memory, eff.Policy.Sandbox.Proc.Timeout.Std(), tc.memory)
+		}
+	}
+	if before.Revision == after.Revision {
+		t.Fatal("the reload did not change the revision")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -32,8 +33,9 @@ type Effective struct {
 	// JSON is the canonical JSON of Policy (sizes in bytes, durations in ms).
 	JSON json.RawMessage
 
-	term *ast.Term // Policy as a Rego value, converted once
-	root string
+	term     *ast.Term // Policy as a Rego value, converted once
+	root     string
+	rootTerm *ast.Term // root as a Rego string
 	// deny is sandbox.fs.deny with ~ expanded, compiled by the one path
 	// glob matcher (internal/pathglob) the runner's /deps check uses too.
 	deny *pathglob.Set
@@ -52,6 +54,13 @@ type Effective struct {
 	// run_languages.
 	runLanguages *ast.Term
 	home         string
+
+	// matchCache memoizes, per directory, which deny and write-protect
+	// globs match it (string -> pathMatches, see matches); matchCacheLen
+	// counts its entries. Safe for concurrent use; the rest of an
+	// Effective is never changed.
+	matchCache    sync.Map
+	matchCacheLen atomic.Int32
 }
 
 // writeEntry is where a write-protect glob comes from and why it is there.
@@ -135,6 +144,7 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		JSON:         data,
 		term:         ast.NewTerm(v),
 		root:         s.root,
+		rootTerm:     ast.StringTerm(s.root),
 		deny:         deny,
 		writeProtect: wp,
 		writeEntries: wpEntries,

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/gobwas/glob"
+	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/hostpath"
 	"github.com/gatekeeper-ai/gatekeeper/internal/pathglob"
@@ -176,12 +177,12 @@ func grepSearched(input string) func(name string) bool {
 
 // withinFact computes deny_within for a Grep of dir: the forbidden files
 // it would read, and a sentence when the walk could not finish.
-func withinFact(eff *Effective, dir string, toolInput map[string]any) ([]withinMatch, string) {
+func withinFact(eff *Effective, dir string, toolInput ast.Object) ([]withinMatch, string) {
 	fi, err := os.Stat(dir)
 	if err != nil || !fi.IsDir() {
 		return nil, "" // a file, or nothing: judged as a path
 	}
-	g, _ := toolInput["glob"].(string)
+	g, _, _ := inputString(toolInput, "glob")
 	matches, err := denyWithin(eff, dir, len(splitGrepGlob(g)) == 0, grepSearched(g), maxWithinEntries)
 	switch {
 	case errors.Is(err, errSearchTooLarge):

@@ -305,3 +305,54 @@ test_grep_of_a_directory_too_large_to_check_is_denied if {
 	d.decision == "deny"
 	d.rule == "host_fs.search_unchecked"
 }
+
+# host_fs.outside_workspace writes out `not core.in_workspace(p.resolved)`
+# for speed; these pin the two together, on roots with and without a
+# trailing slash, the root "/" and a sibling sharing the root's prefix.
+# (Without a workspace_root the finding's reason, which names the root, is
+# undefined, so the rule finds nothing either way.)
+_ws_cases := [
+	{"root": "/srv/app", "path": "/srv/app"},
+	{"root": "/srv/app", "path": "/srv/app/a/b"},
+	{"root": "/srv/app", "path": "/srv/application"},
+	{"root": "/srv/app", "path": "/srv"},
+	{"root": "/srv/app", "path": "/etc/passwd"},
+	{"root": "/srv/app/", "path": "/srv/app"},
+	{"root": "/srv/app/", "path": "/srv/app/a"},
+	{"root": "/", "path": "/etc/passwd"},
+	{"root": "/", "path": "/"},
+]
+
+_ws_input(c) := _in("Read", {"paths": [_path(c.path, c.path)], "workspace_root": c.root})
+
+_inside(c) if gatekeeper.core.in_workspace(c.path) with input as _ws_input(c)
+
+_outside_denied(c) if {
+	some f in gatekeeper.deny with input as _ws_input(c)
+	f.rule == "host_fs.outside_workspace"
+}
+
+test_outside_workspace_is_exactly_not_in_workspace if {
+	every c in _ws_cases {
+		_outcome(c) == _judged(c)
+	}
+}
+
+_judged(c) := "outside" if _outside_denied(c)
+else := "inside"
+
+test_outside_workspace_cases_cover_both_outcomes if {
+	{x | some c in _ws_cases; x := _outcome(c)} == {"inside", "outside"}
+}
+
+_outcome(c) := "inside" if _inside(c)
+else := "outside"
+
+test_readable_is_exactly_a_rule_and_a_reason if {
+	gatekeeper.core.readable({"rule": "a", "reason": "b"})
+	not gatekeeper.core.readable({"rule": "a"})
+	not gatekeeper.core.readable({"rule": "a", "reason": "b", "extra": 1})
+	not gatekeeper.core.readable({"rule": "", "reason": "b"})
+	not gatekeeper.core.readable({"rule": "a", "reason": 1})
+	not gatekeeper.core.readable("a finding")
+}

@@ -8,8 +8,10 @@
 // [rule, reason] sorts first is reported; with none, tools.not_allowlisted.
 
 const HOST_FS = new Set(['Read', 'Write', 'Edit', 'MultiEdit', 'NotebookEdit', 'Glob', 'Grep', 'LS']);
+const HOST_FS_WRITE = new Set(['Write', 'Edit', 'MultiEdit', 'NotebookEdit']);
 const HOST_NET = new Set(['WebFetch', 'WebSearch']);
 const SANDBOX_TOOL = 'mcp__sandboxed_code__run';
+const TRUSTED_SANDBOX_SOURCES = new Set(['sdk', 'gatekeeper']);
 const NAME_RE = /^[A-Za-z0-9_.-]+$/;
 
 /** q quotes like Go's %q for the strings tool names are made of. */
@@ -104,18 +106,21 @@ export function decide(input) {
       if (!within(p.resolved, input.workspace_root)) {
         deny.push(['host_fs.outside_workspace', `${t} of ${shown(p)} is outside the workspace ${input.workspace_root}`]);
       }
-      const cands = covered(p);
-      for (const g of input.deny_globs) {
-        const re = globRegExp(g);
-        if (cands.some((c) => re.test(c))) {
-          deny.push(['host_fs.deny_glob', `${t} of ${shown(p)} is forbidden by the policy's fs.deny pattern ${q(g)}`]);
-        }
+      // The sidecar matches the deny globs (deny_matches); a hand-made input
+      // without them is matched here, as a rule of your own could.
+      const matches = p.deny_matches ?? input.deny_globs.filter((g) => covered(p).some((c) => globRegExp(g).test(c)));
+      for (const g of matches) {
+        deny.push(['host_fs.deny_glob', `${t} of ${shown(p)} is forbidden by the policy's fs.deny pattern ${q(g)}`]);
       }
       const [w] = p.deny_within;
       if (w !== undefined) {
         deny.push(['host_fs.deny_glob_within', `${t} of ${shown(p)} would also read ${w.path}, which the policy's fs.deny pattern ${q(w.glob)} forbids; search a narrower path that does not contain it, or pass a glob of file names (such as *.py) that leaves it out`]);
       }
       if (p.within_error !== '') deny.push(['host_fs.search_unchecked', `${t}: ${p.within_error}`]);
+      const [m] = p.write_protect_matches ?? [];
+      if (HOST_FS_WRITE.has(t) && m !== undefined) {
+        deny.push(['host_fs.write_protected', `${t} of ${shown(p)} is refused: the path is write-protected (${m.entry}, pattern ${q(m.glob)}) because ${m.why}. Host file tools may read it but never create, change or move into it`]);
+      }
     }
     if (allowlisted && paths.length > 0) {
       allow.push(['host_fs.inside_workspace', `${t} of ${paths.map((p) => p.raw).join(', ')} is inside the workspace`]);
@@ -138,7 +143,7 @@ export function decide(input) {
   if (t === 'WebSearch' && allowlisted && net.enabled) allow.push(['net.search_allowed', 'WebSearch is allowlisted and the network policy is enabled']);
 
   const mcp = input.mcp_server;
-  if (t === SANDBOX_TOOL && !(mcp && mcp.name === 'sandboxed_code' && mcp.source === 'sdk')) {
+  if (t === SANDBOX_TOOL && !(mcp && mcp.name === 'sandboxed_code' && TRUSTED_SANDBOX_SOURCES.has(mcp.source))) {
     const prov = mcp ? `MCP server ${q(mcp.name)} (source ${q(mcp.source)})` : 'an unknown MCP server';
     deny.push(['mcp.untrusted_sandboxed_code', `${SANDBOX_TOOL} is only trusted from gatekeeper's in-process SDK server; this call comes from ${prov}`]);
   }

@@ -22,16 +22,16 @@ type wsSidecar struct {
 	query string
 }
 
-func startWSSidecar(t *testing.T, policyFile string) *wsSidecar {
+func startWSSidecar(t *testing.T, policyFile string, extra ...string) *wsSidecar {
 	t.Helper()
 	dir := filepath.Dir(policyFile)
 	sock := filepath.Join(dir, "gk.sock")
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "unix://" + sock, "--policy", policyFile, "--no-runner",
+		done <- run(ctx, append([]string{"serve", "--listen", "unix://" + sock, "--policy", policyFile, "--no-runner",
 			"--token-file", filepath.Join(dir, "token"), "--audit-log", filepath.Join(dir, "audit.jsonl"),
-			"--watch-interval", "0"}, strings.NewReader(""), io.Discard, io.Discard)
+			"--watch-interval", "0"}, extra...), strings.NewReader(""), io.Discard, io.Discard)
 	}()
 	t.Cleanup(func() {
 		cancel()

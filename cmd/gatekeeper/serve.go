@@ -38,6 +38,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
 	maxRuns := fs.Int("max-runs", 4, "sandboxed runs at once; more wait in order")
+	caps := capFlags(fs)
+	debugEndpoints := fs.Bool("debug-endpoints", false, "serve Go's runtime profiles at /debug/pprof/ (goroutines, heap, CPU), behind the token")
 	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
@@ -49,7 +51,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	egressOpts := egressFlags(fs)
 	poolOpts := poolFlags(fs)
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
-	gcPercent := fs.Int("gc-percent", 100, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection")
+	gcPercent := fs.Int("gc-percent", server.DefaultGCPercent, "the Go collector's GOGC for the sidecar (the GOGC environment variable wins); higher spends less CPU on collection and more memory")
 	ui := fs.Bool("ui", false, "serve the live console at /ui/ on the listen address (docs/CONSOLE.md); a browser needs a tcp:// address")
 	floodGC := fs.Int("flood-gc-percent", 25, "GOGC while any run streams over 256 KiB of output, so memory stays flat through output floods (negative: never switch)")
 	if err := parse(fs, args, env); err != nil {
@@ -94,6 +96,8 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		}
 		cfg.Artifacts = d
 	}
+	caps.apply(&cfg)
+	cfg.Debug = *debugEndpoints
 	var sandboxes *docker.Runner
 	var con *console.Console
 	if *ui {

@@ -44,10 +44,10 @@ type Options struct {
 	Now func() time.Time
 	// Sync makes every Write fsync the file before it returns, so that an
 	// acknowledged line survives a power loss or kernel crash. It costs a
-	// disk flush per line (typically 0.1–10 ms instead of a few µs) and
-	// serializes all writers behind it. Without it a line written by a
-	// successful Write survives a crash of the sidecar but may be lost with
-	// the machine.
+	// disk flush (typically 0.1–10 ms instead of a few µs) per batch of
+	// lines: concurrent Writes share one (see Write). Without it a line
+	// written by a successful Write survives a crash of the sidecar but may
+	// be lost with the machine.
 	Sync bool
 
 	// MaxBytes rotates the active file before a line would take it past
@@ -116,8 +116,18 @@ type Log struct {
 	toCompress    []string // closed files to compress, for the tidy worker
 	compressLater []string // closed files whose compression failed, for the next rotation
 	buf           []byte
-	err           error // ErrClosed once the Log is closed
+	lines         []pendingLine // the lines of the batch being written, kept for reuse
+	err           error         // ErrClosed once the Log is closed
 	closed        bool
+
+	// The group commit (see Write): qmu guards queue, the lines waiting
+	// to be written, and leading, set while a Write is writing them. Lock
+	// order: qmu is never held while mu is taken.
+	qmu     sync.Mutex
+	queue   []*waiter
+	spare   []*waiter // a batch slice, kept for reuse
+	leading bool
+	waiters sync.Pool // of *waiter
 
 	head     headState
 	stop     chan struct{} // closed by Close to stop the goroutines
@@ -172,6 +182,7 @@ func open(path string, opts Options) (l *Log, err error) {
 		path: path, dir: filepath.Dir(path), base: filepath.Base(path), opts: opts, lock: lock,
 		log: opts.Logger, stop: make(chan struct{}), tidyWake: make(chan struct{}, 1), headWake: make(chan struct{}, 1),
 	}
+	l.waiters.New = func() any { return &waiter{wake: make(chan struct{}, 1)} }
 	if l.opts.Now == nil {
 		l.opts.Now = time.Now
 	}
@@ -380,6 +391,15 @@ func lineNumber(f *os.File, offset int64) (int, error) {
 // written (and synced, with Options.Sync). It sets rec's Seq, Time and Prev,
 // masks ToolInput in a copy, and writes the line with a single write call.
 //
+// Concurrent Writes are committed as a group: while one caller writes,
+// the lines of the others queue up, and the next of them to write takes
+// every line queued so far and writes them all with one write call (and
+// one fsync, with Options.Sync), in the order they were queued. Each Write
+// still returns only once its own line is written; lines appear in seq
+// order, and a Write that started after another returned gets a later seq.
+// A line is never split across two write calls, and a batch is written in
+// as many calls as rotations within it require.
+//
 // When a rotation is due, Write first rotates the file. A rotation that
 // fails leaves the log as it was: Write logs the failure, writes the line
 // to the old file and tries again at the next Write.
@@ -387,7 +407,8 @@ func lineNumber(f *os.File, offset int64) (int, error) {
 // When Write returns an error the record counts as not written: the chain
 // continues from the previous line, and whatever part of the line reached
 // the file is cut off again (and the cut synced, with Options.Sync), so a
-// full disk or an I/O error never leaves half a line. If that cut fails too,
+// full disk or an I/O error never leaves half a line. A failed write call
+// fails every line of its batch. If that cut fails too,
 // Write returns an error wrapping ErrTorn and every later Write tries the
 // cut again before writing, so the Log takes writes again as soon as the
 // file can be cut (once space returns, say). After Close, Write returns an
@@ -405,62 +426,188 @@ func (l *Log) Write(rec Record) error {
 	if err != nil {
 		return err
 	}
+	w := l.waiters.Get().(*waiter)
+	w.body = body
+	defer func() {
+		w.body, w.err, w.lead = nil, nil, false
+		l.waiters.Put(w)
+	}()
+
+	l.qmu.Lock()
+	l.queue = append(l.queue, w)
+	if l.leading {
+		// Another caller is writing: it, or a later one, writes this line.
+		l.qmu.Unlock()
+		<-w.wake
+		if !w.lead {
+			return w.err
+		}
+	} else {
+		l.leading = true
+		l.qmu.Unlock()
+	}
+	l.commit()
+	return w.err
+}
+
+// waiter is one Write's line on its way to the file. wake receives one
+// value when the line is written or failed (err set), or when its Write
+// is to write the queue itself (lead set).
+type waiter struct {
+	body []byte
+	err  error
+	lead bool
+	wake chan struct{}
+}
+
+// commit is run by the one Write that leads: it writes every queued line,
+// wakes their Writes, and hands the lead to the first line queued since,
+// if any.
+func (l *Log) commit() {
+	l.qmu.Lock()
+	batch := l.queue
+	l.queue = l.spare[:0]
+	l.qmu.Unlock()
 
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.err != nil {
-		return l.err
-	}
-	if l.dirty {
-		if err := l.cut(); err != nil {
-			return err
+	l.writeBatch(batch)
+	l.mu.Unlock()
+
+	for i, w := range batch {
+		if i > 0 { // batch[0] is the leader's own line
+			w.wake <- struct{}{}
 		}
+		batch[i] = nil
 	}
-	now := l.opts.Now().UTC()
-	seq := l.seq + 1
-	buf, sum := appendLine(l.buf[:0], seq, l.prev[:], now, body)
-	if reason := l.rotationDue(now, len(buf)); reason != "" {
-		l.rotateOrLog(now, reason)
-		seq = l.seq + 1
-		buf, sum = appendLine(buf[:0], seq, l.prev[:], now, body)
+	l.qmu.Lock()
+	l.spare = batch[:0]
+	if len(l.queue) > 0 {
+		next := l.queue[0]
+		next.lead = true
+		next.wake <- struct{}{}
+	} else {
+		l.leading = false
 	}
-	if l.unsyncedDir {
-		if err := syncDir(l.dir); err != nil {
-			return fmt.Errorf("write audit record %d: sync directory %s after a rotation: %w", seq, l.dir, err)
+	l.qmu.Unlock()
+}
+
+// pendingLine is a line of a batch written into l.buf, not yet committed.
+type pendingLine struct {
+	w   *waiter
+	now time.Time
+	sum [sha256.Size]byte
+}
+
+// writeBatch writes the lines of batch in order and sets each waiter's
+// err. Lines go to the file in as few write calls as rotations allow. l.mu
+// is held.
+func (l *Log) writeBatch(batch []*waiter) {
+	buf, lines := l.buf[:0], l.lines[:0]
+	for _, w := range batch {
+		if l.err != nil {
+			w.err = l.err
+			continue
 		}
-		l.unsyncedDir = false
+		if l.dirty && len(lines) == 0 {
+			if err := l.cut(); err != nil {
+				w.err = err
+				continue
+			}
+		}
+		now := l.opts.Now().UTC()
+		start := len(buf)
+		var sum [sha256.Size]byte
+		buf, sum = l.appendNext(buf, lines, now, w.body)
+		if reason := l.rotationDue(now, len(buf), lines); reason != "" {
+			buf, lines = l.flush(buf[:start], lines)
+			if l.dirty {
+				if err := l.cut(); err != nil {
+					w.err = err
+					continue
+				}
+			}
+			l.rotateOrLog(now, reason)
+			buf, sum = l.appendNext(buf, lines, now, w.body)
+		}
+		lines = append(lines, pendingLine{w: w, now: now, sum: sum})
 	}
+	buf, lines = l.flush(buf, lines)
 	if cap(buf) <= maxKeptBuffer {
 		l.buf = buf
 	}
+	clear(lines[:cap(lines)])
+	l.lines = lines
+}
 
+// appendNext appends to buf, which holds lines, the line of body that
+// follows them.
+func (l *Log) appendNext(buf []byte, lines []pendingLine, now time.Time, body []byte) ([]byte, [sha256.Size]byte) {
+	seq, prev := l.seq+int64(len(lines))+1, l.prev
+	if n := len(lines); n > 0 {
+		hex.Encode(prev[:], lines[n-1].sum[:])
+	}
+	return appendLine(buf, seq, prev[:], now, body)
+}
+
+// flush writes buf, the lines not yet committed, with one write call (and
+// one fsync, with Options.Sync), commits them to the chain and clears
+// their waiters' errors; when that fails, every one of them gets the
+// error and the chain is as it was. It returns buf and lines emptied.
+func (l *Log) flush(buf []byte, lines []pendingLine) ([]byte, []pendingLine) {
+	if len(lines) == 0 {
+		return buf[:0], lines
+	}
+	fail := func(err error) ([]byte, []pendingLine) {
+		for _, p := range lines {
+			p.w.err = err
+		}
+		return buf[:0], lines[:0]
+	}
+	first, last := l.seq+1, l.seq+int64(len(lines))
+	if l.unsyncedDir {
+		if err := syncDir(l.dir); err != nil {
+			return fail(fmt.Errorf("write audit record %s: sync directory %s after a rotation: %w", seqRange(first, last), l.dir, err))
+		}
+		l.unsyncedDir = false
+	}
 	n, err := l.w.Write(buf)
 	if err == nil && n != len(buf) {
 		err = io.ErrShortWrite
 	}
 	if err == nil && l.opts.Sync {
 		if err = l.f.Sync(); err != nil {
-			n = len(buf) // the line may be in the file
+			n = len(buf) // the lines may be in the file
 		}
 	}
 	if err != nil {
-		err = fmt.Errorf("write audit record %d to %s: %w", seq, l.path, err)
+		err = fmt.Errorf("write audit record %s to %s: %w", seqRange(first, last), l.path, err)
 		if n > 0 {
 			l.dirty = true
 			if cerr := l.cut(); cerr != nil {
-				return fmt.Errorf("%w; %w", err, cerr)
+				return fail(fmt.Errorf("%w; %w", err, cerr))
 			}
 		}
-		return err
+		return fail(err)
 	}
-	l.seq = seq
-	hex.Encode(l.prev[:], sum[:])
+	for _, p := range lines {
+		p.w.err = nil
+	}
+	l.seq = last
+	hex.Encode(l.prev[:], lines[len(lines)-1].sum[:])
 	l.size += int64(len(buf))
 	if l.first == 0 {
-		l.first, l.born = seq, now
+		l.first, l.born = first, lines[0].now
 	}
 	l.hasRecords = true
-	return nil
+	return buf[:0], lines[:0]
+}
+
+// seqRange names the seqs first to last: "7", or "7-9".
+func seqRange(first, last int64) string {
+	if first == last {
+		return strconv.FormatInt(first, 10)
+	}
+	return strconv.FormatInt(first, 10) + "-" + strconv.FormatInt(last, 10)
 }
 
 // encodeBody masks rec's ToolInput and encodes rec without its chain
@@ -489,8 +636,9 @@ func encodeBody(rec Record) ([]byte, error) {
 
 // appendLine appends to buf the line of body (an encoded record) at seq
 // after the line whose hash is prev, with its newline, and returns it with
-// the SHA-256 of the line without its newline.
+// the SHA-256 of that line without its newline.
 func appendLine(buf []byte, seq int64, prev []byte, t time.Time, body []byte) ([]byte, [sha256.Size]byte) {
+	start := len(buf)
 	buf = append(buf, `{"seq":`...)
 	buf = strconv.AppendInt(buf, seq, 10)
 	buf = append(buf, `,"time":"`...)
@@ -502,7 +650,7 @@ func appendLine(buf []byte, seq int64, prev []byte, t time.Time, body []byte) ([
 		buf = append(buf, ',')
 	}
 	buf = append(buf, body[1:]...)
-	sum := sha256.Sum256(buf)
+	sum := sha256.Sum256(buf[start:])
 	return append(buf, '\n'), sum
 }
 

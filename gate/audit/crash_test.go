@@ -7,7 +7,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,8 +18,12 @@ import (
 )
 
 // crashChildEnv, set to a log path, makes the test binary a writer that
-// the crash test kills: see crashChild.
-const crashChildEnv = "GATEKEEPER_AUDIT_CRASH_CHILD"
+// the crash test kills: see crashChild. crashWritersEnv sets how many
+// goroutines write at once (default 1).
+const (
+	crashChildEnv   = "GATEKEEPER_AUDIT_CRASH_CHILD"
+	crashWritersEnv = "GATEKEEPER_AUDIT_CRASH_WRITERS"
+)
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(crashChildEnv); path != "" {
@@ -30,30 +36,47 @@ func TestMain(m *testing.M) {
 // crashChild writes records to the log at path as fast as it can, with a
 // rotation every few lines, compression and checkpoints to path.head,
 // printing the decision id of each record once Write has returned, until
-// it is killed.
+// it is killed. With more than one writer (crashWritersEnv) the lines are
+// committed in groups into files of 8 KiB, so that kills land in the
+// middle of batches written with one write call.
 func crashChild(path string) {
 	head, err := os.OpenFile(path+".head", os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	l, err := audit.Open(path, audit.Options{MaxBytes: 700, Compress: true, Head: head, HeadInterval: time.Millisecond})
+	// One writer rotates after every line or two; many fill a file with a
+	// few batches first.
+	writers, _ := strconv.Atoi(os.Getenv(crashWritersEnv))
+	maxBytes := int64(700)
+	if writers > 1 {
+		maxBytes = 8 << 10
+	}
+	l, err := audit.Open(path, audit.Options{MaxBytes: maxBytes, Compress: true, Head: head, HeadInterval: time.Millisecond})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	var mu sync.Mutex
 	out := bufio.NewWriter(os.Stdout)
-	for i := 0; ; i++ {
-		id := fmt.Sprintf("%d_%d", os.Getpid(), i)
-		rec := decision(i)
-		rec.DecisionID = id
-		if err := l.Write(rec); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		fmt.Fprintln(out, id)
-		out.Flush()
+	for g := range max(writers, 1) {
+		go func() {
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("%d_%d_%d", os.Getpid(), g, i)
+				rec := decision(i)
+				rec.DecisionID = id
+				if err := l.Write(rec); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+				mu.Lock()
+				fmt.Fprintln(out, id)
+				out.Flush()
+				mu.Unlock()
+			}
+		}()
 	}
+	select {}
 }
 
 // leftoverKinds names what a killed writer left for Open to finish.
@@ -97,9 +120,19 @@ func leftoverKinds(t *testing.T, path string) []string {
 // compresses all the time at random moments, many times over, restarting
 // it on the same log. Each restart finishes what the kill left; at the
 // end the set verifies, holds every record whose Write returned, and
-// agrees with every checkpoint.
+// agrees with every checkpoint. With eight goroutines writing, lines are
+// committed in groups and the kills land in the middle of batches.
 func TestAKilledWriterLeavesASetThatVerifies(t *testing.T) {
 	t.Parallel()
+	for _, writers := range []int{1, 8} {
+		t.Run(fmt.Sprintf("%d writers", writers), func(t *testing.T) {
+			t.Parallel()
+			killWriterRepeatedly(t, writers)
+		})
+	}
+}
+
+func killWriterRepeatedly(t *testing.T, writers int) {
 	path := filepath.Join(t.TempDir(), "audit.jsonl")
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0))
@@ -114,7 +147,7 @@ func TestAKilledWriterLeavesASetThatVerifies(t *testing.T) {
 			}
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+		cmd.Env = append(os.Environ(), crashChildEnv+"="+path, crashWritersEnv+"="+strconv.Itoa(writers))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		stdout, err := cmd.StdoutPipe()

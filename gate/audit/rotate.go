@@ -31,16 +31,21 @@ import (
 // which Open unlinks (the rotation never happened). A failure of 2, 3 or 4
 // is undone and the old file stays active.
 
-// rotationDue says why the active file must be rotated before a line of n
-// bytes is written at now, or "" when it need not be.
-func (l *Log) rotationDue(now time.Time, n int) string {
-	if !l.hasRecords {
+// rotationDue says why the active file must be rotated before n more
+// bytes are written at now, or "" when it need not be. Those bytes hold
+// the lines pending, not yet committed, then one more.
+func (l *Log) rotationDue(now time.Time, n int, pending []pendingLine) string {
+	if !l.hasRecords && len(pending) == 0 {
 		return ""
+	}
+	born := l.born
+	if l.first == 0 && len(pending) > 0 {
+		born = pending[0].now // the file's first line is pending
 	}
 	if m := l.opts.MaxBytes; m > 0 && l.size+int64(n) > m {
 		return fmt.Sprintf("the file would pass %d bytes", m)
 	}
-	if a := l.opts.MaxAge; a > 0 && !now.Before(l.born.Add(a)) {
+	if a := l.opts.MaxAge; a > 0 && !now.Before(born.Add(a)) {
 		return fmt.Sprintf("the file's first line is %s old", a)
 	}
 	return ""

@@ -206,13 +206,13 @@ func resolve(abs string) (string, error) {
 			missing = max(missing-1, 0)
 			continue
 		}
-		next := filepath.Join(resolved, name)
+		next := child(resolved, name)
 		if missing > 0 {
 			resolved = next
 			missing++
 			continue
 		}
-		fi, err := os.Lstat(next)
+		isLink, err := isSymlink(next)
 		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			resolved = next
 			missing = 1
@@ -221,7 +221,7 @@ func resolve(abs string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("resolve: %w", err)
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
+		if !isLink {
 			resolved = next
 			continue
 		}
@@ -253,6 +253,34 @@ func resolve(abs string) (string, error) {
 		rest = target
 	}
 	return resolved, nil
+}
+
+// child is filepath.Join(dir, name) for a clean absolute dir and a name
+// that is one component (not "", "." or ".."), without Join's Clean: the
+// result is clean already.
+func child(dir, name string) string {
+	if dir == "/" {
+		return "/" + name
+	}
+	return dir + "/" + name
+}
+
+// isSymlink lstats p and reports whether it is a symbolic link; errors are
+// os.Lstat's. It calls lstat(2) itself: os.Lstat also builds a FileInfo,
+// which resolve, lstat-ing every component of every path decided, does
+// not need.
+func isSymlink(p string) (bool, error) {
+	var st syscall.Stat_t
+	for {
+		err := syscall.Lstat(p, &st)
+		switch {
+		case err == syscall.EINTR:
+			continue
+		case err != nil:
+			return false, &fs.PathError{Op: "lstat", Path: p, Err: err}
+		}
+		return st.Mode&syscall.S_IFMT == syscall.S_IFLNK, nil
+	}
 }
 
 // processRelativeDirs are the paths the kernel resolves relative to the

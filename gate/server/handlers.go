@@ -15,7 +15,17 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
+// openQuery opens a query unless a cap on open queries is hit. It runs on
+// the reader goroutine, as closeQuery does, so the connection's count
+// cannot change between the check and the insert.
 func (c *conn) openQuery(r *wire.OpenQuery) {
+	c.mu.Lock()
+	open := len(c.queries)
+	c.mu.Unlock()
+	if open >= c.s.cfg.MaxQueriesPerConn {
+		c.sendError(c.s.tooManyQueries(r.ID, true))
+		return
+	}
 	var (
 		q    *query
 		werr *wire.Error
@@ -23,7 +33,18 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	if r.ClaudeCodeSession != "" {
 		q, werr = c.s.cli.attach(c.ctx, r.ClaudeCodeSession, c.client)
 	} else {
+		// MaxQueries counts the queries connections own; a Claude Code
+		// session's query is the session's (see cliSessions).
+		if !c.s.queries.take() {
+			c.sendError(c.s.tooManyQueries(r.ID, false))
+			return
+		}
 		q, werr = c.s.openQuery(c.ctx, c.client, "", r.SandboxPolicy)
+		if werr != nil {
+			c.s.queries.give(1)
+		} else {
+			c.s.metrics.queries.Inc()
+		}
 	}
 	if werr != nil {
 		werr.ID = r.ID
@@ -93,6 +114,8 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 	}
 	if !session {
 		c.s.removeWorkspace(r.QueryID)
+		c.s.queries.give(1)
+		c.s.metrics.queries.Dec()
 	}
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
@@ -107,14 +130,16 @@ func Call(r *wire.Decide) gate.Call {
 	return call
 }
 
+// decide decides r and writes the reply from the calling goroutine: the
+// reader or a decision worker.
 func (c *conn) decide(r *wire.Decide) {
 	q := c.query(r.QueryID)
 	if q == nil {
-		c.sendError(unknownQuery(r.ID, r.QueryID))
+		c.reply(*unknownQuery(r.ID, r.QueryID))
 		return
 	}
 	id, d := c.s.decide(c.ctx, q, c.client, Call(r))
-	c.send(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
+	c.reply(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision, ToolUseID: r.ToolUseID})
 }
 
 // decide is the one decision path of the sidecar, for the WebSocket and
@@ -186,11 +211,9 @@ func (c *conn) run(r *wire.Run) {
 		deny(d.Rule, d.Reason)
 		return
 	}
-	eff, err := q.q.Effective(c.ctx)
-	if err != nil {
-		deny(gate.RuleError, err.Error())
-		return
-	}
+	// The run runs under the policy that allowed it, even if a reload
+	// came between the decision and here.
+	eff := d.Effective
 	timeout := eff.Policy.Sandbox.Proc.Timeout.Std()
 	if r.TimeoutMS != nil {
 		asked := time.Duration(*r.TimeoutMS) * time.Millisecond

@@ -35,7 +35,9 @@ func TestSecondHelloIsRefusedAndTheClientNameStays(t *testing.T) {
 	}
 	q := c.open("")
 	const decisions, hellos = 48, 12
+	wrote := make(chan struct{})
 	go func() {
+		defer close(wrote)
 		for i := range decisions {
 			// Writes from one goroutine only, as gorilla/websocket requires.
 			_ = ws.WriteMessage(websocket.TextMessage, fmt.Appendf(nil, `{"type":"decide","id":"d%d","query_id":%q,"event":"PreToolUse","tool_name":"Bash","tool_input":{},"tool_use_id":"t%d"}`, i, q, i))
@@ -62,6 +64,7 @@ func TestSecondHelloIsRefusedAndTheClientNameStays(t *testing.T) {
 			t.Fatalf("unexpected frame %v", r)
 		}
 	}
+	<-wrote // the writer may still be finishing its last frame after its reply came
 	// The connection lives, and the name did not change.
 	if r := c.decide(q, "Read", `{"file_path":"a.txt"}`, "toolu_after", ""); r["decision"] != "allow" {
 		t.Fatalf("decide after the refused hellos: %v", r)
@@ -97,10 +100,17 @@ func TestGoldenSecondHello(t *testing.T) {
 	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
 	_, reply, err := c.ws.ReadMessage()
 	must(t, err)
+	checkGolden(t, "a_second_hello_is_refused.json", frame, reply)
+}
+
+// checkGolden compares a request frame and its reply with the golden file
+// testdata/golden/name (rewritten with -update).
+func checkGolden(t *testing.T, name, frame string, reply []byte) {
+	t.Helper()
 	in, err := json.Marshal(frame)
 	must(t, err)
 	got := fmt.Appendf(nil, "{\n  \"input\": %s,\n  \"output\": %s\n}\n", in, reply)
-	path := filepath.Join("testdata", "golden", "a_second_hello_is_refused.json")
+	path := filepath.Join("testdata", "golden", name)
 	if *update {
 		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		must(t, os.WriteFile(path, got, 0o644))

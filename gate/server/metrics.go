@@ -11,6 +11,9 @@ type metrics struct {
 	latency     prometheus.Histogram
 	connections prometheus.Gauge
 	runs        *prometheus.CounterVec
+	queries     prometheus.Gauge
+	refusals    *prometheus.CounterVec
+	workers     prometheus.Gauge
 }
 
 // newMetrics registers the server's collectors on reg (a new registry when
@@ -35,8 +38,17 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gatekeeper_runs_total", Help: "Sandboxed runs by outcome.",
 		}, []string{"outcome"}),
+		queries: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatekeeper_queries_open", Help: "Open queries, on all connections.",
+		}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gatekeeper_limit_refusals_total", Help: "Connections and requests refused because a cap was hit, by cap.",
+		}, []string{"limit"}),
+		workers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gatekeeper_decision_workers", Help: "Decision workers running, on all connections (an idle connection has none).",
+		}),
 	}
-	m.reg.MustRegister(m.decisions, m.latency, m.connections, m.runs,
+	m.reg.MustRegister(m.decisions, m.latency, m.connections, m.runs, m.queries, m.refusals, m.workers,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -49,6 +49,13 @@ type Auditor interface {
 // 1 MiB.
 const DefaultMaxFrameBytes = 1 << 20
 
+// DefaultGCPercent is the collector's usual target (GOGC) for the sidecar.
+// Decisions allocate short-lived garbage, almost all of it in OPA's
+// evaluator; at Go's default of 100 the collector took a fifth of the
+// sidecar's CPU per decision, at 200 about half of that (BENCHMARKS.md),
+// for a few MiB more of heap. Output floods switch to FloodGCPercent.
+const DefaultGCPercent = 200
+
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
 // recent runs' output this way). ObserveRun is called from the run's
@@ -96,18 +103,36 @@ type Config struct {
 	// UI, when set, is served under /ui/ (the live console); it does its
 	// own authentication.
 	UI http.Handler
+	// Debug serves Go's runtime profiles under /debug/pprof/, behind the
+	// token (goroutine dumps, heap and CPU profiles).
+	Debug bool
 	// Version is reported in welcome ("gatekeeper/<Version>").
 	Version string
 	// MaxFrameBytes is the read limit; a larger frame closes the connection
 	// with 1009. Zero means DefaultMaxFrameBytes.
 	MaxFrameBytes int64
-	// MaxInFlight bounds concurrent requests per connection (default 64);
-	// MaxRunsPerConn bounds concurrent runs per connection (default 4).
+	// MaxInFlight bounds concurrent requests per connection
+	// (DefaultMaxInFlight); MaxRunsPerConn bounds concurrent runs per
+	// connection (DefaultMaxRunsPerConn). A request past either is answered
+	// with too_many_requests.
 	MaxInFlight, MaxRunsPerConn int
-	// GCPercent is the collector's usual target (GOGC, default 100) and
-	// FloodGCPercent the lower one used while any run streams more than
-	// 256 KiB of output (default 25; negative disables the switch).
+	// MaxConns bounds the WebSocket connections served at once
+	// (DefaultMaxConns); an upgrade past it gets HTTP 503.
+	MaxConns int
+	// MaxQueriesPerConn bounds the queries open on one connection
+	// (DefaultMaxQueriesPerConn) and MaxQueries those open on all
+	// connections together (DefaultMaxQueries); an open_query past either
+	// is answered with too_many_queries.
+	MaxQueriesPerConn, MaxQueries int
+	// GCPercent is the collector's usual target (GOGC, default
+	// DefaultGCPercent) and FloodGCPercent the lower one used while any run
+	// streams more than 256 KiB of output (default 25; negative disables
+	// the switch).
 	GCPercent, FloodGCPercent int
+	// DecisionWorkerIdle is how long a connection's decision worker waits
+	// for a decision before it ends (default 10s): an idle connection holds
+	// no worker, nor its stack.
+	DecisionWorkerIdle time.Duration
 	// PingInterval (default 20s) and ReadTimeout (default 60s) keep
 	// connections alive and drop dead ones.
 	PingInterval, ReadTimeout time.Duration
@@ -126,6 +151,8 @@ type Server struct {
 
 	floods floods
 	cli    *cliSessions
+	// connCount and queries count what MaxConns and MaxQueries bound.
+	connCount, queries capped
 
 	mu      sync.Mutex
 	conns   map[*conn]struct{}
@@ -146,14 +173,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxFrameBytes <= 0 {
 		cfg.MaxFrameBytes = DefaultMaxFrameBytes
 	}
-	if cfg.MaxInFlight <= 0 {
-		cfg.MaxInFlight = 64
-	}
-	if cfg.MaxRunsPerConn <= 0 {
-		cfg.MaxRunsPerConn = 4
-	}
+	applyLimitDefaults(&cfg)
 	if cfg.PingInterval <= 0 {
 		cfg.PingInterval = 20 * time.Second
+	}
+	if cfg.DecisionWorkerIdle <= 0 {
+		cfg.DecisionWorkerIdle = 10 * time.Second
 	}
 	if cfg.ReadTimeout <= 0 {
 		cfg.ReadTimeout = 60 * time.Second
@@ -165,7 +190,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.Version = "dev"
 	}
 	if cfg.GCPercent <= 0 {
-		cfg.GCPercent = 100
+		cfg.GCPercent = DefaultGCPercent
 	}
 	if cfg.FloodGCPercent == 0 {
 		cfg.FloodGCPercent = 25
@@ -173,6 +198,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
 	s.cli = newCLISessions(s, cfg.ClaudeCode)
+	s.connCount.max, s.queries.max = int64(cfg.MaxConns), int64(cfg.MaxQueries)
 	s.upgrader = websocket.Upgrader{
 		HandshakeTimeout: 10 * time.Second,
 		// Origin is checked in ServeHTTP, before the upgrade, with a 403.
@@ -189,6 +215,9 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
 	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
+	if s.cfg.Debug {
+		mux.Handle("GET /debug/pprof/", s.authorized(debugHandler()))
+	}
 	if s.cfg.UI != nil {
 		mux.Handle("/ui/", s.cfg.UI)
 		mux.Handle("/ui", http.RedirectHandler("/ui/", http.StatusMovedPermanently))
@@ -259,14 +288,20 @@ func (s *Server) authorized(next http.Handler) http.Handler {
 }
 
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
+	if !s.connCount.take() {
+		s.refuseConn(w)
+		return
+	}
 	ws, err := s.upgrader.Upgrade(w, r, nil)
 	if err != nil {
+		s.connCount.give(1)
 		return // the upgrader has answered
 	}
 	c := newConn(s, ws)
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
+		s.connCount.give(1)
 		_ = ws.Close()
 		return
 	}
@@ -277,6 +312,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request) {
 	go func() {
 		defer s.wg.Done()
 		defer s.metrics.connections.Dec()
+		defer s.connCount.give(1)
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)

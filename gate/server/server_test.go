@@ -72,6 +72,8 @@ type options struct {
 	observer    server.RunObserver
 	ui          http.Handler
 	registry    *prometheus.Registry
+	// tune changes the server's Config last (the caps, say).
+	tune func(*server.Config)
 }
 
 func start(t testing.TB, o options) *harness {
@@ -96,12 +98,16 @@ func start(t testing.TB, o options) *harness {
 	}
 	h.token, err = server.LoadOrCreateToken(filepath.Join(dir, "token"))
 	must(t, err)
-	h.srv, err = server.New(server.Config{
+	cfg := server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet,
 		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
 		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
-	})
+	}
+	if o.tune != nil {
+		o.tune(&cfg)
+	}
+	h.srv, err = server.New(cfg)
 	must(t, err)
 	ln, err := server.Listen("unix://"+h.sock, false)
 	must(t, err)
@@ -711,4 +717,35 @@ func readAuditLines(t *testing.T, path string) []audit.Record {
 		out = append(out, r)
 	}
 	return out
+}
+
+// TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt sends a Grep of a
+// large directory (its decision walks every entry below it for files
+// fs.deny forbids) and then, at once, a Read. The reader decides a Read
+// itself but leaves a decision that walks to a worker, so the Read is
+// answered first; were the Grep decided on the reader, the Read would not
+// even be read before the walk ended.
+func TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt(t *testing.T) {
+	t.Parallel()
+	policy := strings.Replace(testPolicy, "allow: [Read,", "allow: [Read, Grep,", 1)
+	h := start(t, options{policy: policy})
+	big := filepath.Join(h.dir, "ws", "big")
+	for i := range 40 {
+		d := filepath.Join(big, fmt.Sprint(i))
+		must(t, os.MkdirAll(d, 0o755))
+		for j := range 250 {
+			must(t, os.WriteFile(filepath.Join(d, fmt.Sprint(j)), nil, 0o644))
+		}
+	}
+	c := h.connect(t)
+	q := c.open("")
+	c.send(fmt.Sprintf(`{"type":"decide","id":"grep","query_id":%q,"event":"PreToolUse","tool_name":"Grep","tool_input":{"pattern":"x","path":%q},"tool_use_id":"t1"}`, q, big))
+	c.send(fmt.Sprintf(`{"type":"decide","id":"read","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_input":{"file_path":%q},"tool_use_id":"t2"}`, q, filepath.Join(h.dir, "ws", "a.txt")))
+	first, second := c.recv(), c.recv()
+	if first["id"] != "read" || second["id"] != "grep" {
+		t.Fatalf("replies came as %v then %v: want the Read answered before the Grep's walk ended", first["id"], second["id"])
+	}
+	if first["decision"] != "allow" || second["decision"] != "allow" || second["rule"] != "host_fs.inside_workspace" {
+		t.Fatalf("decisions %v and %v, want both allowed", first, second)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // Encode returns the text frame for v: one JSON object, "type" first, then
@@ -16,7 +17,16 @@ func Encode(v Reply) ([]byte, error) {
 	if v == nil {
 		return nil, ErrNilReply
 	}
-	b, err := marshal(v)
+	var b []byte
+	var err error
+	if m, ok := v.(json.Marshaler); ok && reflect.TypeOf(v).Kind() != reflect.Pointer {
+		// A frame's MarshalJSON writes it whole with marshal already;
+		// through marshal again, encoding/json would only compact and
+		// check what it has just written.
+		b, err = m.MarshalJSON()
+	} else {
+		b, err = marshal(v)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("encode %s frame: %w", v.Type(), err)
 	}

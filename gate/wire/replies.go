@@ -168,6 +168,7 @@ const (
 	CodeUnknownQuery           = "unknown_query"
 	CodePolicyOverrideRejected = "policy_override_rejected"
 	CodeTooManyRequests        = "too_many_requests"
+	CodeTooManyQueries         = "too_many_queries"
 	CodeRunDenied              = "run_denied"
 	CodeRunnerUnavailable      = "runner_unavailable"
 	CodeInternal               = "internal"

@@ -1,5 +1,6 @@
-// Package tmpfs gives tests a small filesystem of their own that they can
-// fill to the brim: a tmpfs mounted for the test and unmounted after it.
+// Package tmpfs gives tests (and the soak, bench/soak) a small filesystem of
+// their own that they can fill to the brim: a tmpfs mounted for the test and
+// unmounted after it.
 package tmpfs
 
 import (
@@ -24,23 +25,30 @@ func Mount(t testing.TB, size int64) string {
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := mount(dir, size); err != nil {
+	if err := MountDir(dir, size); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("mount a tmpfs of %d bytes on %s (the test needs root): %v", size, dir, err)
 		}
 		t.Skipf("mount a tmpfs of %d bytes on %s (the test needs root; under CI=true this fails): %v", size, dir, err)
 	}
 	t.Cleanup(func() {
-		if err := unmount(dir); err != nil {
+		if err := Unmount(dir); err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
 	return dir
 }
 
+// MountDir mounts a tmpfs of size bytes (a multiple of 4096) on the
+// existing directory dir; Unmount undoes it. Mounting needs root.
+func MountDir(dir string, size int64) error { return mount(dir, size) }
+
+// Unmount unmounts the tmpfs MountDir mounted on dir.
+func Unmount(dir string) error { return unmount(dir) }
+
 // Filler holds the files that fill a filesystem.
 type Filler struct {
-	t     testing.TB
+	t     testing.TB // nil outside a test
 	files []string
 }
 
@@ -48,7 +56,17 @@ type Filler struct {
 // page left, and checks that a one-byte file then fails with ENOSPC.
 func Fill(t testing.TB, dir string) *Filler {
 	t.Helper()
-	f := &Filler{t: t}
+	f, err := FillUp(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.t = t
+	return f
+}
+
+// FillUp is Fill outside a test: it returns what failed instead.
+func FillUp(dir string) (*Filler, error) {
+	f := &Filler{}
 	page := bytes.Repeat([]byte{'.'}, pageSize)
 	for i := 0; ; i++ {
 		name := filepath.Join(dir, fmt.Sprintf("filler-%06d", i))
@@ -59,7 +77,7 @@ func Fill(t testing.TB, dir string) *Filler {
 		}
 		os.Remove(name)
 		if !errors.Is(err, syscall.ENOSPC) {
-			t.Fatalf("fill %s: %v", dir, err)
+			return f, fmt.Errorf("fill %s: %w", dir, err)
 		}
 		break
 	}
@@ -67,21 +85,29 @@ func Fill(t testing.TB, dir string) *Filler {
 	err := os.WriteFile(probe, []byte{'.'}, 0o600)
 	os.Remove(probe)
 	if !errors.Is(err, syscall.ENOSPC) {
-		t.Fatalf("after filling %s with %d pages a one-byte file got %v, want ENOSPC", dir, len(f.files), err)
+		return f, fmt.Errorf("after filling %s with %d pages a one-byte file got %v, want ENOSPC", dir, len(f.files), err)
 	}
-	return f
+	return f, nil
 }
 
 // Free removes n of the filler's pages (all with n < 0).
 func (f *Filler) Free(n int) {
 	f.t.Helper()
+	if err := f.Release(n); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// Release is Free outside a test: it returns what failed instead.
+func (f *Filler) Release(n int) error {
 	if n < 0 || n > len(f.files) {
 		n = len(f.files)
 	}
 	for _, name := range f.files[len(f.files)-n:] {
 		if err := os.Remove(name); err != nil {
-			f.t.Fatal(err)
+			return err
 		}
 	}
 	f.files = f.files[:len(f.files)-n]
+	return nil
 }

@@ -75,6 +75,7 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -87,7 +88,7 @@ import (
 )
 
 // Container labels. Every container a Runner creates carries all three, plus
-// the Spec's own labels (which cannot override these).
+// the Spec's own labels (which cannot override these) and LabelCreate.
 const (
 	LabelInstance = "gatekeeper.instance"
 	LabelRunID    = "gatekeeper.run_id"
@@ -121,6 +122,7 @@ type engine interface {
 	NetworkInspect(ctx context.Context, id string, opts network.InspectOptions) (network.Inspect, error)
 	NetworkRemove(ctx context.Context, id string) error
 	NetworkList(ctx context.Context, opts network.ListOptions) ([]network.Summary, error)
+	Events(ctx context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error)
 	DaemonHost() string
 }
 
@@ -186,6 +188,7 @@ type Runner struct {
 	runtimes  map[string]bool          // nil until the engine was asked
 	languages map[langKey]languageInfo // per image ID and language
 	removals  sync.WaitGroup           // removals of ended runs' containers
+	retry     *retrier                 // removals that failed, tried again
 }
 
 type langKey struct {
@@ -232,6 +235,7 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{cfg: cfg, cli: cli, fw: iptables{}, log: log, metrics: newPoolMetrics(), closeCli: closeCli, languages: map[langKey]languageInfo{}}
+	r.retry = newRetrier(r)
 	if cfg.Pool.Size > 0 {
 		p, err := newPool(r, cfg.Pool)
 		if err != nil {
@@ -243,15 +247,17 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 }
 
 // Close waits for the removal of ended runs' containers, stops the warm
-// pool and removes its warm containers, then releases the engine client if
-// New made it. It does not stop runs in progress or remove their
-// containers; call it once they ended.
+// pool and removes its warm containers, tries once more the removals that
+// failed (see Run), then releases the engine client if New made it. It
+// does not stop runs in progress or remove their containers; call it once
+// they ended.
 func (r *Runner) Close() error {
 	r.removals.Wait()
 	var err error
 	if r.pool != nil {
 		err = r.pool.close()
 	}
+	r.retry.close()
 	return errors.Join(err, r.closeCli())
 }
 
@@ -268,14 +274,19 @@ func (r *Runner) Warm(ctx context.Context) error {
 	return r.pool.warm(ctx)
 }
 
-// Collectors returns the warm pool's Prometheus collectors, for the
-// sidecar's registry: gatekeeper_pool_hits_total,
+// Collectors returns the runner's Prometheus collectors, for the sidecar's
+// registry: the warm pool's gatekeeper_pool_hits_total,
 // gatekeeper_pool_interpreter_hits_total, gatekeeper_pool_waits_total,
 // gatekeeper_pool_misses_total, gatekeeper_pool_refill_seconds,
 // gatekeeper_pool_refill_errors_total, gatekeeper_pool_wait_seconds,
 // gatekeeper_pool_warm_containers, gatekeeper_pool_making_containers and
-// gatekeeper_pool_target_containers. They exist, at zero, without a pool.
-func (r *Runner) Collectors() []prometheus.Collector { return r.metrics.collectors(r.poolCounts) }
+// gatekeeper_pool_target_containers (at zero without a pool), and
+// gatekeeper_sandbox_removals_pending.
+func (r *Runner) Collectors() []prometheus.Collector {
+	return append(r.metrics.collectors(r.poolCounts), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "gatekeeper_sandbox_removals_pending", Help: "Containers and sandbox networks whose removal failed and is being retried.",
+	}, r.retry.count))
+}
 
 // poolCounts is the pool's containers ready and being made, and its
 // targets.

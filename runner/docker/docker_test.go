@@ -15,6 +15,7 @@ import (
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/mount"
 	"github.com/docker/docker/client"
 
@@ -477,5 +478,105 @@ func TestNetworkContainerSettings(t *testing.T) {
 	sn.close()
 	if len(fw.installed) != 0 || f.count("NetworkRemove") != 1 {
 		t.Errorf("after close: firewall %v, %d networks removed; want none left", fw.installed, f.count("NetworkRemove"))
+	}
+}
+
+// TestRemovalsTheEngineRefusedAreRetried: the soak restarted the engine
+// under a networked run, whose container and network removals failed
+// while the engine was down; the network stayed behind for good. Failed
+// removals are now retried, the container before its network, until they
+// succeed.
+func TestRemovalsTheEngineRefusedAreRetried(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	f.failRemovals = 2 // the run's own two
+	r := newFakeNetRunner(t, f, &fakeFirewall{})
+	r.retry.min, r.retry.max = 5*time.Millisecond, 20*time.Millisecond
+	spec := runnertest.Spec("print(1)")
+	spec.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"pypi.org"}}
+	if _, err := r.Run(t.Context(), spec); err == nil {
+		t.Fatal("the fake engine starts no container, yet Run succeeded")
+	}
+	for i := 0; r.retry.count() > 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%v removals still pending", r.retry.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.mu.Lock()
+	removed := slices.Clone(f.removed)
+	f.mu.Unlock()
+	if len(removed) != 2 || removed[0] != "c0ffee" || !strings.HasPrefix(removed[1], "net-gatekeeper-unit-") {
+		t.Fatalf("removed %v, want the container, then its network", removed)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAn137IsCheckedAgainstTheEngineOOMEvents: the soak's memory bombs
+// now and then came back "exited" with 137 instead of "oom_killed": under
+// load the runtime reported the exit before the OOM, and Docker 20.10
+// then logs the oom event but leaves the container's OOMKilled false. A
+// 137 the runner did not cause is an OOM kill if the memory use reached
+// the limit or the engine logged an oom event (one soak run had no event
+// in time, and a peak of exactly the 256 MiB limit).
+func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
+	t.Parallel()
+	oom := func(id string) events.Message {
+		return events.Message{Type: events.ContainerEventType, Action: events.ActionOOM, Actor: events.Actor{ID: id}}
+	}
+	const limit = 256 << 20
+	tests := []struct {
+		name   string
+		peak   int64
+		events []events.Message
+		want   bool
+	}{
+		{"an oom event of the container is an OOM kill", 1 << 20, []events.Message{oom("c0ffee")}, true},
+		{"memory use at the limit is an OOM kill, with no event", limit, nil, true},
+		{"memory use below the limit and no event is not", limit - 4096, nil, false},
+		{"an oom event of another container is not", 1 << 20, []events.Message{oom("bad1dea")}, false},
+	}
+	for _, tc := range tests {
+		f := newFake("runc")
+		f.events = tc.events
+		r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test"}, f, func() error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := r.oomKilled("c0ffee", tc.peak, limit, time.Now()); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestAContainerWhoseCreateAnswerWasLostIsRemoved: the soak restarted the
+// engine while a run's create was under way; the engine made the
+// container and stopped before it answered (EOF), so the runner never
+// learned its id and the container stayed, created, for good. A failed
+// create is now followed by a search for its label, until none is found.
+func TestAContainerWhoseCreateAnswerWasLostIsRemoved(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc")
+	f.loseCreates = true
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test"}, f, func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.retry.min, r.retry.max, r.retry.lost = 5*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
+	if _, err := r.Run(t.Context(), runnertest.Spec("print(1)")); err == nil || !strings.Contains(err.Error(), "EOF") {
+		t.Fatalf("Run = %v, want the lost create's error", err)
+	}
+	for i := 0; r.retry.count() > 0; i++ {
+		if i == 1000 {
+			t.Fatalf("%v removals still pending", r.retry.count())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.containers) != 0 || !slices.Equal(f.removed, []string{"lost-c0ffee"}) {
+		t.Fatalf("left %v, removed %v; want the lost create's container removed", f.containers, f.removed)
 	}
 }

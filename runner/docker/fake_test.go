@@ -3,11 +3,13 @@ package docker
 import (
 	"context"
 	"errors"
+	"io"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/api/types/system"
@@ -23,7 +25,31 @@ type fakeEngine struct {
 	runtimes []string
 	hasFile  map[string]bool // paths ContainerStatPath finds
 	created  []*container.HostConfig
-	removed  []string
+	removed  []string // containers and networks removed, in order
+	// failRemovals is how many removals (of containers or networks) fail,
+	// as they do while the engine restarts, before they succeed.
+	failRemovals int
+	// events are what Events streams (each filtered by the options'
+	// container and event) before the stream ends.
+	events []events.Message
+	// loseCreates makes ContainerCreate create the container (it is in
+	// containers, which ContainerList lists) and then fail, as a create
+	// does whose answer the engine never sent.
+	loseCreates bool
+	containers  map[string]map[string]string // id → labels, of lost creates
+}
+
+// removal counts a removal of id, failing while failRemovals lasts.
+func (f *fakeEngine) removal(id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRemovals > 0 {
+		f.failRemovals--
+		return cerrdefs.ErrUnavailable.WithMessage("Cannot connect to the Docker daemon")
+	}
+	f.removed = append(f.removed, id)
+	delete(f.containers, id)
+	return nil
 }
 
 func newFake(runtimes ...string) *fakeEngine {
@@ -61,11 +87,18 @@ func (f *fakeEngine) ImageInspect(_ context.Context, ref string, _ ...client.Ima
 	return image.InspectResponse{ID: "sha256:" + ref}, nil
 }
 
-func (f *fakeEngine) ContainerCreate(_ context.Context, _ *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
+func (f *fakeEngine) ContainerCreate(_ context.Context, cfg *container.Config, host *container.HostConfig, _ *network.NetworkingConfig, _ *ocispec.Platform, _ string) (container.CreateResponse, error) {
 	f.called("ContainerCreate")
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	f.created = append(f.created, host)
-	f.mu.Unlock()
+	if f.loseCreates {
+		if f.containers == nil {
+			f.containers = map[string]map[string]string{}
+		}
+		f.containers["lost-c0ffee"] = cfg.Labels
+		return container.CreateResponse{}, errors.New(`error during connect: Post "http://docker/containers/create": EOF`)
+	}
 	return container.CreateResponse{ID: "c0ffee"}, nil
 }
 
@@ -111,15 +144,20 @@ func (f *fakeEngine) ContainerStats(context.Context, string, bool) (container.St
 
 func (f *fakeEngine) ContainerRemove(_ context.Context, id string, _ container.RemoveOptions) error {
 	f.called("ContainerRemove")
-	f.mu.Lock()
-	f.removed = append(f.removed, id)
-	f.mu.Unlock()
-	return nil
+	return f.removal(id)
 }
 
-func (f *fakeEngine) ContainerList(context.Context, container.ListOptions) ([]container.Summary, error) {
+func (f *fakeEngine) ContainerList(_ context.Context, opts container.ListOptions) ([]container.Summary, error) {
 	f.called("ContainerList")
-	return nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []container.Summary
+	for id, labels := range f.containers {
+		if opts.Filters.MatchKVList("label", labels) {
+			out = append(out, container.Summary{ID: id, Labels: labels})
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeEngine) NetworkCreate(_ context.Context, name string, _ network.CreateOptions) (network.CreateResponse, error) {
@@ -135,15 +173,24 @@ func (f *fakeEngine) NetworkInspect(_ context.Context, id string, _ network.Insp
 
 func (f *fakeEngine) NetworkRemove(_ context.Context, id string) error {
 	f.called("NetworkRemove")
-	f.mu.Lock()
-	f.removed = append(f.removed, id)
-	f.mu.Unlock()
-	return nil
+	return f.removal(id)
 }
 
 func (f *fakeEngine) NetworkList(context.Context, network.ListOptions) ([]network.Summary, error) {
 	f.called("NetworkList")
 	return nil, nil
+}
+
+func (f *fakeEngine) Events(_ context.Context, opts events.ListOptions) (<-chan events.Message, <-chan error) {
+	f.called("Events")
+	msgs, errs := make(chan events.Message, len(f.events)), make(chan error, 1)
+	for _, m := range f.events {
+		if opts.Filters.ExactMatch("container", m.Actor.ID) && opts.Filters.ExactMatch("event", string(m.Action)) {
+			msgs <- m
+		}
+	}
+	errs <- io.EOF
+	return msgs, errs
 }
 
 func (f *fakeEngine) DaemonHost() string { return "unix:///var/run/docker.sock" }

@@ -105,6 +105,8 @@ func (r *Runner) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandboxN
 		},
 	})
 	if err != nil {
+		// The engine may have made it and died before it answered.
+		r.retry.addLost(true, LabelNetworkID, id)
 		return nil, engineErr("create sandbox network", err)
 	}
 	sn.netID = created.ID
@@ -199,7 +201,8 @@ func (sn *sandboxNet) close() {
 	}
 	if sn.netID != "" {
 		if err := sn.r.cli.NetworkRemove(ctx, sn.netID); err != nil && !cerrdefs.IsNotFound(err) {
-			sn.r.log.Error("remove sandbox network", "network", sn.name, "err", err)
+			sn.r.log.Warn("remove sandbox network; retrying in the background", "network", sn.name, "err", err)
+			sn.r.retry.add(true, sn.netID)
 		}
 	}
 }

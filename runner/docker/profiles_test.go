@@ -113,6 +113,22 @@ func TestProfileStandardLibrary(t *testing.T) {
 	})
 }
 
+func TestProfileCommands(t *testing.T) {
+	t.Parallel()
+	requireEngine(t)
+	// The commands a model's shell lines call by their everyday names.
+	for _, tc := range []struct{ profile, code, stdout string }{
+		{"python", `python -c 'print(6 * 7)' && pip --version | cut -d' ' -f1`, "42\npip\n"},
+		{"python-data", `python -c 'import pandas; print(6 * 7)' && pytest --version 2>&1 | cut -d' ' -f1`, "42\npytest\n"},
+		{"node", `python -c 'print(6 * 7)' && node -e 'console.log(6 * 7)' && npm --version | cut -d. -f1`, "42\n42\n9\n"},
+	} {
+		t.Run(tc.profile, func(t *testing.T) {
+			t.Parallel()
+			wantRun(t, runInProfile(t, tc.profile, runner.Shell, tc.code, nil), tc.stdout)
+		})
+	}
+}
+
 // bytecodeCheck reports every imported module under /usr whose bytecode
 // is missing or older than its source: such a module would be compiled on
 // every import (the root is read-only, nothing can be cached).

@@ -4,14 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
+	"strconv"
 	"sync"
 	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/events"
+	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
+	"github.com/google/uuid"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
@@ -51,6 +56,10 @@ var imagePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr
 // image), an unreachable engine (runner.ErrUnavailable, with the engine's
 // message). A missing image is the engine's NotFound error
 // (cerrdefs.IsNotFound).
+//
+// A removal that fails (the engine restarting or unreachable) is tried
+// again in the background, containers before networks, until it succeeds;
+// Close tries once more.
 //
 // Once the container started, Run returns a Result and a nil error (unless
 // the engine fails while Run watches the container): the program ended
@@ -149,15 +158,27 @@ func (r *Runner) runWarm(ctx context.Context, w *warm, p *plan, spec runner.Spec
 
 // create creates the container of plan p, not started. The request is not
 // cancelled with ctx: a create the engine completed after the caller gave
-// up would leave a container nobody removes.
+// up would leave a container nobody removes. For the same reason a create
+// that fails is followed by a search for what it may have made (by its
+// LabelCreate), which the retrier removes.
 func (r *Runner) create(ctx context.Context, p *plan) (string, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	// The client normalizes fields of what it is given; a plan's settings
 	// may be shared by the pool's concurrent creations.
 	cfg, host := *p.config, *p.host
+	// A label of its own finds the container should the answer be lost.
+	labels := maps.Clone(cfg.Labels)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelCreate] = uuid.NewString()
+	cfg.Labels = labels
 	created, err := r.cli.ContainerCreate(ctx, &cfg, &host, nil, nil, "")
 	if err != nil {
+		// The engine may have made it and died before it answered (EOF):
+		// look for it until it is known not to exist.
+		r.retry.addLost(false, LabelCreate, cfg.Labels[LabelCreate])
 		return "", engineErr("create container", err)
 	}
 	return created.ID, nil
@@ -172,11 +193,16 @@ func (r *Runner) removeLater(id string) {
 	r.removals.Go(func() { r.remove(id) })
 }
 
-// remove force-removes the container with a fresh context.
+// remove force-removes the container with a fresh context. A removal
+// that fails (the engine restarting, say) is retried in the background
+// until the container is gone.
 func (r *Runner) remove(id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	_ = r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+	if err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true}); err != nil && !cerrdefs.IsNotFound(err) {
+		r.log.Warn("remove sandbox container; retrying in the background", "container", short(id), "err", err)
+		r.retry.add(false, id)
+	}
 }
 
 // kill sends SIGKILL to the container with a fresh context; a container
@@ -355,6 +381,7 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	var killedFor runner.ExitReason
 	var status container.WaitResponse
 	waitDone, marked, ended := false, false, false
+	var cgPeak int64 // the kernel's peak, read when the marks arrive
 	code, codeOK := 0, false
 	endedC := marks.Ended()
 	for !waitDone && !marked && killedFor == "" {
@@ -372,6 +399,9 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 		case <-endedC:
 			endedC, ended = nil, true
 			res.Duration = time.Since(begin)
+			// The container lives on for its launcher: its cgroup still
+			// holds the program's high-water mark.
+			cgPeak = cgroupPeak(id)
 			code, codeOK = marks.ExitCode()
 			timer.Stop() // the program has ended: the snapshot has a deadline of its own
 			if snapDone != nil {
@@ -439,7 +469,10 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	res.Stderr, errTrunc = stderr.Result()
 	res.Truncated = res.Truncated || errTrunc
 	<-peak.done
-	res.PeakMemoryBytes = peak.get()
+	res.PeakMemoryBytes = max(peak.get(), cgPeak)
+	if !marked && !oomKilled && killedFor == "" && res.ExitCode == 137 {
+		oomKilled = r.oomKilled(id, res.PeakMemoryBytes, spec.Sandbox.MemoryBytes, begin)
+	}
 
 	switch {
 	case killedFor == runner.TimedOut:
@@ -473,9 +506,64 @@ func (r *Runner) takeSnapshot(res *runner.Result, spec runner.Spec, snap *launch
 	}
 }
 
+// oomLate is how long oomEvent waits for an OOM event that comes after
+// the container's exit.
+const oomLate = 2 * time.Second
+
+// oomKilled says whether a container that died of SIGKILL (137), which
+// the runner did not send and for which the engine reports no OOM, was
+// killed by the memory limit all the same. The engine sets the
+// container's OOMKilled only when the runtime reports the OOM before the
+// exit: under load the two arrive the other way round now and then
+// (Docker 20.10's monitor then logs the oom event but leaves OOMKilled
+// false), and the event may come late or not at all. So: the memory use
+// reached the limit (the stats stream's peak, when it caught one), or the
+// engine logged an oom event for it since the run began.
+func (r *Runner) oomKilled(id string, peak, limit int64, since time.Time) bool {
+	if limit > 0 && peak >= limit {
+		return true
+	}
+	return r.oomEvent(id, since)
+}
+
+// oomEvent reports whether the engine logged an "oom" event for the
+// container since the run began, waiting up to oomLate for a late one.
+func (r *Runner) oomEvent(id string, since time.Time) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), oomLate+5*time.Second)
+	defer cancel()
+	msgs, errs := r.cli.Events(ctx, events.ListOptions{
+		Since:   strconv.FormatInt(since.Add(-time.Second).Unix(), 10),
+		Until:   strconv.FormatInt(time.Now().Add(oomLate).Unix()+1, 10),
+		Filters: filters.NewArgs(filters.Arg("container", id), filters.Arg("event", "oom")),
+	})
+	isOOM := func(m events.Message) bool { return m.Action == events.ActionOOM }
+	for {
+		select {
+		case m := <-msgs:
+			if isOOM(m) {
+				return true
+			}
+		case <-errs: // io.EOF once Until has passed; take what came before it
+			for {
+				select {
+				case m := <-msgs:
+					if isOOM(m) {
+						return true
+					}
+				default:
+					return false
+				}
+			}
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
 // peakMemory follows the container's stats stream and keeps the highest
-// memory use seen (cgroup v1 max_usage, else usage). It is best effort: a
-// run shorter than the engine's sampling interval may report 0.
+// memory use seen (cgroup v1 max_usage, else usage). The stream samples
+// about once a second; cgroupPeak, read when the end marks arrive, sees
+// what a shorter run used.
 type peakMemory struct {
 	done chan struct{} // closed when watch returned
 	mu   sync.Mutex

@@ -154,7 +154,8 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, tc *tracked
 
 // serveForward handles an absolute-URI http:// request: it is sent on a
 // fresh upstream connection (never pooled, so that no connection checked
-// for one request serves another) and the response streamed back.
+// for one request serves another) and the response streamed back. A
+// refusal is written as serveConnect writes one, and ends the connection.
 func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request, tc *trackedConn, ev *Event) {
 	ctx := r.Context()
 	a := ask{hostport: r.URL.Host, defaultPort: 80}
@@ -167,6 +168,18 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request, tc *tracked
 	v, t := p.admit(ctx, tc, ev, a)
 	if v.decision != Allow {
 		p.audit(*ev)
+		// As for CONNECT, the reply is written on the hijacked connection
+		// so that its reason phrase carries the rule: most clients report
+		// a failed request by its status line alone (Python's urllib:
+		// "HTTP Error 403: <reason phrase>"), and the model reads that.
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			defer conn.Close()
+			client := &meteredConn{Conn: conn, act: newActivity(p.cfg.IdleTimeout)}
+			if writeRaw(client, v.status, v.rule, v.body()) == nil {
+				lingerClose(client)
+			}
+			return
+		}
 		h := w.Header()
 		h.Set("Content-Type", "text/plain; charset=utf-8")
 		h.Set("X-Gatekeeper-Rule", v.rule)

@@ -405,6 +405,9 @@ func wantRefusal(t *testing.T, what string, resp *http.Response, body string, st
 	if resp.StatusCode != status {
 		t.Errorf("%s: status %q; want %d", what, resp.Status, status)
 	}
+	if !strings.Contains(resp.Status, "(rule "+rule+")") {
+		t.Errorf("%s: status line %q does not name rule %s; clients that report only it must show the rule", what, resp.Status, rule)
+	}
 	if got := resp.Header.Get("X-Gatekeeper-Rule"); got != rule {
 		t.Errorf("%s: X-Gatekeeper-Rule %q; want %q", what, got, rule)
 	}

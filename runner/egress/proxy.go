@@ -21,8 +21,10 @@
 // A refusal is a 403 (429 over the connection limit, 400 for a malformed
 // request, 502 for a name that does not resolve) with an X-Gatekeeper-Rule
 // header and a one-line plain-text body naming the rule and the host, which
-// for CONNECT is also the reason phrase, since many clients show only the
-// status line of a failed CONNECT. Every request produces one audit Event.
+// is also the reason phrase, since many clients show only the status line
+// of a failed request (a CONNECT's, or Python urllib's "HTTP Error 403:
+// ..."); the connection is then closed. Every request produces one audit
+// Event.
 //
 // The proxy does not look inside TLS: a CONNECT to an allowed name may
 // carry any SNI or Host inside the tunnel (domain fronting through a shared

@@ -315,7 +315,8 @@ try {
   await shot(page, 'run');
   await page.click(`a[href^="#/query/"]`);
   await page.waitForSelector('h1 code');
-  const qrows = await rows(page);
+  // The query view fetches its records after it draws its heading: wait for them.
+  const qrows = await waitRows(page, "the query's records", (x) => x.length >= 6 && x[0]?.kind === 'query');
   t.expect(qrows.length >= 6 && qrows[0]?.kind === 'query', `the query view lists its ${String(qrows.length)} records in order, from the query's opening`);
   await shot(page, 'query');
 

@@ -5,7 +5,7 @@
 // every reply), what the sandbox returned, and the step's expectations.
 
 import type { McpServerConfig, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
-import { query, type SandboxPolicy, type SandboxRunReport } from '@gatekeeper/client';
+import { query, type SandboxPolicy, type SandboxRun, type SandboxRunReport } from '@gatekeeper/client';
 import { startFakeModel, type FakeModel, type FakeScriptStep, type FakeToolResult } from '@gatekeeper/client/testing';
 import { clip, type Transcript } from './transcript.js';
 import { readAudit, type AuditRecord, type World } from './world.js';
@@ -67,6 +67,8 @@ export interface AgentOptions {
   timeoutMs?: number;
   /** The agent's working directory (default: the workspace). */
   cwd?: string;
+  /** The client's onSandboxRun: every finished run, with the bytes of the files it returned. */
+  onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
 }
 
 /** AgentRun is what runAgent returns. */
@@ -90,8 +92,8 @@ export function describeCall(c: ToolCall): string {
   return `${c.name} ${clip(JSON.stringify(c.input), 110)}`;
 }
 
-/** canonical is JSON with object keys sorted, to compare inputs. */
-function canonical(v: unknown): string {
+/** canonical is JSON with object keys sorted, to compare inputs and results. */
+export function canonical(v: unknown): string {
   return JSON.stringify(v, (_k, x: unknown) =>
     typeof x === 'object' && x !== null && !Array.isArray(x) ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b))) : x,
   );
@@ -222,6 +224,7 @@ export async function runAgent(w: World, t: Transcript, steps: Step[], o: AgentO
       },
       ...(o.mcpServers ? { mcpServers: o.mcpServers } : {}),
       ...(o.sandboxPolicy ? { sandboxPolicy: o.sandboxPolicy } : {}),
+      ...(o.onSandboxRun ? { onSandboxRun: o.onSandboxRun } : {}),
       gatekeeper: { url: w.url, tokenFile: w.tokenFile },
     },
   });

@@ -20,11 +20,13 @@ export class Transcript {
   constructor(
     readonly number: number,
     readonly title: string,
+    /** What is told: "Walkthrough" or "Workload". */
+    readonly kind = 'Walkthrough',
   ) {}
 
   /** header opens the walkthrough: its number, title and what it shows. */
   header(...about: string[]): void {
-    const head = `━━ Walkthrough ${String(this.number)} · ${this.title} `;
+    const head = `━━ ${this.kind} ${String(this.number)} · ${this.title} `;
     console.log('');
     console.log(bold(head + '━'.repeat(Math.max(4, 78 - head.length))));
     for (const line of about) console.log(line);
@@ -75,6 +77,11 @@ export class Transcript {
   /** get the number of broken expectations so far. */
   get failures(): number {
     return this.broken.length;
+  }
+
+  /** get the expectations broken so far, in order. */
+  get brokenExpectations(): readonly string[] {
+    return this.broken;
   }
 
   /** finish prints the verdict and returns the exit code. */

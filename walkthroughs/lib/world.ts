@@ -25,6 +25,10 @@ export const FAKE_SSH_KEY = `-----BEGIN OPENSSH PRIVATE KEY-----\n${FAKE_SSH_KEY
 
 /** Policy knobs; everything else is the shipped sandbox.policy.yaml's. */
 export interface PolicyParams {
+  /** sandbox.fs.image: a profile (python, python-data, node) or an image reference. */
+  image?: string;
+  /** sandbox.fs.workspace.size. */
+  workspaceSize?: string;
   allow?: string[];
   ask?: string[];
   deny?: string[];
@@ -43,6 +47,8 @@ export interface PolicyParams {
   netHosts?: string[];
   ceilingTimeout?: string;
   ceilingMemory?: string;
+  /** ceilings.images: images an override may choose. */
+  ceilingImages?: string[];
 }
 
 /** The parts of sandbox.policy.yaml a world sets (docs/SANDBOX.md has them all). */
@@ -50,12 +56,12 @@ interface ShippedPolicy {
   workspace_root: string;
   tools: { allow: string[]; ask: string[]; deny: string[] };
   sandbox: {
-    fs: { tmp: { size: string }; deps: string; deny: string[] };
+    fs: { image: string; workspace: { size: string }; tmp: { size: string }; deps: string; deny: string[] };
     net: { enabled: boolean; allow: string[]; deny: string[] };
     proc: { cpus: number; memory: string; pids: number; timeout: string; runtime: string };
     output: { max_bytes: string };
   };
-  ceilings: { memory: string; timeout: string; net_hosts: string[] };
+  ceilings: { memory: string; timeout: string; net_hosts: string[]; images: string[] };
 }
 
 /** shipped reads the shipped policy afresh: every world's policy starts from it. */
@@ -74,6 +80,8 @@ export function policyYaml(ws: string, p: PolicyParams): string {
   tools.allow = p.allow ?? tools.allow;
   tools.ask = p.ask ?? tools.ask;
   tools.deny = p.deny ?? tools.deny;
+  sb.fs.image = p.image ?? sb.fs.image;
+  sb.fs.workspace.size = p.workspaceSize ?? sb.fs.workspace.size;
   sb.fs.tmp.size = p.tmpSize ?? sb.fs.tmp.size;
   sb.fs.deps = p.deps ?? sb.fs.deps;
   sb.fs.deny = p.fsDeny ?? sb.fs.deny;
@@ -88,6 +96,7 @@ export function policyYaml(ws: string, p: PolicyParams): string {
   ceilings.memory = p.ceilingMemory ?? ceilings.memory;
   ceilings.timeout = p.ceilingTimeout ?? ceilings.timeout;
   ceilings.net_hosts = p.netHosts ?? ceilings.net_hosts;
+  ceilings.images = p.ceilingImages ?? ceilings.images;
   return `# written by walkthroughs/lib/world.ts: sandbox.policy.yaml with the walkthrough's knobs\n${stringify(doc)}`;
 }
 

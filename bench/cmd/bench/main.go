@@ -65,19 +65,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Perf, "perf", true, "profile the sidecar with perf(1) under the heaviest load")
 	pprofTop := fs.String("pprof-top", "", "file with `go tool pprof -top` output to quote")
 	regoBench := fs.String("rego-bench", "", "file with `go test -bench RegoDecision` output to quote")
-	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, interpreters, pool")
+	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, interpreters, pool, compare")
 	conns := fs.String("conns", "1,16,64", "throughput concurrency levels")
 	sessions := fs.String("pool-sessions", "8,32", "the pool phase's levels of concurrent sessions")
 	think := fs.String("pool-think", "5s,1s", "the pool phase's pauses between a session's runs")
 	md := fs.String("benchmarks-md", "", "BENCHMARKS.md whose results section to replace")
+	fs.Func("compare", "a sidecar build for the compare phase, NAME=BINARY[;ENV=VALUE...] (repeat; the first is the baseline)", func(s string) error {
+		v, err := bench.ParseVariant(s)
+		if err == nil {
+			cfg.Compare = append(cfg.Compare, v)
+		}
+		return err
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.OPA == "" || cfg.Image == "" {
-		return fmt.Errorf("-opa and -image are required")
-	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
+	}
+	if (cfg.OPA == "" || cfg.Image == "") && *only != "compare" {
+		return fmt.Errorf("-opa and -image are required (but for -only compare)")
 	}
 	for _, c := range strings.Split(*conns, ",") {
 		var n int

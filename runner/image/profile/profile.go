@@ -97,10 +97,12 @@ func All() []Profile {
 			Interpreters: []string{"python"},
 		},
 		{
-			Name:         "python",
-			About:        "the full Python 3.11 standard library, pip and venv (installs go to the user site in /workspace/.local); the default",
-			Parent:       "minimal",
-			Packages:     []string{"python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
+			Name:   "python",
+			About:  "the full Python 3.11 standard library, pip and venv (installs go to the user site in /workspace/.local), python as well as python3; the default",
+			Parent: "minimal",
+			// python-is-python3: models write "python script.py" in their
+			// shell commands at least as often as "python3".
+			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
 			Setup:        pythonSetup,
 			Interpreters: []string{"python"},
 		},
