@@ -378,6 +378,12 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 	}
 	var snapTimeout <-chan time.Time
 	snapLate := false
+	// A snapshot refused before the program's end marks are both in (its
+	// stdout mark comes before the snapshot, its stderr mark may come
+	// after) waits a moment for them: killing at once would report the
+	// run as ended early instead of its snapshot as refused.
+	var refusedKill <-chan time.Time
+	killOnEnd := false
 	var killedFor runner.ExitReason
 	var status container.WaitResponse
 	waitDone, marked, ended := false, false, false
@@ -407,11 +413,22 @@ func (r *Runner) execute(ctx context.Context, id string, s *session, p *plan, sp
 			if snapDone != nil {
 				snapTimeout = time.After(snapshotGrace)
 			}
+			if killOnEnd {
+				refusedKill, killOnEnd = nil, false
+				r.kill(id) // its refused snapshot may still be sending
+			}
 		case <-snapDone:
 			snapDone, snapTimeout = nil, nil
-			if snap.Err != nil {
+			switch {
+			case snap.Err == nil:
+			case ended:
 				r.kill(id) // it may still be sending
+			default:
+				killOnEnd, refusedKill = true, time.After(time.Second)
 			}
+		case <-refusedKill:
+			refusedKill, killOnEnd = nil, false
+			r.kill(id)
 		case <-snapTimeout:
 			snapTimeout, snapLate = nil, true
 			r.kill(id)
