@@ -59,11 +59,18 @@ func runIn(t *testing.T, r *Runner, sb runner.Sandbox, code string) runner.Resul
 // runInLanguage is runIn for a run of lang.
 func runInLanguage(t *testing.T, r *Runner, sb runner.Sandbox, lang runner.Language, code string) runner.Result {
 	t.Helper()
+	spec := runnertest.Spec(code)
+	spec.Sandbox, spec.Language = sb, lang
+	return runSpec(t, r, spec)
+}
+
+// runSpec runs spec on r once r's pool (if any) is full, and fails t
+// unless the run returns a result.
+func runSpec(t *testing.T, r *Runner, spec runner.Spec) runner.Result {
+	t.Helper()
 	if err := r.Warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	spec := runnertest.Spec(code)
-	spec.Sandbox, spec.Language = sb, lang
 	res, err := r.Run(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
@@ -256,4 +263,43 @@ func TestConformanceRuncWarmInterpreters(t *testing.T) {
 			t.Errorf("only %v runs found their interpreter started ahead, want most of the suite's", hits)
 		}
 	})
+}
+
+// TestWarmInterpreterSeesTheRunsWorkspaceAsAColdStart gives a
+// preloaded interpreter a workspace that changes what an import finds: a
+// module shadowing a preloaded one, a configuration file a preloaded
+// module read at import. The program must see what a cold start sees.
+func TestWarmInterpreterSeesTheRunsWorkspaceAsAColdStart(t *testing.T) {
+	t.Parallel()
+	requireRuntime(t, runner.Runc)
+	sb := runnertest.Sandbox()
+	sb.Image = profileImages["python-data"]
+	cases := []struct {
+		name  string
+		files map[string]string
+		code  string
+		want  string
+	}{
+		{"a numpy.py in the workspace shadows numpy", map[string]string{"numpy.py": "VALUE = 'mine'\n"},
+			"import numpy\nprint(numpy.VALUE)", "mine\n"},
+		{"a numpy package in the workspace shadows numpy", map[string]string{"numpy/__init__.py": "VALUE = 'package'\n"},
+			"import numpy\nprint(numpy.VALUE)", "package\n"},
+		{"a matplotlibrc in the workspace is read", map[string]string{"matplotlibrc": "figure.dpi: 42\n"},
+			"import matplotlib\nprint(matplotlib.rcParams['figure.dpi'])", "42.0\n"},
+		{"an untouched workspace keeps the preload", map[string]string{"data.csv": "a\n1\n"},
+			"import sys\nprint('pandas' in sys.modules)", "True\n"},
+	}
+	r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
+	for _, tc := range cases {
+		// One pool, one run at a time: each takes the warm container.
+		spec := runnertest.Spec(tc.code)
+		spec.Sandbox, spec.Files = sb, tc.files
+		res := runSpec(t, r, spec)
+		if res.Stdout != tc.want || res.ExitCode != 0 {
+			t.Errorf("%s: stdout %q stderr %q exit %d, want %q", tc.name, res.Stdout, res.Stderr, res.ExitCode, tc.want)
+		}
+	}
+	if got := counterValue(t, r.metrics.interpreterHits); got != float64(len(cases)) {
+		t.Errorf("%v interpreter hits, want %d: some runs did not take the preloaded container", got, len(cases))
+	}
 }
