@@ -1,9 +1,16 @@
 package docker
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
@@ -136,4 +143,72 @@ func TestPoolWarmSaysWhenTheBudgetIsTooSmall(t *testing.T) {
 	if err := r.pool.warm(t.Context()); err == nil || !strings.Contains(err.Error(), "memory budget") {
 		t.Errorf("warm = %v, want the budget named", err)
 	}
+}
+
+// TestPoolAwaitLosesNoContainerWhenTheRunGivesUp: a run whose context
+// ends while it waits for a container being made leaves it to the pool:
+// the maker then makes it for the pool, and a container that arrived as
+// the run gave up is either the run's or back among the ready ones, never
+// lost nor both.
+func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	newPoolOf := func(t *testing.T) (*pool, *warmSet, *maker, *claim) {
+		t.Helper()
+		r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}}, newFake(), func() error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := r.pool
+		t.Cleanup(func() { p.close() })
+		var s *warmSet
+		for _, s = range p.sets {
+		}
+		ch := make(chan *warm, 1)
+		m := &maker{began: time.Now(), claim: ch}
+		p.mu.Lock()
+		s.making = append(s.making, m)
+		p.mu.Unlock()
+		return p, s, m, &claim{m: m, ch: ch}
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	t.Run("before its container is made", func(t *testing.T) {
+		t.Parallel()
+		p, _, m, c := newPoolOf(t)
+		w, err := p.await(cancelled, c)
+		if w != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("await = %v, %v; want nil and the context's error", w, err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if m.claim != nil {
+			t.Error("the maker still holds the claim: its container would go to a run that left")
+		}
+	})
+	t.Run("as its container arrives", func(t *testing.T) {
+		t.Parallel()
+		for i := range 20 { // await's select goes either way
+			p, s, m, c := newPoolOf(t)
+			conn, peer := net.Pipe()
+			defer peer.Close()
+			w := &warm{key: s.key, id: fmt.Sprintf("made-%d", i), sess: &session{attach: types.HijackedResponse{Conn: conn}, cancel: func() {}}}
+			p.mu.Lock()
+			p.taken[w.id] = true // as makeOne hands it over
+			m.claim <- w
+			p.mu.Unlock()
+			got, err := p.await(cancelled, c)
+			p.mu.Lock()
+			ready := slices.Contains(s.ready, w)
+			taken := p.taken[w.id]
+			p.mu.Unlock()
+			switch {
+			case got == w && err == nil && !ready && taken:
+			case got == nil && errors.Is(err, context.Canceled) && ready && !taken:
+			default:
+				t.Fatalf("await = %v, %v; ready %v, taken %v: the container is lost or twice handed out", got, err, ready, taken)
+			}
+		}
+	})
 }
