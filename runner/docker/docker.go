@@ -256,6 +256,9 @@ func (r *Runner) Close() error {
 	var err error
 	if r.pool != nil {
 		err = r.pool.close()
+		// Closing the pool hands its warm containers, and any a cancelled
+		// make left, to removeLater: wait for those removals too.
+		r.removals.Wait()
 	}
 	r.retry.close()
 	return errors.Join(err, r.closeCli())
