@@ -150,6 +150,9 @@ type RunOutcome struct {
 	Result      wire.RunReport // the run_result's report
 	OutputBytes int64          // data of the output frames
 	Frames      int            // output frames
+	// FirstOutput is the time from sending the run frame to the first
+	// output frame (0 without one); Run, to the run_result.
+	FirstOutput, Run time.Duration
 }
 
 // DecideAndRun does what the TypeScript client does for one
@@ -166,12 +169,17 @@ func (c *Client) DecideAndRun(queryID, toolUseID, language, code string) (RunOut
 	if d.Decision != "allow" {
 		return out, fmt.Errorf("the run was not allowed: %s (%s)", d.Decision, d.Rule)
 	}
+	t0 := time.Now()
 	f, err := c.Request(map[string]any{"type": "run", "query_id": queryID, "tool_use_id": toolUseID, "language": language, "code": code})
 	for err == nil && f.Type == "output" {
+		if out.Frames == 0 {
+			out.FirstOutput = time.Since(t0)
+		}
 		out.OutputBytes += int64(len(f.Data))
 		out.Frames++
 		f, err = c.read()
 	}
+	out.Run = time.Since(t0)
 	if err != nil {
 		return out, err
 	}

@@ -24,6 +24,8 @@ type Results struct {
 	Throughput   []ThroughputResult `json:"throughput,omitempty"`
 	Runs         []RunResult        `json:"runs,omitempty"`
 	Profiles     []ProfileRun       `json:"profiles,omitempty"`
+	Interpreters *InterpreterRun    `json:"warm_interpreters,omitempty"`
+	Pool         []PoolResult       `json:"pool_concurrency,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
@@ -235,6 +237,7 @@ func (r *Results) evaluate() {
 		r.target("cold_"+rt, "cold p50 ≤ 0.8× docker run --rm ("+rt+")", fmt.Sprintf("%.2f×", ratio), ptr(ratio <= 0.8))
 	}
 	r.evaluateProfiles()
+	r.evaluatePool()
 	if m := r.Memory; m != nil && m.IdleGatekeeper > 0 {
 		r.target("rss_idle", "sidecar RSS idle < 60 MiB", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), ptr(mib(m.IdleGatekeeper) < 60))
 	} else {
@@ -349,6 +352,7 @@ func (r *Results) Table() string {
 		row("3", "sandboxed Python hello world", "not measured", "", "", "", "")
 	}
 	r.profileRows(row)
+	r.poolRows(row)
 	if m := r.Memory; m != nil {
 		if m.IdleGatekeeper > 0 {
 			row("4", "resident memory (VmRSS) idle: sidecar vs OPA REST", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), fmt.Sprintf("%.1f MiB", mib(m.IdleOPA)), ratio(float64(m.IdleGatekeeper), float64(m.IdleOPA)), "< 60 MiB", r.met("rss_idle"))

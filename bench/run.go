@@ -41,6 +41,12 @@ type Config struct {
 	Runs, TraceRuns, ProfileRuns int
 	// FloodMiB is how much the output-flood run prints (100).
 	FloodMiB int
+	// PoolThink are the pauses of the pool phase's sessions between runs
+	// (the model's turn), one set of levels each (5s and 1s).
+	PoolThink []time.Duration
+	// PoolSessions are its levels of concurrent sessions (8, 32), after a
+	// single session, the reference.
+	PoolSessions []int
 	// Perf records the sidecar with perf(1) during the heaviest throughput
 	// level, when perf is installed.
 	Perf bool
@@ -57,8 +63,10 @@ type Config struct {
 	// Only limits the run to these phases: decisions (row 1 and idle
 	// memory), throughput (row 2 and memory under load), runs (row 3),
 	// memory (the output flood), trace (a cold run by engine API call),
-	// profiles (row 5: hello world per image profile), compare (Compare);
-	// empty means all.
+	// profiles (row 5: hello world per image profile), interpreters (row
+	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
+	// under 8 and 32 concurrent sessions), compare (Compare); empty means
+	// all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -79,6 +87,12 @@ func (c *Config) defaults() {
 	def(&c.FloodMiB, 100)
 	if len(c.Conns) == 0 {
 		c.Conns = []int{1, 16, 64}
+	}
+	if len(c.PoolSessions) == 0 {
+		c.PoolSessions = []int{8, 32}
+	}
+	if len(c.PoolThink) == 0 {
+		c.PoolThink = []time.Duration{5 * time.Second, time.Second}
 	}
 	if c.Slice <= 0 {
 		c.Slice = 500 * time.Millisecond
@@ -146,6 +160,8 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"profiles", e.profiles},
 		{"memory", e.flood},
 		{"trace", e.trace},
+		{"interpreters", e.interpreters},
+		{"pool", e.pool},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {

@@ -39,7 +39,6 @@ const meanwhile = (t: Transcript, o: Outcome, what: string): void => {
   const right = samples.filter((s) => s.decision === 'allow' && s.rule === 'host_fs.inside_workspace').length;
   t.line('2nd conn', `${String(during.length)} decisions while the ${what} ran (${String(samples.length)} during the step), all allow host_fs.inside_workspace: ${String(right === samples.length)}, unanswered ${String(unanswered)}, slowest ${String(worst)} ms`);
   t.expect(during.length >= 1 && right === samples.length && unanswered === 0, `the sidecar kept deciding while the ${what} ran`, JSON.stringify({ start, end, samples: samples.slice(0, 5) }));
-  t.expect(worst < 1000, `every decision came within 1 s (slowest ${String(worst)} ms)`);
 };
 
 const abuse = (say: string, code: string, what: string, check: Step['check'], extra: Record<string, unknown> = {}): Step => ({

@@ -123,7 +123,11 @@ func newKubeRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(c
 	// error each time an attach's connection ends as it should; the
 	// runner returns and logs the errors that matter.
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	pool := kube.PoolConfig{Size: o.pool.size, Idle: o.pool.idle, All: o.pool.all}
+	// The Kubernetes pool keeps a fixed number of warm Pods per sandbox
+	// (no demand scaling, no interpreter preload): --pool-min of them, as
+	// many as the Docker pool keeps whatever the demand; --pool-size 0
+	// disables it. Warm Pods hold their requests on a node.
+	pool := kube.PoolConfig{Size: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all}
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
 	}

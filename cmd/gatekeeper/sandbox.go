@@ -44,16 +44,19 @@ type runnerOptions struct {
 
 // poolOptions are the warm pool's flags and the sandbox it keeps warm.
 type poolOptions struct {
-	size int
-	idle time.Duration
-	all  bool
-	base *runner.Sandbox // the base policy's sandbox; nil: none pinned
+	size, min    int
+	idle         time.Duration
+	all          bool
+	interpreters bool
+	base         *runner.Sandbox // the base policy's sandbox; nil: none pinned
 }
 
 // poolFlags registers the warm pool's flags on fs.
 func poolFlags(fs *flag.FlagSet) *poolOptions {
 	o := &poolOptions{}
-	fs.IntVar(&o.size, "pool-size", 2, "warm sandbox containers kept ready per pooled sandbox (0 disables the pool)")
+	fs.IntVar(&o.size, "pool-size", 8, "the most warm sandbox containers kept ready per pooled sandbox, as demand asks (0 disables the pool)")
+	fs.IntVar(&o.min, "pool-min", 2, "the fewest warm sandbox containers kept ready per pooled sandbox, whatever the demand (1 to --pool-size)")
+	fs.BoolVar(&o.interpreters, "pool-interpreters", true, "warm containers of the image profiles start their interpreter and preload its heavy modules ahead")
 	fs.DurationVar(&o.idle, "pool-idle", docker.DefaultPoolIdle, "a warm container unused for this long is replaced")
 	fs.BoolVar(&o.all, "pool-all", false, "pool every sandbox a run uses, not only the base policy's")
 	return o
@@ -240,7 +243,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 
 // newDockerRunner makes the Docker backend.
 func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
-	pool := docker.PoolConfig{Size: o.pool.size, Idle: o.pool.idle, All: o.pool.all}
+	pool := docker.PoolConfig{Size: o.pool.size, Min: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all, Interpreters: o.pool.interpreters}
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
 	}

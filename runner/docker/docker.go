@@ -256,6 +256,9 @@ func (r *Runner) Close() error {
 	var err error
 	if r.pool != nil {
 		err = r.pool.close()
+		// Closing the pool hands its warm containers, and any a cancelled
+		// make left, to removeLater: wait for those removals too.
+		r.removals.Wait()
 	}
 	r.retry.close()
 	return errors.Join(err, r.closeCli())
@@ -276,21 +279,25 @@ func (r *Runner) Warm(ctx context.Context) error {
 
 // Collectors returns the runner's Prometheus collectors, for the sidecar's
 // registry: the warm pool's gatekeeper_pool_hits_total,
+// gatekeeper_pool_interpreter_hits_total, gatekeeper_pool_waits_total,
 // gatekeeper_pool_misses_total, gatekeeper_pool_refill_seconds,
-// gatekeeper_pool_refill_errors_total and gatekeeper_pool_warm_containers
-// (at zero without a pool), and gatekeeper_sandbox_removals_pending.
+// gatekeeper_pool_refill_errors_total, gatekeeper_pool_wait_seconds,
+// gatekeeper_pool_warm_containers, gatekeeper_pool_making_containers and
+// gatekeeper_pool_target_containers (at zero without a pool), and
+// gatekeeper_sandbox_removals_pending.
 func (r *Runner) Collectors() []prometheus.Collector {
-	return append(r.metrics.collectors(r.readyCount), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	return append(r.metrics.collectors(r.poolCounts), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gatekeeper_sandbox_removals_pending", Help: "Containers and sandbox networks whose removal failed and is being retried.",
 	}, r.retry.count))
 }
 
-// readyCount is the number of warm containers waiting for a run.
-func (r *Runner) readyCount() float64 {
+// poolCounts is the pool's containers ready and being made, and its
+// targets.
+func (r *Runner) poolCounts() (ready, making, targets int) {
 	if r.pool == nil {
-		return 0
+		return 0, 0, 0
 	}
-	return r.pool.readyCount()
+	return r.pool.counts()
 }
 
 // Status is what the engine says about itself.

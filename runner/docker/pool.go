@@ -1,11 +1,15 @@
 package docker
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"time"
@@ -13,10 +17,12 @@ import (
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 )
 
 // LabelPool is on every warm container of the pool, with the key of the
@@ -27,11 +33,17 @@ const LabelPool = "gatekeeper.pool"
 const (
 	DefaultPoolIdle         = 5 * time.Minute
 	DefaultPoolMaxSandboxes = 8
+	DefaultPoolMaxMaking    = 2
 )
 
 // poolGrace is how long past its idle lifetime a warm container's launcher
 // waits for a run before it ends itself; the pool replaces it at Idle.
 const poolGrace = 30 * time.Second
+
+// poolReadyTimeout bounds how long a new warm container may take to say
+// it is ready (its interpreter started and its modules preloaded); past
+// it the pool removes it and counts a refill error.
+const poolReadyTimeout = 2 * time.Minute
 
 // PoolMaxTimeout is the longest run timeout a warm container serves; a
 // longer run starts a cold container. A warm container's PID 1 ends it,
@@ -50,13 +62,30 @@ const PoolMaxTimeout = 10 * time.Minute
 // bind of the directory, is made for one run), nor runs with a timeout
 // over PoolMaxTimeout.
 //
+// The pool holds between Min and Size warm containers per sandbox, as
+// many as the runs arriving during one refill need (see pool_demand.go),
+// and never more, across sandboxes, than MaxMemoryBytes of memory limits.
+// It makes at most MaxMaking containers at once. A run that finds no warm
+// container waits for one being made when that one will be ready sooner
+// than a cold container would start; otherwise it runs cold.
+//
+// With Interpreters, a warm container of a profile's image (see
+// profile.Profile.Interpreters) also starts a language's interpreter
+// ahead and preloads the profile's modules (launch.Warm): the language of
+// the last run of the sandbox, which is the one its replacement will
+// likely serve. A run of another language takes it all the same; its
+// launcher then drops the interpreter and starts the run's own.
+//
 // A warm container carries the instance label and LabelPool, but not the
 // run and query ids (labels cannot be added to a container that exists),
 // nor the Spec's labels: the Runner logs them, with the container's id,
 // when a run takes it. The zero PoolConfig (Size 0) disables the pool.
 type PoolConfig struct {
-	// Size is how many warm containers are kept for each pooled sandbox.
+	// Size is the most warm containers kept for each pooled sandbox.
 	Size int
+	// Min is the fewest warm containers kept for each pooled sandbox when
+	// no run asks for more; 0 means Size (a pool of fixed size).
+	Min int
 	// Idle is how long a warm container waits for a run before the pool
 	// removes and replaces it; its launcher ends it by itself 30s later
 	// should the sidecar be gone (Cleanup removes the stopped container).
@@ -73,6 +102,15 @@ type PoolConfig struct {
 	// MaxSandboxes bounds how many sandboxes All pools at once, besides
 	// Sandboxes; 0 means DefaultPoolMaxSandboxes.
 	MaxSandboxes int
+	// Interpreters starts interpreters ahead in warm containers of the
+	// profiles' images (see above).
+	Interpreters bool
+	// MaxMemoryBytes bounds the memory limits of all warm containers
+	// together, ready or being made; 0 means half the engine's memory.
+	MaxMemoryBytes int64
+	// MaxMaking bounds the containers being made at once, across
+	// sandboxes; 0 means DefaultPoolMaxMaking.
+	MaxMaking int
 }
 
 // poolable reports whether runs of sb may use warm containers.
@@ -89,13 +127,16 @@ func poolKey(sb runner.Sandbox, p *plan) string {
 // pool keeps warm containers per sandbox key. Its goroutines (the reaper
 // and the makers) start with the first Warm or Run and end in close.
 type pool struct {
-	r       *Runner
-	size    int
-	idle    time.Duration
-	grace   time.Duration
-	all     bool
-	maxSets int
-	m       *poolMetrics
+	r            *Runner
+	size, min    int
+	idle         time.Duration
+	grace        time.Duration
+	all          bool
+	maxSets      int
+	interpreters bool
+	maxMaking    int
+	now          func() time.Time
+	m            *poolMetrics
 
 	ctx     context.Context // ends in close
 	cancel  context.CancelFunc
@@ -104,22 +145,34 @@ type pool struct {
 
 	mu      sync.Mutex
 	closed  bool
+	budget  int64 // bytes of memory limits warm containers may hold; 0: unbounded
 	sets    map[string]*warmSet
 	taken   map[string]bool // containers handed to runs, until removed
+	making  int             // makers running, across sets
 	changed chan struct{}   // closed and replaced when a set changes
 }
 
 // warmSet is the pool of one sandbox.
 type warmSet struct {
-	key      string
-	plan     *plan // the warm containers' settings
-	pinned   bool  // from PoolConfig.Sandboxes: never dropped
+	key    string
+	plans  map[runner.Language]*plan // the containers' settings, by the language started ahead ("": none)
+	next   runner.Language           // started ahead in the next container made
+	failed map[runner.Language]bool  // starting it ahead failed: made without
+	pinned bool                      // from PoolConfig.Sandboxes: never dropped
+	mem    int64                     // each container's memory limit
+
 	ready    []*warm
-	making   int
+	making   []*maker
 	lastUsed time.Time
 	lastErr  error     // the last failure to make a container, until one is made
 	retryAt  time.Time // no new attempt before, after a failure
 	failures int
+
+	demand demand
+	// start: a container's creation and start (what a cold run spends
+	// before its interpreter starts); made: that and its ready mark; run:
+	// from a take to the release of the container.
+	start, made, run ewma
 }
 
 // warm is one started container waiting for its code.
@@ -127,8 +180,18 @@ type warm struct {
 	key     string
 	id      string
 	imageID string
+	lang    runner.Language // its interpreter started ahead; "": none
 	sess    *session
-	born    time.Time
+	born    time.Time // when it said it was ready
+	takenAt time.Time
+}
+
+// maker is a warm container being made; a run that found none ready may
+// claim it (claim non-nil) and receives it, or nil when making it failed.
+type maker struct {
+	lang  runner.Language
+	began time.Time
+	claim chan *warm // buffered 1
 }
 
 // dead reports whether w's container has ended (or its wait failed). It
@@ -145,8 +208,12 @@ func (w *warm) dead() bool {
 }
 
 func newPool(r *Runner, cfg PoolConfig) (*pool, error) {
-	if cfg.Idle < 0 || cfg.MaxSandboxes < 0 {
-		return nil, fmt.Errorf("pool: idle %v, max sandboxes %d: neither may be negative", cfg.Idle, cfg.MaxSandboxes)
+	if cfg.Idle < 0 || cfg.MaxSandboxes < 0 || cfg.Min < 0 || cfg.MaxMemoryBytes < 0 || cfg.MaxMaking < 0 {
+		return nil, fmt.Errorf("pool: idle %v, min %d, max sandboxes %d, max memory %d, max making %d: none may be negative",
+			cfg.Idle, cfg.Min, cfg.MaxSandboxes, cfg.MaxMemoryBytes, cfg.MaxMaking)
+	}
+	if cfg.Min > cfg.Size {
+		return nil, fmt.Errorf("pool: min %d is over the size %d", cfg.Min, cfg.Size)
 	}
 	if cfg.Idle == 0 {
 		cfg.Idle = DefaultPoolIdle
@@ -154,9 +221,16 @@ func newPool(r *Runner, cfg PoolConfig) (*pool, error) {
 	if cfg.MaxSandboxes == 0 {
 		cfg.MaxSandboxes = DefaultPoolMaxSandboxes
 	}
+	if cfg.Min == 0 {
+		cfg.Min = cfg.Size
+	}
+	if cfg.MaxMaking == 0 {
+		cfg.MaxMaking = DefaultPoolMaxMaking
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pool{
-		r: r, size: cfg.Size, idle: cfg.Idle, grace: poolGrace, all: cfg.All, maxSets: cfg.MaxSandboxes,
+		r: r, size: cfg.Size, min: cfg.Min, idle: cfg.Idle, grace: poolGrace, all: cfg.All, maxSets: cfg.MaxSandboxes,
+		interpreters: cfg.Interpreters, maxMaking: cfg.MaxMaking, budget: cfg.MaxMemoryBytes, now: time.Now,
 		m: r.metrics, ctx: ctx, cancel: cancel,
 		sets: map[string]*warmSet{}, taken: map[string]bool{}, changed: make(chan struct{}),
 	}
@@ -183,23 +257,67 @@ func templateSpec(sb runner.Sandbox) runner.Spec {
 	return runner.Spec{Language: runner.Python, Timeout: time.Second, Sandbox: sb}
 }
 
+// warmStarts returns what warm containers of image may start ahead: per
+// language of its profile's Interpreters (the first one first), the
+// interpreter and, for Python, the profile's preloads. An image that is
+// no profile's starts nothing ahead.
+func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.Warm, error) {
+	prof, ok := profile.ByTag(image)
+	if !ok {
+		return nil, nil, nil
+	}
+	var langs []runner.Language
+	out := map[runner.Language]launch.Warm{}
+	for _, name := range prof.Interpreters {
+		w := launch.Warm{Language: runner.Language(name)}
+		if w.Language == runner.Python {
+			w.Preload, w.Reads = prof.Preload, prof.PreloadReads
+		}
+		if err := w.Check(); err != nil {
+			return nil, nil, fmt.Errorf("profile %s: %w", prof.Name, err)
+		}
+		langs = append(langs, w.Language)
+		out[w.Language] = w
+	}
+	return langs, out, nil
+}
+
 // addSet adds (or pins) the set of sb and returns it. Lock held or not
 // needed (newPool).
 func (p *pool) addSet(sb runner.Sandbox, pinned bool) (*warmSet, error) {
 	spec := templateSpec(sb)
-	pl, err := p.r.plan(spec)
+	base, err := p.r.plan(spec)
 	if err != nil {
 		return nil, err
 	}
-	key := poolKey(sb, pl)
+	key := poolKey(sb, base)
 	if s, ok := p.sets[key]; ok {
 		s.pinned = s.pinned || pinned
 		return s, nil
 	}
-	pl.poolKey, pl.wait = key, p.idle+p.grace
-	pl.life = pl.wait + PoolMaxTimeout + backstopGrace + snapshotGrace
-	pl.config, pl.host = p.r.containerSettings(spec, pl)
-	s := &warmSet{key: key, plan: pl, pinned: pinned, lastUsed: time.Now()}
+	s := &warmSet{key: key, plans: map[runner.Language]*plan{}, failed: map[runner.Language]bool{},
+		pinned: pinned, mem: sb.MemoryBytes, lastUsed: p.now()}
+	starts := map[runner.Language]launch.Warm{"": {}}
+	if p.interpreters {
+		langs, more, err := warmStarts(base.image)
+		if err != nil {
+			return nil, err
+		}
+		for l, w := range more {
+			starts[l] = w
+		}
+		if len(langs) > 0 {
+			s.next = langs[0]
+		}
+	}
+	for lang, w := range starts {
+		pl := *base
+		pl.poolKey, pl.wait = key, p.idle+p.grace
+		pl.life = pl.wait + PoolMaxTimeout + backstopGrace + snapshotGrace
+		pl.warm = &w
+		pl.config, pl.host = p.r.containerSettings(spec, &pl)
+		s.plans[lang] = &pl
+	}
 	p.sets[key] = s
 	if !pinned {
 		p.evict()
@@ -222,7 +340,8 @@ func (p *pool) evict() {
 	}
 }
 
-// drop forgets s and discards its warm containers. Lock held.
+// drop forgets s and discards its warm containers; its makers discard
+// theirs when done. Lock held.
 func (p *pool) drop(s *warmSet) {
 	delete(p.sets, s.key)
 	for _, w := range s.ready {
@@ -245,52 +364,174 @@ func (p *pool) start() {
 	})
 }
 
-// take hands out a warm container for a run of sb planned as pl with
-// timeout, or nil (a miss) when there is none. Replacements are made in the background:
-// after the run, or at once when the sandbox has no warm container left.
+// claim is a run's claim on a container being made.
+type claim struct {
+	m  *maker
+	ch <-chan *warm
+}
+
+// take hands out a warm container for a run of lang in sb, planned as pl
+// with timeout; or a claim on one being made, to wait for (await); or
+// neither (a miss: the run starts a cold container). It prefers a
+// container whose interpreter was started for lang, then one with none
+// started, then any. Replacements are made in the background: after the
+// run (release), or at once when the sandbox has fewer than half its
+// target left.
 // With All, a miss makes sb pooled.
-func (p *pool) take(sb runner.Sandbox, pl *plan, timeout time.Duration) *warm {
+func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout time.Duration) (*warm, *claim) {
 	if !poolable(sb) || timeout > PoolMaxTimeout {
-		return nil
+		return nil, nil
 	}
 	p.start()
 	key := poolKey(sb, pl)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return nil
+		return nil, nil
 	}
 	s := p.sets[key]
 	if s == nil {
 		if !p.all {
-			return nil
+			return nil, nil
 		}
 		var err error
 		if s, err = p.addSet(sb, false); err != nil {
-			return nil // the run's own plan failed the same way
+			return nil, nil // the run's own plan failed the same way
 		}
 	}
-	s.lastUsed = time.Now()
-	for len(s.ready) > 0 {
-		w := s.ready[0]
-		s.ready = s.ready[1:]
-		if time.Since(w.born) >= p.idle || w.dead() {
-			p.discard(w)
-			continue
-		}
+	now := p.now()
+	s.lastUsed = now
+	s.demand.add(now)
+	s.next = ""
+	if s.plans[lang] != nil {
+		s.next = lang // its replacement starts the same
+	}
+	if w := p.pick(s, lang); w != nil {
+		w.takenAt = now
 		p.taken[w.id] = true
-		p.m.hits.Inc()
-		if len(s.ready) == 0 {
-			// Refill now; otherwise after the run (release), so that
-			// making a container does not compete with the run for the
-			// engine and the CPU.
+		if 2*len(s.ready) < p.target(s) {
+			// Running low: refill now. Otherwise after the run
+			// (release), so that making a container does not compete
+			// with the run for the engine and the CPU.
 			p.fill(s)
 		}
-		return w
+		return w, nil
+	}
+	if m := s.claimable(now); m != nil {
+		ch := make(chan *warm, 1)
+		m.claim = ch
+		p.fill(s) // the claimed container no longer counts
+		return nil, &claim{m: m, ch: ch}
 	}
 	p.m.misses.Inc()
 	p.fill(s)
+	return nil, nil
+}
+
+// pick removes and returns s's best ready container for a run of lang:
+// one with lang's interpreter started, else one with none, else any; the
+// oldest of a kind first. It discards the stale (idle too long, or ended)
+// on the way. Lock held.
+func (p *pool) pick(s *warmSet, lang runner.Language) *warm {
+	rank := func(w *warm) int {
+		switch w.lang {
+		case lang:
+			return 0
+		case "":
+			return 1
+		}
+		return 2
+	}
+	best := -1
+	fresh := s.ready[:0]
+	for _, w := range s.ready {
+		if p.now().Sub(w.born) >= p.idle || w.dead() {
+			p.discard(w)
+			continue
+		}
+		fresh = append(fresh, w)
+		if best < 0 || rank(w) < rank(fresh[best]) {
+			best = len(fresh) - 1
+		}
+	}
+	clear(s.ready[len(fresh):])
+	s.ready = fresh
+	if best < 0 {
+		return nil
+	}
+	w := s.ready[best]
+	s.ready = slices.Delete(s.ready, best, best+1)
+	return w
+}
+
+// claimable returns the oldest unclaimed maker of s that will likely be
+// ready no later than a cold container would have started (from the
+// set's averages; before any, any maker), or nil. Lock held.
+func (s *warmSet) claimable(now time.Time) *maker {
+	for _, m := range s.making {
+		if m.claim != nil {
+			continue
+		}
+		if s.made.n == 0 || s.start.n == 0 || s.made.get(0)-now.Sub(m.began) <= s.start.get(0) {
+			return m
+		}
+	}
 	return nil
+}
+
+// stock is s's ready containers plus those being made for no run.
+func (s *warmSet) stock() int {
+	n := len(s.ready)
+	for _, m := range s.making {
+		if m.claim == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// served counts a run served by warm container w: a hit, and an
+// interpreter hit when w started lang's interpreter ahead.
+func (p *pool) served(w *warm, lang runner.Language) {
+	p.m.hits.Inc()
+	if w.lang != "" && w.lang == lang {
+		p.m.interpreterHits.Inc()
+	}
+}
+
+// await waits for the container c claims: it returns it (the run's now),
+// or nil when making it failed (a miss: the run starts a cold one), or
+// ctx's error, the container then going back to the pool.
+func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
+	began := p.now()
+	select {
+	case w := <-c.ch:
+		p.m.wait.Observe(p.now().Sub(began).Seconds())
+		if w == nil {
+			p.m.misses.Inc()
+		} else {
+			p.m.waits.Inc()
+		}
+		return w, nil
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case w := <-c.ch:
+		if w != nil {
+			delete(p.taken, w.id)
+			if s := p.sets[w.key]; s != nil && !p.closed {
+				s.ready = append(s.ready, w)
+				p.broadcast()
+			} else {
+				p.discard(w)
+			}
+		}
+	default:
+		c.m.claim = nil // made for the pool after all
+	}
+	return nil, ctx.Err()
 }
 
 // release removes a container a run took, once the run ended, with the
@@ -304,71 +545,199 @@ func (p *pool) release(w *warm) {
 	defer p.mu.Unlock()
 	delete(p.taken, w.id)
 	if s := p.sets[w.key]; s != nil {
+		if !w.takenAt.IsZero() {
+			s.run.add(p.now().Sub(w.takenAt))
+		}
 		p.fill(s) // nothing once the pool is closed
 	}
 }
 
-// fill starts makers until s has Size warm containers, ready or being
+// target is how many warm containers s should hold (see pool_demand.go).
+// Lock held.
+func (p *pool) target(s *warmSet) int {
+	if p.min >= p.size {
+		return p.size
+	}
+	refill := s.made.get(time.Second) + s.run.get(0)
+	return target(s.demand.rate(p.now()), refill, p.min, p.size)
+}
+
+// memUsed is the memory limits of the warm containers, ready or being
 // made. Lock held.
+func (p *pool) memUsed() int64 {
+	var n int64
+	for _, s := range p.sets {
+		n += int64(len(s.ready)+len(s.making)) * s.mem
+	}
+	return n
+}
+
+// fill starts makers until s holds its target, as far as the makers
+// running at once and the memory budget allow. Lock held.
 func (p *pool) fill(s *warmSet) {
-	if p.closed || p.size == 0 || time.Now().Before(s.retryAt) || p.sets[s.key] != s {
+	if p.closed || p.size == 0 || p.now().Before(s.retryAt) || p.sets[s.key] != s {
 		return
 	}
-	for len(s.ready)+s.making < p.size {
-		s.making++
+	want := p.target(s)
+	for s.stock() < want && p.making < p.maxMaking && (p.budget == 0 || p.memUsed()+s.mem <= p.budget) {
+		lang := s.next
+		if s.failed[lang] {
+			lang = ""
+		}
+		m := &maker{lang: lang, began: p.now()}
+		s.making = append(s.making, m)
+		p.making++
 		p.wg.Add(1)
-		go p.makeOne(s)
+		go p.makeOne(s, m)
 	}
 }
 
-// makeOne creates and starts one warm container of s.
-func (p *pool) makeOne(s *warmSet) {
+// fillAll fills every set, those without a ready container first. Lock
+// held.
+func (p *pool) fillAll() {
+	sets := make([]*warmSet, 0, len(p.sets))
+	for _, s := range p.sets {
+		sets = append(sets, s)
+	}
+	slices.SortFunc(sets, func(a, b *warmSet) int { return len(a.ready) - len(b.ready) })
+	for _, s := range sets {
+		p.fill(s)
+	}
+}
+
+// makeOne makes the warm container of maker m of s, and hands it to the
+// run that claimed it, or to the pool.
+func (p *pool) makeOne(s *warmSet, m *maker) {
 	defer p.wg.Done()
-	begin := time.Now()
-	w, err := p.warmUp(s)
+	w, started, err := p.warmUp(s, m.lang)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	s.making--
+	s.making = slices.DeleteFunc(s.making, func(x *maker) bool { return x == m })
+	p.making--
 	defer p.broadcast()
 	if err != nil {
+		if m.claim != nil {
+			m.claim <- nil
+		}
 		if p.closed {
 			return
 		}
+		if m.lang != "" && !started.IsZero() {
+			s.failed[m.lang] = true // its interpreter did not come up: start none ahead
+		}
 		s.failures++
 		s.lastErr = err
-		s.retryAt = time.Now().Add(min(time.Duration(1<<min(s.failures, 6))*time.Second, p.idle))
+		s.retryAt = p.now().Add(min(time.Duration(1<<min(s.failures, 6))*time.Second, p.idle))
 		p.m.refillErrors.Inc()
-		p.r.log.Warn("make a warm sandbox container", "pool", s.key, "failures", s.failures, "err", err)
+		p.r.log.Warn("make a warm sandbox container", "pool", s.key, "language", m.lang, "failures", s.failures, "err", err)
+		p.fillAll()
 		return
 	}
+	s.start.add(started.Sub(m.began))
+	s.made.add(w.born.Sub(m.began))
+	p.m.refill.Observe(w.born.Sub(m.began).Seconds())
 	if p.closed || p.sets[s.key] != s {
+		if m.claim != nil {
+			m.claim <- nil
+		}
 		p.discard(w)
 		return
 	}
 	s.failures, s.lastErr = 0, nil
-	s.ready = append(s.ready, w)
-	p.m.refill.Observe(time.Since(begin).Seconds())
+	if m.claim != nil {
+		w.takenAt = p.now()
+		p.taken[w.id] = true
+		m.claim <- w
+	} else {
+		s.ready = append(s.ready, w)
+	}
+	p.fillAll()
 }
 
-// warmUp creates and starts a container of s's plan. On error nothing of
-// it is left.
-func (p *pool) warmUp(s *warmSet) (*warm, error) {
+// warmUp creates and starts a container of s starting lang ahead, and
+// waits for its ready mark. It returns when the container had started
+// (zero if it did not). On error nothing of it is left.
+func (p *pool) warmUp(s *warmSet, lang runner.Language) (*warm, time.Time, error) {
+	p.mu.Lock()
+	pl := s.plans[lang]
+	p.mu.Unlock()
 	ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
 	defer cancel()
-	img, err := p.r.cli.ImageInspect(ctx, s.plan.image)
+	img, err := p.r.cli.ImageInspect(ctx, pl.image)
 	if err != nil {
-		return nil, engineErr("inspect image "+s.plan.image, err)
+		return nil, time.Time{}, engineErr("inspect image "+pl.image, err)
 	}
-	id, err := p.r.create(ctx, s.plan)
+	id, err := p.r.create(ctx, pl)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	sess, err := p.r.startContainer(ctx, id)
 	if err != nil {
 		p.r.remove(id)
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return &warm{key: s.key, id: id, imageID: img.ID, sess: sess, born: time.Now()}, nil
+	started := p.now()
+	if err := p.awaitReady(sess); err != nil {
+		sess.close()
+		p.r.remove(id)
+		return nil, started, fmt.Errorf("container %s: %w", short(id), err)
+	}
+	return &warm{key: s.key, id: id, imageID: img.ID, lang: lang, sess: sess, born: p.now()}, started, nil
+}
+
+// awaitReady reads the container's ready mark, for at most
+// poolReadyTimeout or until the pool closes.
+func (p *pool) awaitReady(sess *session) error {
+	done := make(chan error, 1)
+	go func() { done <- readReady(sess.attach.Reader) }()
+	timer := time.NewTimer(poolReadyTimeout)
+	defer timer.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-timer.C:
+		sess.close()
+		<-done
+		return fmt.Errorf("no ready mark after %v", poolReadyTimeout)
+	case <-p.ctx.Done():
+		sess.close()
+		<-done
+		return p.ctx.Err()
+	}
+}
+
+// readReady reads the ready mark (launch.ReadyMark) off an attach stream
+// (Docker's multiplexed frames), frame by frame, so that the stream goes
+// on at the run's first byte. Anything else before it is an error.
+func readReady(r *bufio.Reader) error {
+	mark := []byte(launch.ReadyMark)
+	var got []byte
+	var hdr [8]byte
+	for len(got) < len(mark) {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return fmt.Errorf("read the ready mark: %w", err)
+		}
+		size := binary.BigEndian.Uint32(hdr[4:])
+		if size > 4096 {
+			return fmt.Errorf("a frame of %d bytes before the ready mark", size)
+		}
+		b := make([]byte, size)
+		if _, err := io.ReadFull(r, b); err != nil {
+			return fmt.Errorf("read the ready mark: %w", err)
+		}
+		switch stdcopy.StdType(hdr[0]) {
+		case stdcopy.Stdout:
+			got = append(got, b...)
+			if !bytes.HasPrefix(mark, got) {
+				return fmt.Errorf("output before the ready mark: %q", got)
+			}
+		case stdcopy.Stderr:
+			return fmt.Errorf("output on stderr before the ready mark: %q", b)
+		default:
+			return fmt.Errorf("a frame of stream %d before the ready mark", hdr[0])
+		}
+	}
+	return nil
 }
 
 // discard removes a warm container in the background. Lock held.
@@ -387,11 +756,14 @@ func (p *pool) broadcast() {
 	p.changed = make(chan struct{})
 }
 
-// reap replaces warm containers older than Idle or dead, drops sets no run
-// used for Idle (unless pinned), and retries failed fills, until close.
+// reap replaces warm containers older than Idle or dead, trims sets
+// holding more than their target, drops sets no run used for Idle
+// (unless pinned), and retries failed fills, until close. It first learns
+// the engine's memory, for the default budget.
 func (p *pool) reap() {
 	defer p.wg.Done()
-	tick := time.NewTicker(min(max(p.idle/10, 100*time.Millisecond), 10*time.Second))
+	p.learnBudget()
+	tick := time.NewTicker(min(max(p.idle/10, 100*time.Millisecond), time.Second))
 	defer tick.Stop()
 	for {
 		select {
@@ -400,14 +772,15 @@ func (p *pool) reap() {
 		case <-tick.C:
 		}
 		p.mu.Lock()
+		now := p.now()
 		for _, s := range p.sets {
-			if !s.pinned && time.Since(s.lastUsed) >= p.idle {
+			if !s.pinned && now.Sub(s.lastUsed) >= p.idle {
 				p.drop(s)
 				continue
 			}
 			fresh := s.ready[:0]
 			for _, w := range s.ready {
-				if time.Since(w.born) >= p.idle || w.dead() {
+				if now.Sub(w.born) >= p.idle || w.dead() {
 					p.discard(w)
 				} else {
 					fresh = append(fresh, w)
@@ -415,13 +788,42 @@ func (p *pool) reap() {
 			}
 			clear(s.ready[len(fresh):])
 			s.ready = fresh
-			p.fill(s)
+			if extra := min(s.stock()-p.target(s), len(s.ready)); extra > 0 {
+				for _, w := range s.ready[:extra] { // the oldest
+					p.discard(w)
+				}
+				s.ready = slices.Delete(s.ready, 0, extra)
+			}
 		}
+		p.fillAll()
 		p.mu.Unlock()
 	}
 }
 
-// warm fills the pinned sets and waits until each has Size warm
+// learnBudget sets the memory budget to half the engine's memory, unless
+// PoolConfig set one; an engine that does not answer leaves it unbounded
+// (Size still bounds each set).
+func (p *pool) learnBudget() {
+	p.mu.Lock()
+	known := p.budget > 0
+	p.mu.Unlock()
+	if known {
+		return
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
+	defer cancel()
+	info, err := p.r.cli.Info(ctx)
+	if err != nil || info.MemTotal <= 0 {
+		return
+	}
+	p.mu.Lock()
+	if p.budget == 0 {
+		p.budget = info.MemTotal / 2
+	}
+	p.mu.Unlock()
+}
+
+// warm fills the pinned sets and waits until each has Min warm
 // containers. It returns a set's error when making its containers failed,
 // or ctx's error.
 func (p *pool) warm(ctx context.Context) error {
@@ -439,10 +841,14 @@ func (p *pool) warm(ctx context.Context) error {
 				continue
 			}
 			p.fill(s)
-			if len(s.ready) < p.size {
+			if len(s.ready) < p.min {
 				full = false
-				if s.lastErr != nil {
+				switch {
+				case s.lastErr != nil:
 					errs = append(errs, fmt.Errorf("warm sandbox %s: %w", s.key, s.lastErr))
+				case len(s.making) == 0 && p.budget > 0 && p.memUsed()+s.mem > p.budget:
+					errs = append(errs, fmt.Errorf("warm sandbox %s: the pool's memory budget of %d bytes holds %d of its %d containers",
+						s.key, p.budget, len(s.ready), p.min))
 				}
 			}
 		}
@@ -462,15 +868,16 @@ func (p *pool) warm(ctx context.Context) error {
 	}
 }
 
-// readyCount is the number of warm containers waiting for a run.
-func (p *pool) readyCount() float64 {
+// counts returns the warm containers ready, being made, and the sum of
+// the sets' targets.
+func (p *pool) counts() (ready, making, targets int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
 	for _, s := range p.sets {
-		n += len(s.ready)
+		ready += len(s.ready)
+		targets += p.target(s)
 	}
-	return float64(n)
+	return ready, p.making, targets
 }
 
 // owns reports whether the container with labels and id is the pool's:
@@ -531,15 +938,47 @@ func (p *pool) close() error {
 
 // poolMetrics are the pool's Prometheus collectors.
 type poolMetrics struct {
-	hits, misses, refillErrors prometheus.Counter
-	refill                     prometheus.Histogram
+	hits, interpreterHits, waits, misses, refillErrors prometheus.Counter
+	refill, wait                                       prometheus.Histogram
 }
 
 func newPoolMetrics() *poolMetrics {
-	m := poolmetrics.New()
-	return &poolMetrics{hits: m.Hits, misses: m.Misses, refillErrors: m.RefillErrors, refill: m.Refill}
+	return &poolMetrics{
+		hits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatekeeper_pool_hits_total", Help: "Sandboxed runs served by a warm container (at once, or after waiting for one being made).",
+		}),
+		interpreterHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatekeeper_pool_interpreter_hits_total", Help: "Warm runs whose container had started the run's interpreter ahead.",
+		}),
+		waits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatekeeper_pool_waits_total", Help: "Warm runs that found no warm container ready and waited for one being made (also counted in hits).",
+		}),
+		misses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatekeeper_pool_misses_total", Help: "Runs of a pooled sandbox that found no warm container and started a cold one.",
+		}),
+		refillErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gatekeeper_pool_refill_errors_total", Help: "Failures to make a warm container.",
+		}),
+		refill: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gatekeeper_pool_refill_seconds", Help: "Time to create and start one warm container, until it said it was ready.",
+			Buckets: []float64{0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4},
+		}),
+		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "gatekeeper_pool_wait_seconds", Help: "Time a run waited for a warm container being made.",
+			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2},
+		}),
+	}
 }
 
-func (m *poolMetrics) collectors(ready func() float64) []prometheus.Collector {
-	return poolmetrics.Metrics{Hits: m.hits, Misses: m.misses, RefillErrors: m.refillErrors, Refill: m.refill}.Collectors(ready)
+func (m *poolMetrics) collectors(counts func() (int, int, int)) []prometheus.Collector {
+	gauge := func(name, help string, pick func(ready, making, targets int) int) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+			return float64(pick(counts()))
+		})
+	}
+	return []prometheus.Collector{m.hits, m.interpreterHits, m.waits, m.misses, m.refillErrors, m.refill, m.wait,
+		gauge("gatekeeper_pool_warm_containers", "Warm containers waiting for a run.", func(r, _, _ int) int { return r }),
+		gauge("gatekeeper_pool_making_containers", "Warm containers being made.", func(_, m, _ int) int { return m }),
+		gauge("gatekeeper_pool_target_containers", "Warm containers the pool aims to hold, from demand, all sandboxes together.", func(_, _, t int) int { return t }),
+	}
 }

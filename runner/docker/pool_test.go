@@ -314,10 +314,11 @@ func TestPoolWarmContainerEndsByItself(t *testing.T) {
 	var s *warmSet
 	for _, s = range p.sets {
 	}
-	s.plan.wait = p.idle + p.grace
-	s.plan.config, s.plan.host = r.containerSettings(templateSpec(sb), s.plan)
+	pl := s.plans[""]
+	pl.wait = p.idle + p.grace
+	pl.config, pl.host = r.containerSettings(templateSpec(sb), pl)
 	begin := time.Now()
-	w, err := p.warmUp(s) // made by hand: the pool's reaper never sees it
+	w, _, err := p.warmUp(s, "") // made by hand: the pool's reaper never sees it
 	if err != nil {
 		t.Fatal(err)
 	}

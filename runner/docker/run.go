@@ -91,7 +91,13 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 		return res, fmt.Errorf("runtime %s is not installed in the engine: %w", p.runtime, runner.ErrRuntimeUnavailable)
 	}
 	if r.pool != nil {
-		if w := r.pool.take(spec.Sandbox, p, spec.Timeout); w != nil {
+		w, c := r.pool.take(spec.Sandbox, p, spec.Language, spec.Timeout)
+		if c != nil {
+			if w, err = r.pool.await(ctx, c); err != nil {
+				return res, err
+			}
+		}
+		if w != nil {
 			return r.runWarm(ctx, w, p, spec, res)
 		}
 	}
@@ -141,6 +147,7 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 // its pool, not the run: the run's ids and labels are logged here instead.
 func (r *Runner) runWarm(ctx context.Context, w *warm, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
 	defer r.pool.release(w)
+	r.pool.served(w, spec.Language)
 	r.log.Info("pooled sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "container", short(w.id),
 		"pool", w.key, "labels", spec.Labels)
 	if err := r.checkLanguage(ctx, w.id, w.imageID, spec.Language, p); err != nil {

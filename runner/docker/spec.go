@@ -63,8 +63,22 @@ type plan struct {
 	env     []string      // the program's whole environment
 	net     *sandboxNet   // nil: no network
 	poolKey string        // set for a warm container: its labels are the pool's
+	warm    *launch.Warm  // set for a warm container: what it starts ahead
 	wait    time.Duration // the longest the container waits for its code
 	life    time.Duration // the longest the container lives (PID 1's timeout)
+}
+
+// command is the container's command line (launch.Command, or
+// launch.WarmCommand for a warm container).
+func (p *plan) command() []string {
+	if p.warm != nil {
+		// The pool checked the Warm when it planned the container
+		// (warmStarts); a Warm{} always passes.
+		if argv, err := launch.WarmCommand(p.life, p.wait, p.env, *p.warm); err == nil {
+			return argv
+		}
+	}
+	return launch.Command(p.life, p.wait, p.env)
 }
 
 // plan validates spec and builds the container settings. Problems with the
@@ -158,7 +172,7 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		labels[LabelQueryID] = spec.QueryID
 	}
 
-	argv := launch.Command(p.life, p.wait, p.env)
+	argv := p.command()
 
 	cfg := &container.Config{
 		User:         fmt.Sprintf("%d:%d", sb.UID, sb.GID),

@@ -91,7 +91,11 @@ func ProgramFor(lang runner.Language) (p Program, ok bool) {
 // system, it does not reap orphaned processes: their zombies count
 // towards the pids limit until the run ends.
 //
-// script is the launcher. It waits, at most $1, for a header line on
+// script is the launcher. After $1 it takes the options of a warm
+// sandbox (WarmCommand: "--warm -", or "--warm <language> <hook file>
+// <variable> <hook source>"), with which it writes the ready mark, or
+// starts the language's interpreter ahead (see Warm), before it waits.
+// It waits, at most $1, for a header line on
 // standard input ("<seconds> <language> <tag> <snapshot>"), unpacks the
 // workspace tar that follows into /workspace (exiting with 125, and no end
 // marks, when it cannot), then, under coreutils `timeout -s KILL
@@ -124,10 +128,35 @@ var script = func() string {
 	sort.Strings(names)
 	for _, n := range names {
 		l := programs[runner.Language(n)]
-		fmt.Fprintf(&cases, "%s) set -- \"$@\" %s;;\n", n, strings.Join(append(append([]string{l.Interp}, l.Args...), l.Main), " "))
+		fmt.Fprintf(&cases, "  %s) cmd=\"%s\";;\n", n, strings.Join(append(append([]string{l.Interp}, l.Args...), l.Main), " "))
 	}
-	return `h=$(timeout -s KILL "$1" /bin/sh -c 'IFS= read -r h && printf %s "$h"') || { echo "gatekeeper: no run arrived" >&2; exit 125; }
+	return `prog() {
+  case $1 in
+` + cases.String() + `  *) return 1;;
+  esac
+}
+hold=$1
 shift
+wlang=
+if [ "${1-}" = --warm ]; then
+  wlang=$2
+  shift 2
+  if [ "$wlang" != - ]; then
+    wfile=$1 wenv=$2 whook=$3
+    shift 3
+  fi
+fi
+wdir=` + warmDir + `
+wpid=
+if [ -n "$wlang" ] && [ "$wlang" != - ] && prog "$wlang" && mkdir -m 0700 "$wdir" && printf '%s' "$whook" >"$wdir/$wfile" && mkfifo -m 0600 "$wdir/go"; then
+  exec 3<>"$wdir/go"
+  timeout -s KILL 0 "$@" "$wenv" $cmd </dev/null 3>&- &
+  wpid=$!
+elif [ -n "$wlang" ]; then
+  rm -rf "$wdir"
+  printf '` + readyMarkPrintf + `'
+fi
+h=$(timeout -s KILL "$hold" /bin/sh -c 'IFS= read -r h && printf %s "$h"') || { echo "gatekeeper: no run arrived" >&2; exit 125; }
 secs=${h%% *}
 h=${h#* }
 lang=${h%% *}
@@ -137,12 +166,24 @@ snap=${h#* }
 case $secs in ''|*[!0-9]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 case $tag in ''|*[!0-9a-f]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 case $snap in 0|1) ;; *) echo "gatekeeper: bad run header" >&2; exit 125;; esac
-case $lang in
-` + cases.String() + `*) echo "gatekeeper: bad run header" >&2; exit 125;;
-esac
+prog "$lang" || { echo "gatekeeper: bad run header" >&2; exit 125; }
 tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
-timeout -s KILL "${secs}s" "$@" </dev/null
-c=$?
+if [ -n "$wpid" ] && [ "$lang" = "$wlang" ] && kill -0 "$wpid" 2>/dev/null; then
+  rm -rf "$wdir"
+  (sleep "$secs"; kill -ALRM "$wpid") </dev/null >/dev/null 2>&1 3>&- &
+  printf 'go\n' >&3
+  exec 3>&-
+  wait "$wpid"
+  c=$?
+else
+  if [ -n "$wpid" ]; then
+    exec 3>&-
+    wait "$wpid"
+  fi
+  rm -rf "$wdir"
+  timeout -s KILL "${secs}s" "$@" $cmd </dev/null 3>&-
+  c=$?
+fi
 kill -9 -1 2>/dev/null
 n=0
 while [ "$n" -lt 200 ]; do
@@ -169,6 +210,9 @@ fi
 exit "$c"`
 }()
 
+// readyMarkPrintf is ReadyMark as printf(1) writes it.
+var readyMarkPrintf = strings.ReplaceAll(ReadyMark, "\x1e", `\036`)
+
 // Script returns the launcher script (see Command).
 func Script() string { return script }
 
@@ -178,10 +222,18 @@ func Script() string { return script }
 // are rounded up to whole seconds. An image needs /bin/sh, /usr/bin/env,
 // tar and coreutils' timeout, plus the language's interpreter in PATH.
 func Command(life, wait time.Duration, env []string) []string {
+	return command(life, wait, nil, env)
+}
+
+// command is Command with the launcher's options (see WarmCommand) after
+// the wait.
+func command(life, wait time.Duration, opts, env []string) []string {
 	argv := []string{"/usr/bin/env", "-i"}
 	argv = append(argv, Env()...)
 	argv = append(argv, "timeout", "-s", "KILL", Seconds(life), // PID 1: env and timeout exec
-		"/bin/sh", "-c", script, "gatekeeper-launcher", Seconds(wait), "/usr/bin/env", "-i")
+		"/bin/sh", "-c", script, "gatekeeper-launcher", Seconds(wait))
+	argv = append(argv, opts...)
+	argv = append(argv, "/usr/bin/env", "-i")
 	return append(argv, env...)
 }
 

@@ -65,8 +65,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Perf, "perf", true, "profile the sidecar with perf(1) under the heaviest load")
 	pprofTop := fs.String("pprof-top", "", "file with `go tool pprof -top` output to quote")
 	regoBench := fs.String("rego-bench", "", "file with `go test -bench RegoDecision` output to quote")
-	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, compare")
+	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, interpreters, pool, compare")
 	conns := fs.String("conns", "1,16,64", "throughput concurrency levels")
+	sessions := fs.String("pool-sessions", "8,32", "the pool phase's levels of concurrent sessions")
+	think := fs.String("pool-think", "5s,1s", "the pool phase's pauses between a session's runs")
 	md := fs.String("benchmarks-md", "", "BENCHMARKS.md whose results section to replace")
 	fs.Func("compare", "a sidecar build for the compare phase, NAME=BINARY[;ENV=VALUE...] (repeat; the first is the baseline)", func(s string) error {
 		v, err := bench.ParseVariant(s)
@@ -90,6 +92,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("-conns: %q is not a positive number", c)
 		}
 		cfg.Conns = append(cfg.Conns, n)
+	}
+	for _, c := range strings.Split(*sessions, ",") {
+		var n int
+		if _, err := fmt.Sscan(c, &n); err != nil || n <= 1 {
+			return fmt.Errorf("-pool-sessions: %q is not a number over 1", c)
+		}
+		cfg.PoolSessions = append(cfg.PoolSessions, n)
+	}
+	for _, t := range strings.Split(*think, ",") {
+		d, err := time.ParseDuration(t)
+		if err != nil || d < 0 {
+			return fmt.Errorf("-pool-think: %q is not a duration", t)
+		}
+		cfg.PoolThink = append(cfg.PoolThink, d)
 	}
 	cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.PprofTop, cfg.RegoBench = quote(cfg.Log, *pprofTop), quote(cfg.Log, *regoBench)

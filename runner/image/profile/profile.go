@@ -69,16 +69,32 @@ type Profile struct {
 	// Setup is shell (sh -eu) run as root in the image's root after the
 	// packages are in: the files that configure the tools.
 	Setup string
+
+	// What a warm sandbox of the profile does before its run arrives
+	// (runner/launch.Warm); none of it is part of the image or its hash.
+	//
+	// Interpreters are the run languages whose interpreter a warm sandbox
+	// starts ahead, the first being the one started before any run asked
+	// for another; the image must hold each.
+	Interpreters []string
+	// Preload are the Python modules a warm Python interpreter imports
+	// while it waits: the heavy ones runs of the profile import.
+	Preload []string
+	// PreloadReads are paths below /workspace the preloaded modules read
+	// when imported: a run whose workspace holds one gets a fresh
+	// interpreter instead.
+	PreloadReads []string
 }
 
 // All returns the profiles, each after its parent.
 func All() []Profile {
 	return []Profile{
 		{
-			Name:     "minimal",
-			About:    "sh, coreutils and python3-minimal (no json, no urllib: the core interpreter only); the base of the others and the benchmarks' baseline",
-			Packages: []string{"python3-minimal"},
-			Setup:    baseSetup,
+			Name:         "minimal",
+			About:        "sh, coreutils and python3-minimal (no json, no urllib: the core interpreter only); the base of the others and the benchmarks' baseline",
+			Packages:     []string{"python3-minimal"},
+			Setup:        baseSetup,
+			Interpreters: []string{"python"},
 		},
 		{
 			Name:   "python",
@@ -86,8 +102,9 @@ func All() []Profile {
 			Parent: "minimal",
 			// python-is-python3: models write "python script.py" in their
 			// shell commands at least as often as "python3".
-			Packages: []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
-			Setup:    pythonSetup,
+			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
+			Setup:        pythonSetup,
+			Interpreters: []string{"python"},
 		},
 		{
 			Name:   "python-data",
@@ -101,15 +118,22 @@ func All() []Profile {
 				// the pids limit.
 				"libopenblas0-serial",
 			},
-			Purge: dataPurge,
-			Setup: dataSetup,
+			Purge:        dataPurge,
+			Setup:        dataSetup,
+			Interpreters: []string{"python"},
+			Preload:      []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"},
+			// matplotlib reads its matplotlibrc from the working directory
+			// or $HOME/.config/matplotlib, and uses $HOME/.cache/matplotlib
+			// when the program made it (see dataSetup); HOME is /workspace.
+			PreloadReads: []string{"matplotlibrc", ".config/matplotlib", ".cache/matplotlib"},
 		},
 		{
-			Name:     "node",
-			About:    "python plus Debian's Node.js 18 and npm (cache in /tmp, no update notifier, audit or fund)",
-			Parent:   "python",
-			Packages: []string{"nodejs", "npm"},
-			Setup:    nodeSetup,
+			Name:         "node",
+			About:        "python plus Debian's Node.js 18 and npm (cache in /tmp, no update notifier, audit or fund)",
+			Parent:       "python",
+			Packages:     []string{"nodejs", "npm"},
+			Setup:        nodeSetup,
+			Interpreters: []string{"node", "python"},
 		},
 	}
 }
@@ -127,6 +151,16 @@ func Names() []string {
 func Lookup(name string) (Profile, bool) {
 	for _, p := range All() {
 		if p.Name == name {
+			return p, true
+		}
+	}
+	return Profile{}, false
+}
+
+// ByTag returns the profile whose current tag is ref.
+func ByTag(ref string) (Profile, bool) {
+	for _, p := range All() {
+		if p.Tag() == ref {
 			return p, true
 		}
 	}
@@ -228,10 +262,8 @@ func Resolve(image string) (string, error) {
 // `gatekeeper image build` command for a profile's current tag, else that
 // the image must be loaded into the engine (gatekeeper never pulls).
 func BuildHint(ref string) string {
-	for _, p := range All() {
-		if p.Tag() == ref {
-			return "build it with: gatekeeper image build " + p.Name
-		}
+	if p, ok := ByTag(ref); ok {
+		return "build it with: gatekeeper image build " + p.Name
 	}
 	if rest, ok := strings.CutPrefix(ref, Repository+":"); ok {
 		return "it is not the tag of any profile of this gatekeeper (" + rest + "); build the current ones with: gatekeeper image build --all"

@@ -181,3 +181,24 @@ func TestBuildHint(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmStartIsNotPartOfTheImage: what a warm sandbox starts ahead
+// (Interpreters, Preload, PreloadReads) changes no image: its tag stays.
+func TestWarmStartIsNotPartOfTheImage(t *testing.T) {
+	t.Parallel()
+	for _, p := range All() {
+		changed := p
+		changed.Interpreters = append([]string{"sh"}, p.Interpreters...)
+		changed.Preload = append([]string{"json"}, p.Preload...)
+		changed.PreloadReads = append([]string{"x"}, p.PreloadReads...)
+		if changed.Tag() != p.Tag() {
+			t.Errorf("%s: the warm start changed the tag %s to %s", p.Name, p.Tag(), changed.Tag())
+		}
+		if got, ok := ByTag(p.Tag()); !ok || got.Name != p.Name {
+			t.Errorf("ByTag(%s) = %s, %v; want %s", p.Tag(), got.Name, ok, p.Name)
+		}
+	}
+	if _, ok := ByTag(Repository + ":nothing-000000000000"); ok {
+		t.Error("ByTag found a profile for a tag of none")
+	}
+}

@@ -1,0 +1,427 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// InterpreterRun is row 6: a pandas hello world on the python-data
+// profile through three sidecars, interleaved: a warm pool whose
+// containers started Python and preloaded numpy, pandas and matplotlib
+// (--pool-interpreters, the default), a warm pool without (the pool as it
+// was), and no pool (cold). Hello is a hello world on the first sidecar,
+// in the same rounds: what the pandas run is measured against.
+type InterpreterRun struct {
+	Profile string `json:"profile"`
+	Code    string `json:"code"`
+	// Series are preloaded, warm_plain, cold and hello end to end
+	// (decide, run, run_result), and each again with the suffix
+	// _first_output: from the run frame to the first output frame, and
+	// _program: the runner's duration_ms (the code sent to the program's
+	// exit).
+	Series map[string]Summary `json:"series"`
+}
+
+// pandasCode is row 6's program.
+const pandasCode = `import pandas as pd
+print(pd.DataFrame({"a": [1]}))`
+
+// pandasOut is what it prints.
+const pandasOut = "   a\n0  1\n"
+
+// interpreterProfile is the profile row 6 runs on.
+const interpreterProfile = "python-data"
+
+// interpreters measures row 6.
+func (e *env) interpreters(ctx context.Context) error {
+	pol, err := policyWithImage(e.policy["runc"], interpreterProfile, interpreterProfile)
+	if err != nil {
+		return err
+	}
+	type series struct {
+		name, code, want string
+		sc               *Sidecar
+		c                *Client
+		q                string
+		warm             bool
+		took, ttfo, prog []time.Duration
+	}
+	start := func(name string, args ...string) (*Sidecar, *Client, string, error) {
+		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: "interp-" + name, Policy: pol, Args: args})
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return sc, c, q, nil
+	}
+	pre, prec, preq, err := start("preloaded")
+	if err != nil {
+		return err
+	}
+	defer pre.Stop()
+	plain, plainc, plainq, err := start("plain", "--pool-interpreters=false")
+	if err != nil {
+		return err
+	}
+	defer plain.Stop()
+	cold, coldc, coldq, err := start("cold", "--pool-size", "0")
+	if err != nil {
+		return err
+	}
+	defer cold.Stop()
+	all := []*series{
+		{name: "preloaded", code: pandasCode, want: pandasOut, sc: pre, c: prec, q: preq, warm: true},
+		{name: "hello", code: helloCode, want: "hello, world\n", sc: pre, c: prec, q: preq, warm: true},
+		{name: "warm_plain", code: pandasCode, want: pandasOut, sc: plain, c: plainc, q: plainq, warm: true},
+		{name: "cold", code: pandasCode, want: pandasOut, sc: cold, c: coldc, q: coldq},
+	}
+	n := 0
+	run := func(s *series) (RunOutcome, error) {
+		if s.warm {
+			// As in row 5: the run follows the previous one by more than
+			// a refill.
+			if err := waitPoolFull(ctx, s.sc, 2); err != nil {
+				return RunOutcome{}, fmt.Errorf("%s: %w", s.name, err)
+			}
+		}
+		n++
+		out, err := s.c.DecideAndRun(s.q, fmt.Sprintf("toolu_bench_interp_%s_%d", s.name, n), "python", s.code)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", s.name, err)
+		}
+		if r := out.Result; r.ExitCode != 0 || r.Stdout != s.want {
+			return out, fmt.Errorf("%s: exited %d (%s) with stdout %q stderr %q", s.name, r.ExitCode, r.Reason, r.Stdout, r.Stderr)
+		}
+		return out, nil
+	}
+	for _, s := range all { // untimed: page cache, the pools' first fill
+		for range 2 {
+			if _, err := run(s); err != nil {
+				return fmt.Errorf("warm-up: %w", err)
+			}
+		}
+	}
+	for i := range e.cfg.ProfileRuns {
+		for j := range all {
+			s := all[(i+j)%len(all)]
+			t0 := time.Now()
+			out, err := run(s)
+			if err != nil {
+				return err
+			}
+			s.took, s.ttfo = append(s.took, time.Since(t0)), append(s.ttfo, out.FirstOutput)
+			s.prog = append(s.prog, time.Duration(out.Result.DurationMS)*time.Millisecond)
+		}
+	}
+	ir := &InterpreterRun{Profile: interpreterProfile, Code: pandasCode, Series: map[string]Summary{}}
+	for _, s := range all {
+		e.res.samples["interpreters/"+s.name] = s.took
+		ir.Series[s.name] = Summarize(s.took)
+		ir.Series[s.name+"_first_output"] = Summarize(s.ttfo)
+		ir.Series[s.name+"_program"] = Summarize(s.prog)
+	}
+	e.res.Interpreters = ir
+	e.cfg.Log.Info("bench: interpreters", "preloaded_p50_ms", ir.Series["preloaded"].P50, "warm_plain_p50_ms", ir.Series["warm_plain"].P50,
+		"cold_p50_ms", ir.Series["cold"].P50, "hello_p50_ms", ir.Series["hello"].P50)
+	return nil
+}
+
+// PoolLoad is row 7 at one level: Sessions agent sessions on one sidecar,
+// each its own connection and query, each running a Python hello world,
+// thinking ThinkMS (uniformly 0.5× to 1.5×) between the end of a run and
+// the next, for Seconds after a warm-up.
+type PoolLoad struct {
+	Sessions int     `json:"sessions"`
+	ThinkMS  float64 `json:"think_ms"`
+	Seconds  float64 `json:"seconds"`
+	Runs     int     `json:"runs"`
+	PerSec   float64 `json:"runs_per_second"`
+	// FirstOutput is from the run frame to the first output frame; Total
+	// is decide, run and run_result (ms).
+	FirstOutput Summary `json:"first_output"`
+	Total       Summary `json:"total"`
+	// From the sidecar's pool metrics over the window: runs served by a
+	// warm container at once, after waiting for one being made, and cold.
+	WarmAtOnce int `json:"warm_at_once"`
+	Waited     int `json:"waited"`
+	Cold       int `json:"cold"`
+	// WaitMeanMS is the mean time the waiting runs waited for their
+	// container (gatekeeper_pool_wait_seconds).
+	WaitMeanMS float64 `json:"pool_wait_mean_ms"`
+	// Targets is the pool's target size at the end of the window (all
+	// sandboxes); Refills the containers it made during it.
+	Target  int `json:"pool_target_end"`
+	Refills int `json:"refills"`
+}
+
+// WarmShare is the share of runs served by a warm container at once.
+func (l PoolLoad) WarmShare() float64 {
+	n := l.WarmAtOnce + l.Waited + l.Cold
+	if n == 0 {
+		return 0
+	}
+	return float64(l.WarmAtOnce) / float64(n)
+}
+
+// PoolResult is row 7 at one think time: the single-session reference
+// and the loaded levels, on sidecars with the default pool flags.
+type PoolResult struct {
+	ThinkMS float64    `json:"think_ms"`
+	Single  PoolLoad   `json:"single"`
+	Levels  []PoolLoad `json:"levels"`
+	Flags   string     `json:"flags"`
+}
+
+// poolWindow and poolWarmup are each level's measured window and the
+// untimed load before it.
+const (
+	poolWindow = 30 * time.Second
+	poolWarmup = 10 * time.Second
+)
+
+// pool measures row 7 for each think time of the config, each level on
+// a fresh sidecar with the default pool flags.
+func (e *env) pool(ctx context.Context) error {
+	var single PoolLoad
+	for k, think := range e.cfg.PoolThink {
+		res := PoolResult{ThinkMS: float64(think.Milliseconds()), Flags: "defaults (--pool-size 8 --pool-min 2 --pool-interpreters --max-runs 4)"}
+		levels := e.cfg.PoolSessions
+		if k == 0 {
+			// The reference, once: a session thinking a second between
+			// runs, longer than a refill, gives 30 samples in the window.
+			levels = append([]int{1}, levels...)
+		}
+		for _, n := range levels {
+			if n == 1 {
+				think = time.Second
+			}
+			sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: fmt.Sprintf("pool-%d-%d", think.Milliseconds(), n)})
+			if err != nil {
+				return err
+			}
+			l, err := e.poolLoad(ctx, sc, n, think)
+			sc.Stop()
+			if err != nil {
+				return fmt.Errorf("%d sessions, think %v: %w", n, think, err)
+			}
+			if n == 1 {
+				single = l
+				think = e.cfg.PoolThink[k]
+			} else {
+				res.Levels = append(res.Levels, l)
+			}
+			e.cfg.Log.Info("bench: pool", "sessions", n, "think_ms", l.ThinkMS, "runs_per_s", l.PerSec, "warm_share", l.WarmShare(),
+				"first_output_p50_ms", l.FirstOutput.P50, "first_output_p99_ms", l.FirstOutput.P99, "waited", l.Waited, "cold", l.Cold)
+		}
+		res.Single = single
+		e.res.Pool = append(e.res.Pool, res)
+	}
+	return nil
+}
+
+// poolLoad runs n sessions against sc, each thinking about think between
+// runs: poolWarmup, then poolWindow measured (runs that began in it), with
+// the pool's counters read at both ends.
+func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.Duration) (PoolLoad, error) {
+	l := PoolLoad{Sessions: n, ThinkMS: float64(poolThink.Milliseconds()), Seconds: poolWindow.Seconds()}
+	if err := waitPoolFull(ctx, sc, 2); err != nil {
+		return l, err
+	}
+	clients := make([]*Client, n)
+	queries := make([]string, n)
+	for i := range clients {
+		c, err := Dial(ctx, sc.Socket, sc.Token)
+		if err != nil {
+			return l, err
+		}
+		defer c.Close()
+		if queries[i], _, err = c.OpenQuery(nil); err != nil {
+			return l, err
+		}
+		clients[i] = c
+	}
+	begin := time.Now()
+	from, until := begin.Add(poolWarmup), begin.Add(poolWarmup+poolWindow)
+	var before map[string]float64
+	snap := make(chan struct{})
+	go func() { // the counters at the window's start
+		defer close(snap)
+		select {
+		case <-time.After(time.Until(from)):
+		case <-ctx.Done():
+		}
+		before = poolCounters(ctx, sc)
+	}()
+	var (
+		mu          sync.Mutex
+		ttfo, total []time.Duration
+		errs        []error
+		wg          sync.WaitGroup
+	)
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			think := func() time.Duration { return time.Duration((0.5 + rand.Float64()) * float64(poolThink)) }
+			// A random first pause: sessions do not start in step.
+			next := time.Now().Add(time.Duration(rand.Float64() * float64(poolThink)))
+			for k := 0; ; k++ {
+				select {
+				case <-time.After(time.Until(next)):
+				case <-ctx.Done():
+					return
+				}
+				t0 := time.Now()
+				if !t0.Before(until) {
+					return
+				}
+				out, err := c.DecideAndRun(queries[i], fmt.Sprintf("toolu_bench_pool_%d_%d_%d", n, i, k), "python", helloCode)
+				if err == nil && (out.Result.ExitCode != 0 || out.Result.Stdout != "hello, world\n") {
+					err = fmt.Errorf("run exited %d (%s) with stdout %q stderr %q", out.Result.ExitCode, out.Result.Reason, out.Result.Stdout, out.Result.Stderr)
+				}
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("session %d run %d: %w", i, k, err))
+				} else if !t0.Before(from) {
+					ttfo, total = append(ttfo, out.FirstOutput), append(total, time.Since(t0))
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+				next = time.Now().Add(think())
+			}
+		}()
+	}
+	wg.Wait()
+	<-snap
+	if err := errors.Join(errs...); err != nil {
+		return l, err
+	}
+	after := poolCounters(ctx, sc)
+	delta := func(k string) float64 { return after[k] - before[k] }
+	hits, waited := delta("gatekeeper_pool_hits_total"), delta("gatekeeper_pool_waits_total")
+	l.WarmAtOnce, l.Waited, l.Cold = int(hits-waited), int(waited), int(delta("gatekeeper_pool_misses_total"))
+	if c := delta("gatekeeper_pool_wait_seconds_count"); c > 0 {
+		l.WaitMeanMS = delta("gatekeeper_pool_wait_seconds_sum") / c * 1000
+	}
+	l.Refills = int(delta("gatekeeper_pool_refill_seconds_count"))
+	l.Target = int(after["gatekeeper_pool_target_containers"])
+	l.Runs = len(total)
+	l.PerSec = float64(l.Runs) / poolWindow.Seconds()
+	l.FirstOutput, l.Total = Summarize(ttfo), Summarize(total)
+	e.res.samples[fmt.Sprintf("pool/%d/first_output", n)] = ttfo
+	return l, nil
+}
+
+// poolCounters reads the sidecar's pool metrics as name → value (the
+// unlabelled series only).
+func poolCounters(ctx context.Context, sc *Sidecar) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range poolMetrics(ctx, sc) {
+		f := strings.Fields(line)
+		if len(f) != 2 || strings.Contains(f[0], "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil {
+			out[f[0]] = v
+		}
+	}
+	return out
+}
+
+// Goals of rows 6 and 7.
+const (
+	interpreterGoal = "warm python-data pandas hello p50 ≤ 0.1× its cold run, same run"
+	poolWarmGoal    = "≥ 90% of runs served by a warm container at once, 8 concurrent sessions, steady state"
+	poolTTFOGoal    = "time to first output p99 at 8 sessions ≤ 3× the single-session warm p50"
+)
+
+// evaluatePool adds the targets of rows 6 and 7. The pool's are taken at
+// the longest think time measured (see Config.PoolThink).
+func (r *Results) evaluatePool() {
+	if ir := r.Interpreters; ir != nil && ir.Series["cold"].N > 0 {
+		ratio := Ratio(ir.Series["preloaded"].P50, ir.Series["cold"].P50)
+		r.target("warm_pandas", interpreterGoal, fmt.Sprintf("%.2f×, %s vs %s", ratio, FormatMS(ir.Series["preloaded"].P50), FormatMS(ir.Series["cold"].P50)), ptr(ratio <= 0.1))
+	} else {
+		r.target("warm_pandas", interpreterGoal, "not measured", nil)
+	}
+	p := r.poolAt()
+	l8 := p.level(8)
+	if l8 == nil || p.Single.Runs == 0 {
+		r.target("pool_warm_share_8", poolWarmGoal, "not measured", nil)
+		r.target("pool_first_output_p99_8", poolTTFOGoal, "not measured", nil)
+		return
+	}
+	think := fmt.Sprintf(", sessions thinking ~%s between runs", FormatMS(p.ThinkMS))
+	share := l8.WarmShare()
+	r.target("pool_warm_share_8", poolWarmGoal, fmt.Sprintf("%.0f%% (%d at once, %d waited, %d cold)%s", 100*share, l8.WarmAtOnce, l8.Waited, l8.Cold, think), ptr(share >= 0.9))
+	ratio := Ratio(l8.FirstOutput.P99, p.Single.FirstOutput.P50)
+	r.target("pool_first_output_p99_8", poolTTFOGoal, fmt.Sprintf("%.2f×, %s vs %s%s", ratio, FormatMS(l8.FirstOutput.P99), FormatMS(p.Single.FirstOutput.P50), think), ptr(ratio <= 3))
+}
+
+// poolAt returns the pool results of the longest think time, or nil.
+func (r *Results) poolAt() *PoolResult {
+	var best *PoolResult
+	for i := range r.Pool {
+		if best == nil || r.Pool[i].ThinkMS > best.ThinkMS {
+			best = &r.Pool[i]
+		}
+	}
+	return best
+}
+
+// level returns the load of n sessions, or nil (also for a nil p).
+func (p *PoolResult) level(n int) *PoolLoad {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Levels {
+		if p.Levels[i].Sessions == n {
+			return &p.Levels[i]
+		}
+	}
+	return nil
+}
+
+// poolRows renders rows 6 and 7.
+func (r *Results) poolRows(row func(cells ...string)) {
+	pp := func(s Summary) string { return FormatMS(s.P50) + " (p99 " + FormatMS(s.P99) + ")" }
+	ratio := func(a, b Summary) string { return fmt.Sprintf("%.2f×", Ratio(a.P50, b.P50)) }
+	if ir := r.Interpreters; ir != nil {
+		s := ir.Series
+		what := "`import pandas as pd; print(pd.DataFrame(...))` end to end, runc, profile `" + ir.Profile + "`"
+		row("6", what+": warm, interpreter started and pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "≤ 0.1×", r.met("warm_pandas"))
+		row("6", what+": warm preloaded vs warm without (the pool before), p50", pp(s["preloaded"]), pp(s["warm_plain"]), ratio(s["preloaded"], s["warm_plain"]), "—", "")
+		row("6", "the same, time to first output (from the run frame): warm preloaded vs cold, p50", pp(s["preloaded_first_output"]), pp(s["cold_first_output"]), ratio(s["preloaded_first_output"], s["cold_first_output"]), "—", "")
+		row("6", "first output of the pandas run vs of a hello world, both warm preloaded, same sidecar, p50", pp(s["preloaded_first_output"]), pp(s["hello_first_output"]), ratio(s["preloaded_first_output"], s["hello_first_output"]), "—", "")
+	} else {
+		row("6", "warm interpreters (pandas hello world)", "not measured", "", "", "", "")
+	}
+	if len(r.Pool) == 0 {
+		row("7", "the pool under concurrency", "not measured", "", "", "", "")
+		return
+	}
+	target := r.poolAt()
+	for i := range r.Pool {
+		p := &r.Pool[i]
+		think := FormatMS(p.ThinkMS)
+		if i == 0 {
+			row("7", fmt.Sprintf("1 session, a hello world after ~%s of thinking: time to first output (the reference)", FormatMS(p.Single.ThinkMS)), pp(p.Single.FirstOutput), "—", "—", "—", "")
+		}
+		for _, l := range p.Levels {
+			goal, result := "—", ""
+			if l.Sessions == 8 && p == target {
+				goal, result = "≥ 90% warm; p99 ≤ 3× single p50", r.met("pool_warm_share_8")+" "+r.met("pool_first_output_p99_8")
+			}
+			row("7", fmt.Sprintf("%d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session",
+				l.Sessions, think, l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
+				pp(l.FirstOutput), pp(p.Single.FirstOutput), fmt.Sprintf("%.2f× (p99 ÷ p50 %.2f×)", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50), Ratio(l.FirstOutput.P99, p.Single.FirstOutput.P50)), goal, result)
+		}
+	}
+}

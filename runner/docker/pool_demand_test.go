@@ -1,0 +1,214 @@
+package docker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/docker/docker/api/types"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+)
+
+func TestPoolTargetFollowsDemandWithinItsBounds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name   string
+		rate   float64
+		refill time.Duration
+		lo, hi int
+		want   int
+	}{
+		{"no demand keeps the floor", 0, time.Second, 2, 8, 2},
+		{"no demand and a floor of one keeps one", 0, time.Second, 1, 8, 1},
+		{"a run a second over a one-second refill keeps four (1 + 3√1)", 1, time.Second, 1, 8, 4},
+		{"a trickle keeps one", 0.1, 500 * time.Millisecond, 1, 8, 1},
+		{"a burst is capped at the ceiling", 5, time.Second, 1, 8, 8},
+		{"demand between the bounds is rounded up", 2, time.Second, 1, 8, 7},
+		{"a slow refill asks for more at the same rate", 1, 4 * time.Second, 1, 16, 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if got := target(tc.rate, tc.refill, tc.lo, tc.hi); got != tc.want {
+				t.Errorf("target(%v, %v, %d, %d) = %d, want %d", tc.rate, tc.refill, tc.lo, tc.hi, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDemandRateTakesTheBusierWindow(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name     string
+		arrivals []time.Duration // before now
+		want     float64
+	}{
+		{"no arrivals is no demand", nil, 0},
+		{"a burst in the last ten seconds counts over ten seconds", []time.Duration{3 * time.Second, 2 * time.Second, time.Second, 0}, 0.4},
+		{"a steady load counts over the minute when the last ten seconds were quiet", []time.Duration{50 * time.Second, 40 * time.Second, 30 * time.Second, 20 * time.Second, 15 * time.Second, 12 * time.Second}, 0.1},
+		{"arrivals older than a minute are forgotten", []time.Duration{2 * time.Minute, 90 * time.Second, 61 * time.Second}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var d demand
+			for _, ago := range tc.arrivals {
+				d.add(now.Add(-ago))
+			}
+			if got := d.rate(now); got < tc.want-1e-9 || got > tc.want+1e-9 {
+				t.Errorf("rate = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEWMAStartsAtItsFirstSample(t *testing.T) {
+	t.Parallel()
+	var e ewma
+	if got := e.get(time.Second); got != time.Second {
+		t.Errorf("no samples: %v, want the default 1s", got)
+	}
+	e.add(400 * time.Millisecond)
+	if got := e.get(time.Second); got != 400*time.Millisecond {
+		t.Errorf("one sample: %v, want 400ms", got)
+	}
+	e.add(800 * time.Millisecond)
+	if got := e.get(time.Second); got != 500*time.Millisecond {
+		t.Errorf("two samples: %v, want 500ms (a quarter of the way)", got)
+	}
+}
+
+// TestPoolFillStopsAtEveryBound starts the makers of a pool whose engine
+// is a fake (each maker then fails): how many start at once is the
+// smallest of the demand's target within Min and Size, MaxMaking and the
+// memory budget.
+func TestPoolFillStopsAtEveryBound(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	cases := []struct {
+		name string
+		cfg  PoolConfig
+		want int
+	}{
+		{"a fixed pool starts as many as its size", PoolConfig{Size: 2, MaxMaking: 8}, 2},
+		{"with no demand a pool starts its floor", PoolConfig{Size: 8, Min: 1, MaxMaking: 8}, 1},
+		{"makers at once are bounded", PoolConfig{Size: 8, MaxMaking: 3}, 3},
+		{"the memory budget bounds the containers", PoolConfig{Size: 8, MaxMaking: 8, MaxMemoryBytes: 2 * sb.MemoryBytes}, 2},
+		{"a budget below one container starts none", PoolConfig{Size: 8, MaxMaking: 8, MaxMemoryBytes: sb.MemoryBytes - 1}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.cfg.Sandboxes = []runner.Sandbox{sb}
+			r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: tc.cfg}, newFake(), func() error { return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := r.pool
+			p.mu.Lock()
+			for _, s := range p.sets {
+				p.fill(s)
+			}
+			got := p.making // the makers cannot end while the lock is held
+			p.mu.Unlock()
+			if got != tc.want {
+				t.Errorf("%d makers started, want %d", got, tc.want)
+			}
+			p.close() // waits for the makers, which fail on the fake
+		})
+	}
+}
+
+// TestPoolWarmSaysWhenTheBudgetIsTooSmall: Warm cannot fill a pool whose
+// memory budget holds fewer containers than its floor; it says so instead
+// of waiting for ever.
+func TestPoolWarmSaysWhenTheBudgetIsTooSmall(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{
+		Size: 2, MaxMemoryBytes: sb.MemoryBytes - 1, Sandboxes: []runner.Sandbox{sb},
+	}}, newFake(), func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.pool.close()
+	if err := r.pool.warm(t.Context()); err == nil || !strings.Contains(err.Error(), "memory budget") {
+		t.Errorf("warm = %v, want the budget named", err)
+	}
+}
+
+// TestPoolAwaitLosesNoContainerWhenTheRunGivesUp: a run whose context
+// ends while it waits for a container being made leaves it to the pool:
+// the maker then makes it for the pool, and a container that arrived as
+// the run gave up is either the run's or back among the ready ones, never
+// lost nor both.
+func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	newPoolOf := func(t *testing.T) (*pool, *warmSet, *maker, *claim) {
+		t.Helper()
+		r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}}, newFake(), func() error { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := r.pool
+		t.Cleanup(func() { p.close() })
+		var s *warmSet
+		for _, s = range p.sets {
+		}
+		ch := make(chan *warm, 1)
+		m := &maker{began: time.Now(), claim: ch}
+		p.mu.Lock()
+		s.making = append(s.making, m)
+		p.mu.Unlock()
+		return p, s, m, &claim{m: m, ch: ch}
+	}
+	cancelled, cancel := context.WithCancel(t.Context())
+	cancel()
+
+	t.Run("before its container is made", func(t *testing.T) {
+		t.Parallel()
+		p, _, m, c := newPoolOf(t)
+		w, err := p.await(cancelled, c)
+		if w != nil || !errors.Is(err, context.Canceled) {
+			t.Fatalf("await = %v, %v; want nil and the context's error", w, err)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if m.claim != nil {
+			t.Error("the maker still holds the claim: its container would go to a run that left")
+		}
+	})
+	t.Run("as its container arrives", func(t *testing.T) {
+		t.Parallel()
+		for i := range 20 { // await's select goes either way
+			p, s, m, c := newPoolOf(t)
+			conn, peer := net.Pipe()
+			defer peer.Close()
+			w := &warm{key: s.key, id: fmt.Sprintf("made-%d", i), sess: &session{attach: types.HijackedResponse{Conn: conn}, cancel: func() {}}}
+			p.mu.Lock()
+			p.taken[w.id] = true // as makeOne hands it over
+			m.claim <- w
+			p.mu.Unlock()
+			got, err := p.await(cancelled, c)
+			p.mu.Lock()
+			ready := slices.Contains(s.ready, w)
+			taken := p.taken[w.id]
+			p.mu.Unlock()
+			switch {
+			case got == w && err == nil && !ready && taken:
+			case got == nil && errors.Is(err, context.Canceled) && ready && !taken:
+			default:
+				t.Fatalf("await = %v, %v; ready %v, taken %v: the container is lost or twice handed out", got, err, ready, taken)
+			}
+		}
+	})
+}
