@@ -1,6 +1,6 @@
 # gatekeeper: make targets are the interface.
 #   make demo          set everything up and show gatekeeper deciding and sandboxing
-#   make test          set everything up and run every test (CI runs this)
+#   make test          set everything up and run every test (CI runs this), the Kubernetes cluster's last
 #   make walkthroughs  run the seven end-to-end walkthroughs
 #   make workloads     run the ten seed workloads (walkthroughs/workloads) and print their table
 #   make test-console  the live console in headless Chromium (walkthroughs/console)
@@ -47,7 +47,8 @@ kube: build engine image
 kube-down:
 	scripts/ensure-kube down
 
-test: build engine image test-go test-fuzz test-ts test-cli walkthroughs workloads test-console test-soak
+test: build engine image test-go test-fuzz test-ts test-cli walkthroughs workloads test-console test-soak test-kube
+	scripts/ensure-kube down
 	@echo "make test: all suites passed"
 
 test-go:
