@@ -253,3 +253,16 @@ type Result struct {
 	Workspace     WorkspaceState
 	WorkspaceNote string
 }
+
+// Labels every backend puts on what it makes for a run (a container or a
+// Pod, and a network or NetworkPolicy): the sidecar instance that made it
+// (Cleanup finds a crashed instance's leftovers by it), the run and the
+// query. LabelPool marks a warm sandbox of the pool, with the key of the
+// sandbox it was made for; such a sandbox has no run or query label. The
+// keys are valid Docker labels and Kubernetes label keys alike.
+const (
+	LabelInstance = "gatekeeper.instance"
+	LabelRunID    = "gatekeeper.run_id"
+	LabelQueryID  = "gatekeeper.query_id"
+	LabelPool     = "gatekeeper.pool"
+)

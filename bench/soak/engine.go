@@ -22,7 +22,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/gatekeeper-ai/gatekeeper/bench"
-	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Engine is a Docker engine the soak starts for itself, so that it can
@@ -228,14 +228,14 @@ func (l Leftovers) Total() int { return len(l.Containers) + len(l.Networks) + l.
 // Leftovers lists what instance has in the engine now.
 func (e *Engine) Leftovers(ctx context.Context, instance string) (Leftovers, error) {
 	var l Leftovers
-	label := filters.NewArgs(filters.Arg("label", docker.LabelInstance+"="+instance))
+	label := filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+instance))
 	cs, err := e.cli.ContainerList(ctx, container.ListOptions{All: true, Filters: label})
 	if err != nil {
 		return l, fmt.Errorf("list containers: %w", err)
 	}
 	for _, c := range cs {
 		l.Containers = append(l.Containers, c.ID)
-		if c.Labels[docker.LabelPool] != "" {
+		if c.Labels[runner.LabelPool] != "" {
 			l.Warm++
 		}
 	}

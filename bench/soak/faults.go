@@ -14,7 +14,7 @@ import (
 	"github.com/docker/docker/api/types/network"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/tmpfs"
-	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // slowCode runs for about secs seconds: a run that is surely in flight
@@ -101,7 +101,7 @@ func (s *soak) runsWorkAgain(ctx context.Context, bound time.Duration) (time.Dur
 // within 60 s: nothing a fault interrupted is left behind.
 func (s *soak) checkGone(ctx context.Context, fault string, t time.Time, keepWarm bool) {
 	cli := s.engine.Client()
-	label := filters.NewArgs(filters.Arg("label", docker.LabelInstance+"="+instance))
+	label := filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+instance))
 	deadline := time.Now().Add(60 * time.Second)
 	var left []string
 	for {
@@ -112,9 +112,9 @@ func (s *soak) checkGone(ctx context.Context, fault string, t time.Time, keepWar
 			return
 		}
 		for _, c := range cs {
-			if time.Unix(c.Created, 0).Before(t.Truncate(time.Second)) && !(keepWarm && c.Labels[docker.LabelPool] != "") {
+			if time.Unix(c.Created, 0).Before(t.Truncate(time.Second)) && !(keepWarm && c.Labels[runner.LabelPool] != "") {
 				left = append(left, fmt.Sprintf("container %s (%s, %s, run %s, created %s)", c.ID[:12], c.State, c.Status,
-					c.Labels[docker.LabelRunID], time.Unix(c.Created, 0).Sub(s.begin).Round(time.Second)))
+					c.Labels[runner.LabelRunID], time.Unix(c.Created, 0).Sub(s.begin).Round(time.Second)))
 			}
 		}
 		ns, err := cli.NetworkList(ctx, network.ListOptions{Filters: label})

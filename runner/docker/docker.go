@@ -87,13 +87,9 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
-// Container labels. Every container a Runner creates carries all three, plus
-// the Spec's own labels (which cannot override these) and LabelCreate.
-const (
-	LabelInstance = "gatekeeper.instance"
-	LabelRunID    = "gatekeeper.run_id"
-	LabelQueryID  = "gatekeeper.query_id"
-)
+// Every container a Runner creates carries runner.LabelInstance,
+// runner.LabelRunID and runner.LabelQueryID, plus the Spec's own labels
+// (which cannot override these) and LabelCreate.
 
 // Defaults for the zero fields of Config.
 const (
@@ -383,7 +379,7 @@ func (r *Runner) Leftovers(ctx context.Context) (int, error) {
 func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
 	list, err := r.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+r.cfg.Instance)),
+		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+r.cfg.Instance)),
 	})
 	if err != nil {
 		return nil, engineErr("list containers", err)

@@ -206,7 +206,7 @@ func TestContainerSettings(t *testing.T) {
 			spec.Sandbox.PIDs = 50
 			spec.Sandbox.DepsDir = deps
 			spec.Timeout = 5 * time.Second
-			spec.Labels = map[string]string{"team": "a", LabelInstance: "spoofed"}
+			spec.Labels = map[string]string{"team": "a", runner.LabelInstance: "spoofed"}
 			p, err := r.plan(spec)
 			if err != nil {
 				t.Fatal(err)
@@ -236,7 +236,7 @@ func TestContainerSettings(t *testing.T) {
 			check("user", cfg.User == "1000:1001")
 			check("environment", slices.Equal(cfg.Env, sandboxEnv))
 			check("workdir", cfg.WorkingDir == "/workspace")
-			check("labels", cfg.Labels[LabelInstance] == "unit" && cfg.Labels[LabelRunID] == spec.RunID && cfg.Labels[LabelQueryID] == "conformance" && cfg.Labels["team"] == "a")
+			check("labels", cfg.Labels[runner.LabelInstance] == "unit" && cfg.Labels[runner.LabelRunID] == spec.RunID && cfg.Labels[runner.LabelQueryID] == "conformance" && cfg.Labels["team"] == "a")
 			check("stdin for the workspace", cfg.OpenStdin && cfg.StdinOnce && !cfg.Tty)
 			check("workspace tmpfs owned by the uid", host.Tmpfs["/workspace"] == "rw,noexec,nosuid,nodev,size=16777216,mode=0700,uid=1000,gid=1001")
 			check("tmp tmpfs", host.Tmpfs["/tmp"] == "rw,noexec,nosuid,nodev,size=8388608,mode=1777")

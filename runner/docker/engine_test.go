@@ -63,7 +63,7 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 	if len(insp.Mounts) != 1 || insp.Mounts[0].Destination != "/deps" || insp.Mounts[0].RW {
 		t.Errorf("mounts %+v, want /deps read-only only", insp.Mounts)
 	}
-	if insp.Config.Labels[LabelInstance] != r.Instance() {
+	if insp.Config.Labels[runner.LabelInstance] != r.Instance() {
 		t.Errorf("labels %v lack the instance", insp.Config.Labels)
 	}
 }

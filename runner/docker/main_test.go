@@ -57,14 +57,14 @@ func leftoverNetworks() []string {
 		return []string{err.Error()}
 	}
 	defer cli.Close()
-	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", LabelInstance))})
+	list, err := cli.NetworkList(ctx, network.ListOptions{Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance))})
 	if err != nil {
 		return []string{err.Error()}
 	}
 	prefix := fmt.Sprintf("test-%d-", os.Getpid())
 	var out []string
 	for _, n := range list {
-		if strings.HasPrefix(n.Labels[LabelInstance], prefix) {
+		if strings.HasPrefix(n.Labels[runner.LabelInstance], prefix) {
 			out = append(out, n.Name)
 		}
 	}

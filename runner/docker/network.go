@@ -98,10 +98,10 @@ func (r *Runner) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandboxN
 			optICC:        "false",
 		},
 		Labels: map[string]string{
-			LabelInstance:  r.cfg.Instance,
-			LabelRunID:     spec.RunID,
-			LabelQueryID:   spec.QueryID,
-			LabelNetworkID: id,
+			runner.LabelInstance: r.cfg.Instance,
+			runner.LabelRunID:    spec.RunID,
+			runner.LabelQueryID:  spec.QueryID,
+			LabelNetworkID:       id,
 		},
 	})
 	if err != nil {
@@ -210,7 +210,7 @@ func (sn *sandboxNet) close() {
 // networks lists the sandbox networks labelled with this runner's instance.
 func (r *Runner) networks(ctx context.Context) ([]network.Summary, error) {
 	list, err := r.cli.NetworkList(ctx, network.ListOptions{
-		Filters: filters.NewArgs(filters.Arg("label", LabelInstance+"="+r.cfg.Instance)),
+		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+r.cfg.Instance)),
 	})
 	if err != nil {
 		return nil, engineErr("list networks", err)

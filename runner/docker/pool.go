@@ -25,10 +25,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 )
 
-// LabelPool is on every warm container of the pool, with the key of the
-// sandbox it was made for; such a container has no run or query label.
-const LabelPool = "gatekeeper.pool"
-
 // Defaults for the zero fields of PoolConfig.
 const (
 	DefaultPoolIdle         = 5 * time.Minute
@@ -76,7 +72,7 @@ const PoolMaxTimeout = 10 * time.Minute
 // likely serve. A run of another language takes it all the same; its
 // launcher then drops the interpreter and starts the run's own.
 //
-// A warm container carries the instance label and LabelPool, but not the
+// A warm container carries the instance label and runner.LabelPool, but not the
 // run and query ids (labels cannot be added to a container that exists),
 // nor the Spec's labels: the Runner logs them, with the container's id,
 // when a run takes it. The zero PoolConfig (Size 0) disables the pool.
@@ -883,7 +879,7 @@ func (p *pool) counts() (ready, making, targets int) {
 // owns reports whether the container with labels and id is the pool's:
 // warm, being made, or being removed after its run; not running one.
 func (p *pool) owns(id string, labels map[string]string) bool {
-	if labels[LabelPool] == "" {
+	if labels[runner.LabelPool] == "" {
 		return false
 	}
 	p.mu.Lock()
@@ -913,8 +909,8 @@ func (p *pool) close() error {
 	list, err := p.r.cli.ContainerList(ctx, container.ListOptions{
 		All: true,
 		Filters: filters.NewArgs(
-			filters.Arg("label", LabelInstance+"="+p.r.cfg.Instance),
-			filters.Arg("label", LabelPool),
+			filters.Arg("label", runner.LabelInstance+"="+p.r.cfg.Instance),
+			filters.Arg("label", runner.LabelPool),
 		),
 	})
 	if err != nil {

@@ -161,15 +161,15 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 	if p.poolKey != "" {
 		// A warm container serves a run not known yet; the run's ids and
 		// labels go to the runner's log instead (see PoolConfig).
-		labels[LabelInstance] = r.cfg.Instance
-		labels[LabelPool] = p.poolKey
+		labels[runner.LabelInstance] = r.cfg.Instance
+		labels[runner.LabelPool] = p.poolKey
 	} else {
 		for k, v := range spec.Labels {
 			labels[k] = v
 		}
-		labels[LabelInstance] = r.cfg.Instance
-		labels[LabelRunID] = spec.RunID
-		labels[LabelQueryID] = spec.QueryID
+		labels[runner.LabelInstance] = r.cfg.Instance
+		labels[runner.LabelRunID] = spec.RunID
+		labels[runner.LabelQueryID] = spec.QueryID
 	}
 
 	argv := p.command()

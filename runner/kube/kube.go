@@ -66,14 +66,9 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 )
 
-// Labels on every Pod and NetworkPolicy a Runner creates. They are the
-// Docker backend's label keys, valid Kubernetes label keys too.
+// Labels on Pods and NetworkPolicies beside runner.LabelInstance,
+// runner.LabelRunID, runner.LabelQueryID and runner.LabelPool.
 const (
-	LabelInstance = "gatekeeper.instance"
-	LabelRunID    = "gatekeeper.run_id"
-	LabelQueryID  = "gatekeeper.query_id"
-	// LabelPool marks a warm Pod of the pool, with its sandbox's key.
-	LabelPool = "gatekeeper.pool"
 	// LabelPod carries the Pod's own name: its NetworkPolicy selects it.
 	LabelPod = "gatekeeper.pod"
 	// LabelNetwork is "none" or "egress".
@@ -371,7 +366,7 @@ func (r *Runner) classNames() []string {
 // runner has runs in progress.
 func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 	r.removals.Wait()
-	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + r.cfg.Instance}
+	sel := metav1.ListOptions{LabelSelector: runner.LabelInstance + "=" + r.cfg.Instance}
 	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
 	if err != nil {
 		return 0, apiErr("list pods", err)
@@ -413,7 +408,7 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 // it (see runnertest.Leftovers).
 func (r *Runner) Leftovers(ctx context.Context) (int, error) {
 	r.removals.Wait()
-	sel := metav1.ListOptions{LabelSelector: LabelInstance + "=" + r.cfg.Instance}
+	sel := metav1.ListOptions{LabelSelector: runner.LabelInstance + "=" + r.cfg.Instance}
 	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
 	if err != nil {
 		return 0, apiErr("list pods", err)
@@ -463,7 +458,7 @@ func apiErr(op string, err error) error {
 // podLabels are the labels every Pod and NetworkPolicy of the runner
 // carries, plus extra.
 func (r *Runner) labels(extra map[string]string) map[string]string {
-	l := map[string]string{LabelInstance: r.cfg.Instance}
+	l := map[string]string{runner.LabelInstance: r.cfg.Instance}
 	for k, v := range extra {
 		l[k] = v
 	}

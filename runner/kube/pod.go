@@ -139,7 +139,7 @@ func labelValue(v string) string {
 
 // runLabels are the labels of a Pod that serves spec's run.
 func runLabels(spec runner.Spec) map[string]string {
-	return map[string]string{LabelRunID: labelValue(spec.RunID), LabelQueryID: labelValue(spec.QueryID)}
+	return map[string]string{runner.LabelRunID: labelValue(spec.RunID), runner.LabelQueryID: labelValue(spec.QueryID)}
 }
 
 // runAnnotations are the run's exact ids and the Spec's own labels, as
@@ -175,7 +175,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 	if p.poolKey != "" {
 		// A warm Pod serves a run not known yet; the run labels it when
 		// it takes it (see pool.take).
-		labels[LabelPool] = p.poolKey
+		labels[runner.LabelPool] = p.poolKey
 	} else {
 		for k, v := range runLabels(spec) {
 			labels[k] = v
@@ -284,14 +284,14 @@ func (r *Runner) networkPolicy(name string, p *plan, proxy netip.AddrPort) *netw
 			Labels: r.labels(map[string]string{LabelPod: name, LabelNetwork: networkLabel(p.network)}),
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{LabelInstance: r.cfg.Instance, LabelPod: name}},
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{runner.LabelInstance: r.cfg.Instance, LabelPod: name}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress},
 			Ingress:     []networkingv1.NetworkPolicyIngressRule{},
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},
 	}
 	if p.poolKey != "" {
-		np.Labels[LabelPool] = p.poolKey
+		np.Labels[runner.LabelPool] = p.poolKey
 	}
 	if p.network && proxy.IsValid() {
 		tcp := corev1.ProtocolTCP

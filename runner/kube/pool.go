@@ -45,7 +45,7 @@ const PoolMaxTimeout = 10 * time.Minute
 // limit applies as in a cold run. Sandboxes with a network are never
 // pooled, nor runs with a timeout over PoolMaxTimeout.
 //
-// A warm Pod carries the instance label and LabelPool; the run that takes
+// A warm Pod carries the instance label and runner.LabelPool; the run that takes
 // it adds its run and query labels and annotations (a patch, in the
 // background) and the Runner logs them with the Pod's name.
 type PoolConfig struct {
@@ -484,7 +484,7 @@ func (p *pool) readyCount() float64 {
 // after the Pod) with labels is the pool's: warm, being made, or being
 // deleted after its run; not running one.
 func (p *pool) owns(name string, labels map[string]string) bool {
-	if labels[LabelPool] == "" {
+	if labels[runner.LabelPool] == "" {
 		return false
 	}
 	p.mu.Lock()
@@ -512,7 +512,7 @@ func (p *pool) close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	list, err := p.r.cs.CoreV1().Pods(p.r.cfg.Namespace).List(ctx, metav1.ListOptions{
-		LabelSelector: LabelInstance + "=" + p.r.cfg.Instance + "," + LabelPool,
+		LabelSelector: runner.LabelInstance + "=" + p.r.cfg.Instance + "," + runner.LabelPool,
 	})
 	if err != nil {
 		return apiErr("list warm pods", err)

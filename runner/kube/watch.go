@@ -48,7 +48,7 @@ func (w *podWatch) start(ctx context.Context) error {
 	w.startOnce.Do(func() {
 		factory := informers.NewSharedInformerFactoryWithOptions(w.cs, 0,
 			informers.WithNamespace(w.namespace),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = LabelInstance + "=" + w.instance }))
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = runner.LabelInstance + "=" + w.instance }))
 		inf := factory.Core().V1().Pods()
 		_, _ = inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.changed(obj) },
