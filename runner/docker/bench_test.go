@@ -56,7 +56,7 @@ func benchmarkRun(b *testing.B, warm bool) {
 			}
 			b.StopTimer()
 			if warm {
-				if misses := counterValue(b, r.metrics.misses); misses != 0 {
+				if misses := counterValue(b, r.metrics.Misses); misses != 0 {
 					b.Errorf("%v runs missed the pool", misses)
 				}
 			}
@@ -195,7 +195,7 @@ func BenchmarkRunWarmSnapshot(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if misses := counterValue(b, r.metrics.misses); misses != 0 {
+			if misses := counterValue(b, r.metrics.Misses); misses != 0 {
 				b.Errorf("%v runs missed the pool", misses)
 			}
 			slices.Sort(with)

@@ -84,6 +84,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -178,7 +179,7 @@ type Runner struct {
 	fw        firewall
 	log       *slog.Logger
 	pool      *pool // nil: no pool
-	metrics   *poolMetrics
+	metrics   poolmetrics.Metrics
 	closeCli  func() error
 	mu        sync.Mutex
 	runtimes  map[string]bool          // nil until the engine was asked
@@ -230,7 +231,7 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg, cli: cli, fw: iptables{}, log: log, metrics: newPoolMetrics(), closeCli: closeCli, languages: map[langKey]languageInfo{}}
+	r := &Runner{cfg: cfg, cli: cli, fw: iptables{}, log: log, metrics: poolmetrics.New(), closeCli: closeCli, languages: map[langKey]languageInfo{}}
 	r.retry = newRetrier(r)
 	if cfg.Pool.Size > 0 {
 		p, err := newPool(r, cfg.Pool)
@@ -282,7 +283,7 @@ func (r *Runner) Warm(ctx context.Context) error {
 // gatekeeper_pool_target_containers (at zero without a pool), and
 // gatekeeper_sandbox_removals_pending.
 func (r *Runner) Collectors() []prometheus.Collector {
-	return append(r.metrics.collectors(r.poolCounts), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+	return append(r.metrics.Collectors(r.poolCounts), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gatekeeper_sandbox_removals_pending", Help: "Containers and sandbox networks whose removal failed and is being retried.",
 	}, r.retry.count))
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/pkg/stdcopy"
-	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
@@ -132,7 +132,7 @@ type pool struct {
 	interpreters bool
 	maxMaking    int
 	now          func() time.Time
-	m            *poolMetrics
+	m            poolmetrics.Metrics
 
 	ctx     context.Context // ends in close
 	cancel  context.CancelFunc
@@ -419,7 +419,7 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 		p.fill(s) // the claimed container no longer counts
 		return nil, &claim{m: m, ch: ch}
 	}
-	p.m.misses.Inc()
+	p.m.Misses.Inc()
 	p.fill(s)
 	return nil, nil
 }
@@ -489,9 +489,9 @@ func (s *warmSet) stock() int {
 // served counts a run served by warm container w: a hit, and an
 // interpreter hit when w started lang's interpreter ahead.
 func (p *pool) served(w *warm, lang runner.Language) {
-	p.m.hits.Inc()
+	p.m.Hits.Inc()
 	if w.lang != "" && w.lang == lang {
-		p.m.interpreterHits.Inc()
+		p.m.InterpreterHits.Inc()
 	}
 }
 
@@ -502,11 +502,11 @@ func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	began := p.now()
 	select {
 	case w := <-c.ch:
-		p.m.wait.Observe(p.now().Sub(began).Seconds())
+		p.m.Wait.Observe(p.now().Sub(began).Seconds())
 		if w == nil {
-			p.m.misses.Inc()
+			p.m.Misses.Inc()
 		} else {
-			p.m.waits.Inc()
+			p.m.Waits.Inc()
 		}
 		return w, nil
 	case <-ctx.Done():
@@ -624,14 +624,14 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 		s.failures++
 		s.lastErr = err
 		s.retryAt = p.now().Add(min(time.Duration(1<<min(s.failures, 6))*time.Second, p.idle))
-		p.m.refillErrors.Inc()
+		p.m.RefillErrors.Inc()
 		p.r.log.Warn("make a warm sandbox container", "pool", s.key, "language", m.lang, "failures", s.failures, "err", err)
 		p.fillAll()
 		return
 	}
 	s.start.add(started.Sub(m.began))
 	s.made.add(w.born.Sub(m.began))
-	p.m.refill.Observe(w.born.Sub(m.began).Seconds())
+	p.m.Refill.Observe(w.born.Sub(m.began).Seconds())
 	if p.closed || p.sets[s.key] != s {
 		if m.claim != nil {
 			m.claim <- nil
@@ -930,51 +930,4 @@ func (p *pool) close() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// poolMetrics are the pool's Prometheus collectors.
-type poolMetrics struct {
-	hits, interpreterHits, waits, misses, refillErrors prometheus.Counter
-	refill, wait                                       prometheus.Histogram
-}
-
-func newPoolMetrics() *poolMetrics {
-	return &poolMetrics{
-		hits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_hits_total", Help: "Sandboxed runs served by a warm container (at once, or after waiting for one being made).",
-		}),
-		interpreterHits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_interpreter_hits_total", Help: "Warm runs whose container had started the run's interpreter ahead.",
-		}),
-		waits: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_waits_total", Help: "Warm runs that found no warm container ready and waited for one being made (also counted in hits).",
-		}),
-		misses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_misses_total", Help: "Runs of a pooled sandbox that found no warm container and started a cold one.",
-		}),
-		refillErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "gatekeeper_pool_refill_errors_total", Help: "Failures to make a warm container.",
-		}),
-		refill: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gatekeeper_pool_refill_seconds", Help: "Time to create and start one warm container, until it said it was ready.",
-			Buckets: []float64{0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4},
-		}),
-		wait: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "gatekeeper_pool_wait_seconds", Help: "Time a run waited for a warm container being made.",
-			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2},
-		}),
-	}
-}
-
-func (m *poolMetrics) collectors(counts func() (int, int, int)) []prometheus.Collector {
-	gauge := func(name, help string, pick func(ready, making, targets int) int) prometheus.Collector {
-		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
-			return float64(pick(counts()))
-		})
-	}
-	return []prometheus.Collector{m.hits, m.interpreterHits, m.waits, m.misses, m.refillErrors, m.refill, m.wait,
-		gauge("gatekeeper_pool_warm_containers", "Warm containers waiting for a run.", func(r, _, _ int) int { return r }),
-		gauge("gatekeeper_pool_making_containers", "Warm containers being made.", func(_, m, _ int) int { return m }),
-		gauge("gatekeeper_pool_target_containers", "Warm containers the pool aims to hold, from demand, all sandboxes together.", func(_, _, t int) int { return t }),
-	}
 }

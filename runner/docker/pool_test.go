@@ -129,8 +129,8 @@ func conformancePooled(t *testing.T, rt runner.Runtime) {
 	t.Cleanup(func() {
 		var hits, misses float64
 		for _, r := range runners {
-			hits += counterValue(t, r.metrics.hits)
-			misses += counterValue(t, r.metrics.misses)
+			hits += counterValue(t, r.metrics.Hits)
+			misses += counterValue(t, r.metrics.Misses)
 		}
 		t.Logf("pool: %v hits, %v misses", hits, misses)
 		if hits < 10 {
@@ -176,7 +176,7 @@ func TestPoolWarmRunTimeoutCountsFromTheCode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if hits := counterValue(t, r.metrics.hits); hits != 1 {
+			if hits := counterValue(t, r.metrics.Hits); hits != 1 {
 				t.Fatalf("%v pool hits, want the run to be warm", hits)
 			}
 			if res.Reason != runner.TimedOut || res.ExitCode != 137 || res.Stdout != "started\n" {
@@ -241,7 +241,7 @@ open("/tmp/marker", "w").write("x")`
 			t.Fatal(err)
 		}
 	}
-	if hits := counterValue(t, r.metrics.hits); hits != 4 {
+	if hits := counterValue(t, r.metrics.Hits); hits != 4 {
 		t.Errorf("%v hits, want 4", hits)
 	}
 }

@@ -150,7 +150,7 @@ func TestWarmInterpreterStartsTheRunAsAColdStart(t *testing.T) {
 						}
 					}
 				}
-				if got := counterValue(t, r.metrics.interpreterHits); got != 2 {
+				if got := counterValue(t, r.metrics.InterpreterHits); got != 2 {
 					t.Errorf("%v runs found their interpreter started ahead, want 2: the probe compared nothing", got)
 				}
 			})
@@ -180,7 +180,7 @@ print(pd.DataFrame({"a": [1]}))`
 	if want := "['matplotlib', 'matplotlib.pyplot', 'numpy', 'pandas']\n" + frame; warm.Stdout != want || warm.ExitCode != 0 {
 		t.Errorf("warm: stdout %q stderr %q, want %q", warm.Stdout, warm.Stderr, want)
 	}
-	if got := counterValue(t, r.metrics.interpreterHits); got != 1 {
+	if got := counterValue(t, r.metrics.InterpreterHits); got != 1 {
 		t.Errorf("%v interpreter hits, want 1", got)
 	}
 }
@@ -232,7 +232,7 @@ print(hasattr(pandas, "gatekeeper_taint"), hasattr(builtins, "gatekeeper_taint")
 	if ids[0] == ids[1] || len(ids[1]) != 64 {
 		t.Errorf("the runs ran in containers %q and %q, want two", ids[0], ids[1])
 	}
-	if got := counterValue(t, r.metrics.interpreterHits); got != 2 {
+	if got := counterValue(t, r.metrics.InterpreterHits); got != 2 {
 		t.Errorf("%v interpreter hits, want 2", got)
 	}
 }
@@ -256,7 +256,7 @@ func TestConformanceRuncWarmInterpreters(t *testing.T) {
 	t.Cleanup(func() {
 		var hits float64
 		for _, r := range runners {
-			hits += counterValue(t, r.metrics.interpreterHits)
+			hits += counterValue(t, r.metrics.InterpreterHits)
 		}
 		t.Logf("pool: %v runs found their interpreter started", hits)
 		if hits < 10 {
@@ -299,7 +299,7 @@ func TestWarmInterpreterSeesTheRunsWorkspaceAsAColdStart(t *testing.T) {
 			t.Errorf("%s: stdout %q stderr %q exit %d, want %q", tc.name, res.Stdout, res.Stderr, res.ExitCode, tc.want)
 		}
 	}
-	if got := counterValue(t, r.metrics.interpreterHits); got != float64(len(cases)) {
+	if got := counterValue(t, r.metrics.InterpreterHits); got != float64(len(cases)) {
 		t.Errorf("%v interpreter hits, want %d: some runs did not take the preloaded container", got, len(cases))
 	}
 }

@@ -311,11 +311,11 @@ func (r *Runner) Warm(ctx context.Context) error {
 // Docker backend's (gatekeeper_pool_*); they exist, at zero, without a
 // pool.
 func (r *Runner) Collectors() []prometheus.Collector {
-	return r.metrics.Collectors(func() float64 {
+	return r.metrics.Collectors(func() (ready, making, target int) {
 		if r.pool == nil {
-			return 0
+			return 0, 0, 0
 		}
-		return r.pool.readyCount()
+		return r.pool.counts()
 	})
 }
 

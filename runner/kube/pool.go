@@ -469,15 +469,18 @@ func (p *pool) warm(ctx context.Context) error {
 	}
 }
 
-// readyCount is the number of warm Pods waiting for a run.
-func (p *pool) readyCount() float64 {
+// counts returns the warm Pods waiting for a run, those being made and
+// those the pool aims to hold (its size per sandbox), all sandboxes
+// together.
+func (p *pool) counts() (ready, making, target int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
 	for _, s := range p.sets {
-		n += len(s.ready)
+		ready += len(s.ready)
+		making += s.making
+		target += p.size
 	}
-	return float64(n)
+	return ready, making, target
 }
 
 // owns reports whether the object (a Pod or its NetworkPolicy, both named
