@@ -586,7 +586,9 @@ func TestAFloodOfFramesIsAnsweredInFull(t *testing.T) {
 	q := c.open("")
 	const n = 10000
 	frame := fmt.Sprintf(`{"type":"decide","id":"f","query_id":%q,"event":"PreToolUse","tool_name":"Bash","tool_input":{},"tool_use_id":"t"}`, q)
+	wrote := make(chan struct{})
 	go func() {
+		defer close(wrote)
 		for range n {
 			if c.ws.WriteMessage(websocket.TextMessage, []byte(frame)) != nil {
 				return
@@ -608,6 +610,7 @@ func TestAFloodOfFramesIsAnsweredInFull(t *testing.T) {
 	if counts["decision"] == 0 || counts["decision"]+counts["too_many"] != n {
 		t.Errorf("replies %v, want %d in all", counts, n)
 	}
+	<-wrote // one writer at a time: the flood's may still be finishing its last frame
 	if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
 		t.Errorf("after the flood: %v", d)
 	}
