@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // pageSize is the unit tmpfs allocates in.
@@ -43,8 +44,22 @@ func Mount(t testing.TB, size int64) string {
 // existing directory dir; Unmount undoes it. Mounting needs root.
 func MountDir(dir string, size int64) error { return mount(dir, size) }
 
-// Unmount unmounts the tmpfs MountDir mounted on dir.
-func Unmount(dir string) error { return unmount(dir) }
+// Unmount unmounts the tmpfs MountDir mounted on dir. A busy filesystem
+// is tried again for up to 5 s: a child that another goroutine of the
+// process forks holds every open file of the process (close-on-exec ones
+// too) until it execs, and so keeps the mount busy for that moment after
+// its user closed the last file on it (a parallel test's exec.Command made
+// one cleanup fail under load).
+func Unmount(dir string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		err := unmount(dir)
+		if !errors.Is(err, syscall.EBUSY) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
 
 // Filler holds the files that fill a filesystem.
 type Filler struct {
