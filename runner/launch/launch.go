@@ -105,7 +105,13 @@ func ProgramFor(lang runner.Language) (p Program, ok bool) {
 // process of the sandbox (kill -9 -1 reaches all of them but PID 1 and the
 // launcher itself, all running as the sandbox user) and waits, briefly,
 // until none is left but zombies, so that nothing writes to the streams or
-// the workspace after; then it writes the end mark with the program's exit
+// the workspace after: first for its own children (the shell's wait, which
+// returns as soon as the killed ones are gone), then by looking at /proc,
+// with short sleeps only while a killed orphan is still on its way out.
+// (Looking at /proc at once found a process still dying after most kills,
+// so nearly every run slept 10 ms there; waiting for the children first
+// took that off a warm run's end, 31 → 22 ms for a hello world in
+// python-data.) Then it writes the end mark with the program's exit
 // status to both streams (see EndMarks). With a snapshot asked for
 // (<snapshot> 1) it then writes, on standard output, a tar of /workspace
 // and the snapshot mark "\x1egatekeeper-snap <tag> <tar's exit
@@ -169,10 +175,10 @@ case $snap in 0|1) ;; *) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 prog "$lang" || { echo "gatekeeper: bad run header" >&2; exit 125; }
 tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
 if [ -n "$wpid" ] && [ "$lang" = "$wlang" ] && kill -0 "$wpid" 2>/dev/null; then
-  rm -rf "$wdir"
-  (sleep "$secs"; kill -ALRM "$wpid") </dev/null >/dev/null 2>&1 3>&- &
+  [ ! -e "$wdir" ] || rm -rf "$wdir"
   printf 'go\n' >&3
   exec 3>&-
+  (sleep "$secs"; kill -ALRM "$wpid") </dev/null >/dev/null 2>&1 &
   wait "$wpid"
   c=$?
 else
@@ -185,6 +191,7 @@ else
   c=$?
 fi
 kill -9 -1 2>/dev/null
+wait
 n=0
 while [ "$n" -lt 200 ]; do
   left=
