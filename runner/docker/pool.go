@@ -554,7 +554,7 @@ func (p *pool) target(s *warmSet) int {
 	if p.min >= p.size {
 		return p.size
 	}
-	refill := s.made.get(time.Second) + s.run.get(0)
+	refill := s.made.high(time.Second) + s.run.get(0)
 	return target(s.demand.rate(p.now()), refill, p.min, p.size)
 }
 

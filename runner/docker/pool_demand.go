@@ -17,9 +17,14 @@ import (
 // burst also queue behind MaxMaking). The target is that, rounded up, at least 1,
 // then bounded by PoolConfig.Min and Size. λ is the larger of the rates
 // over the last 10 s (to follow a burst at once) and the last 60 s (to not
-// shrink between the calls of a steady load); R is a moving average of
-// what the set's refills took. The pool never holds more than Size per
-// sandbox, nor more than the memory budget across sandboxes.
+// shrink between the calls of a steady load). R is what the set's refills
+// take, from a moving average and a moving mean deviation: the average
+// plus four deviations, as TCP's retransmission timer covers the tail of
+// its round trips (RFC 6298). With the average alone, the one refill in a
+// few that ran slow (made while other runs and refills held the CPU) left a
+// run of 8 sessions waiting for its container in make bench. The pool
+// never holds more than Size per sandbox, nor more than the memory budget
+// across sandboxes.
 
 // Rate windows.
 const (
@@ -74,17 +79,21 @@ func target(rate float64, refill time.Duration, lo, hi int) int {
 	return min(max(n, lo), hi)
 }
 
-// ewma is a moving average of durations; the zero value has no samples.
+// ewma is a moving average of durations and of their deviation from it;
+// the zero value has no samples.
 type ewma struct {
-	v time.Duration
-	n int
+	v, dev time.Duration
+	n      int
 }
 
-// add folds d in: the first sample is taken as is, later ones weigh 1/4.
+// add folds d in: the first sample is taken as is (with a deviation of
+// half of it, as RFC 6298 starts), later ones weigh 1/4 in the average and
+// in the deviation.
 func (e *ewma) add(d time.Duration) {
 	if e.n == 0 {
-		e.v = d
+		e.v, e.dev = d, d/2
 	} else {
+		e.dev += ((d - e.v).Abs() - e.dev) / 4
 		e.v += (d - e.v) / 4
 	}
 	e.n++
@@ -96,4 +105,13 @@ func (e *ewma) get(def time.Duration) time.Duration {
 		return def
 	}
 	return e.v
+}
+
+// high returns the average plus four deviations, or def before the first
+// sample: a duration that few samples exceed.
+func (e *ewma) high(def time.Duration) time.Duration {
+	if e.n == 0 {
+		return def
+	}
+	return e.v + 4*e.dev
 }

@@ -86,6 +86,35 @@ func TestEWMAStartsAtItsFirstSample(t *testing.T) {
 	}
 }
 
+// TestEWMAHighCoversTheTail checks the refill time the pool plans with:
+// the average plus four mean deviations, so one slow refill in a steady
+// stream raises it at once and the steady stream brings it back down.
+func TestEWMAHighCoversTheTail(t *testing.T) {
+	t.Parallel()
+	var e ewma
+	if got := e.high(time.Second); got != time.Second {
+		t.Errorf("no samples: %v, want the default 1s", got)
+	}
+	e.add(400 * time.Millisecond) // average 400ms, deviation 200ms (half the first)
+	if got := e.high(0); got != 1200*time.Millisecond {
+		t.Errorf("one sample: %v, want 1.2s", got)
+	}
+	for range 40 {
+		e.add(400 * time.Millisecond)
+	}
+	steady := e.high(0)
+	if steady < 400*time.Millisecond || steady > 401*time.Millisecond {
+		t.Errorf("a steady 400ms: %v, want about 400ms (the deviation gone)", steady)
+	}
+	e.add(1200 * time.Millisecond) // average 600ms, deviation 200ms
+	if got := e.high(0); got < 1400*time.Millisecond || got > 1401*time.Millisecond {
+		t.Errorf("after one slow refill: %v, want about 1.4s", got)
+	}
+	if got := e.get(0); got != 600*time.Millisecond {
+		t.Errorf("the average after it: %v, want 600ms", got)
+	}
+}
+
 // TestPoolFillStopsAtEveryBound starts the makers of a pool whose engine
 // is a fake (each maker then fails): how many start at once is the
 // smallest of the demand's target within Min and Size, MaxMaking and the
