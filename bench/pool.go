@@ -177,12 +177,19 @@ type PoolResult struct {
 	Flags   string     `json:"flags"`
 }
 
-// poolWindow and poolWarmup are each level's measured window and the
-// untimed load before it.
-const (
-	poolWindow = 30 * time.Second
-	poolWarmup = 10 * time.Second
-)
+// poolWarmup is the untimed load before each level's measured window.
+const poolWarmup = 10 * time.Second
+
+// poolRuns is how many runs each level's window is sized to hold, so that
+// its p99 rests on 100 samples rather than being the one slowest run of a
+// few dozen; the window is that many runs at the level's expected rate (n
+// sessions, one run per think time), within 30 and 90 seconds.
+const poolRuns = 100
+
+// poolWindow is the measured window of n sessions thinking about think.
+func poolWindow(n int, think time.Duration) time.Duration {
+	return min(max(time.Duration(poolRuns)*think/time.Duration(n), 30*time.Second), 90*time.Second)
+}
 
 // pool measures row 7 for each think time of the config, each level on
 // a fresh sidecar with the default pool flags.
@@ -193,7 +200,7 @@ func (e *env) pool(ctx context.Context) error {
 		levels := e.cfg.PoolSessions
 		if k == 0 {
 			// The reference, once: a session thinking a second between
-			// runs, longer than a refill, gives 30 samples in the window.
+			// runs, longer than a refill, gives about 85 samples in its window.
 			levels = append([]int{1}, levels...)
 		}
 		for _, n := range levels {
@@ -228,7 +235,8 @@ func (e *env) pool(ctx context.Context) error {
 // runs: poolWarmup, then poolWindow measured (runs that began in it), with
 // the pool's counters read at both ends.
 func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.Duration) (PoolLoad, error) {
-	l := PoolLoad{Sessions: n, ThinkMS: float64(poolThink.Milliseconds()), Seconds: poolWindow.Seconds()}
+	window := poolWindow(n, poolThink)
+	l := PoolLoad{Sessions: n, ThinkMS: float64(poolThink.Milliseconds()), Seconds: window.Seconds()}
 	if err := waitPoolFull(ctx, sc, 2); err != nil {
 		return l, err
 	}
@@ -246,7 +254,7 @@ func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.D
 		clients[i] = c
 	}
 	begin := time.Now()
-	from, until := begin.Add(poolWarmup), begin.Add(poolWarmup+poolWindow)
+	from, until := begin.Add(poolWarmup), begin.Add(poolWarmup+window)
 	var before map[string]float64
 	snap := make(chan struct{})
 	go func() { // the counters at the window's start
@@ -313,7 +321,7 @@ func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.D
 	l.Refills = int(delta("gatekeeper_pool_refill_seconds_count"))
 	l.Target = int(after["gatekeeper_pool_target_containers"])
 	l.Runs = len(total)
-	l.PerSec = float64(l.Runs) / poolWindow.Seconds()
+	l.PerSec = float64(l.Runs) / window.Seconds()
 	l.FirstOutput, l.Total = Summarize(ttfo), Summarize(total)
 	e.res.samples[fmt.Sprintf("pool/%d/first_output", n)] = ttfo
 	return l, nil
