@@ -53,8 +53,11 @@ const DefaultMaxFrameBytes = 1 << 20
 // Decisions allocate short-lived garbage, almost all of it in OPA's
 // evaluator; at Go's default of 100 the collector took a fifth of the
 // sidecar's CPU per decision, at 200 about half of that (BENCHMARKS.md),
-// for a few MiB more of heap. Output floods switch to FloodGCPercent.
-const DefaultGCPercent = 200
+// for a few MiB more of heap; 300 took another 5% off the CPU per
+// decision at 64 connections (93 → 89 µs, 4% more decisions/s) for 6 MiB
+// more peak RSS (scripts/bench-compare, interleaved rounds), and 400 no
+// more CPU for 7 MiB more again. Output floods switch to FloodGCPercent.
+const DefaultGCPercent = 300
 
 // RunObserver is told about each run the runner finished, after its audit
 // line is written and before its result is sent (the live console keeps
