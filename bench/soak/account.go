@@ -164,16 +164,19 @@ func (s *soak) verifyAudit(ctx context.Context) (string, error) {
 
 // Accounting is every request counted on both sides.
 type Accounting struct {
-	Requests    int            `json:"requests"`    // sent by the load sessions and probes
-	Answered    int            `json:"answered"`    // got exactly one terminal reply
-	CutByKill   int            `json:"cut_by_kill"` // in flight when the sidecar was killed
-	Stopped     int            `json:"stopped"`     // in flight when the load stopped
-	Lost        int            `json:"lost"`        // neither: must be 0
-	Hangs       int            `json:"hangs"`       // no reply within the bound: must be 0
-	Unsolicited int64          `json:"unsolicited"` // replies nobody asked for: must be 0
-	Wrong       int            `json:"wrong"`       // answered otherwise than the policy and the faults allow: must be 0
-	FailClosed  map[string]int `json:"fail_closed"` // answers a fault turned into a refusal, by why
-	DialFails   int64          `json:"dial_failures"`
+	Requests    int   `json:"requests"`    // sent by the load sessions and probes
+	Answered    int   `json:"answered"`    // got exactly one terminal reply
+	CutByKill   int   `json:"cut_by_kill"` // in flight when the sidecar was killed
+	Stopped     int   `json:"stopped"`     // in flight when the load stopped
+	Lost        int   `json:"lost"`        // neither: must be 0
+	Hangs       int   `json:"hangs"`       // no reply within the bound: must be 0
+	Unsolicited int64 `json:"unsolicited"` // replies nobody asked for: must be 0
+	// UnsolicitedSamples are a few of them, to say which.
+	UnsolicitedSamples []string       `json:"unsolicited_samples,omitempty"`
+	Late               int64          `json:"late"`        // replies after the load stopped, to requests abandoned then
+	Wrong              int            `json:"wrong"`       // answered otherwise than the policy and the faults allow: must be 0
+	FailClosed         map[string]int `json:"fail_closed"` // answers a fault turned into a refusal, by why
+	DialFails          int64          `json:"dial_failures"`
 
 	AuditLines     int    `json:"audit_lines"`
 	AuditFiles     int    `json:"audit_files"`

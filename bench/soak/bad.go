@@ -265,7 +265,7 @@ func (s *soak) burst(ctx context.Context, res *BadResult) {
 			}
 		}
 	}
-	unsol, _ := c.Unsolicited()
+	unsol, _, _ := c.Unsolicited()
 	res.Tried = len(ids)
 	res.Outcome = fmt.Sprintf("%d decided, %d too_many_requests, %d lost, %d other", counts["decision"], counts["too_many_requests"], counts["lost"], counts["other"])
 	s.check(f, "every frame of the burst is answered exactly once (a decision or too_many_requests)",

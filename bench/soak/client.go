@@ -67,13 +67,17 @@ type Conn struct {
 	err    error         // why, once done is closed
 	unsol  []string      // unsolicited replies, at most a few kept
 	nUnsol int
+	nLate  int // replies to requests abandoned when the load stopped
 }
 
 type call struct {
-	reply   chan Frame // one terminal reply, buffered
-	done    bool       // the terminal reply came; another is unsolicited
-	outputs int
-	bytes   int
+	reply chan Frame // one terminal reply, buffered
+	done  bool       // the terminal reply came; another is unsolicited
+	// abandoned: its waiter gave up because the load stopped; its reply
+	// may still come, and is then late, not unsolicited.
+	abandoned bool
+	outputs   int
+	bytes     int
 }
 
 // Dialer connects to the sidecar's Unix socket with its token.
@@ -154,6 +158,14 @@ func (c *Conn) read() {
 		}
 		c.mu.Lock()
 		cl := c.calls[f.ID]
+		if cl != nil && cl.abandoned {
+			if terminal(f.Type) {
+				delete(c.calls, f.ID)
+			}
+			c.nLate++
+			c.mu.Unlock()
+			continue
+		}
 		if cl != nil && cl.done {
 			cl = nil
 		}
@@ -183,11 +195,12 @@ func (c *Conn) unsolicited(what string) {
 }
 
 // Unsolicited returns how many replies answered no waiting request, with a
-// few examples.
-func (c *Conn) Unsolicited() (int, []string) {
+// few examples, and how many came late for a request abandoned when the
+// load stopped.
+func (c *Conn) Unsolicited() (n int, samples []string, late int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.nUnsol, append([]string(nil), c.unsol...)
+	return c.nUnsol, append([]string(nil), c.unsol...), c.nLate
 }
 
 // Done is closed when the connection has ended.
@@ -273,8 +286,13 @@ func (c *Conn) Wait(ctx context.Context, id string, bound time.Duration) (f Fram
 		c.Close()
 		err = ErrHang
 	case <-ctx.Done():
-		c.forget(id)
-		err = ctx.Err()
+		// The reply may be on its way: keep the request's slot, so that
+		// the reader knows it for a late reply (the session closes the
+		// connection next).
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cl.abandoned = true
+		return f, cl.outputs, cl.bytes, ctx.Err()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

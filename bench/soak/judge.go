@@ -166,6 +166,8 @@ func runKind(name string) *RunKind {
 func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 	a := Accounting{FailClosed: map[string]int{}}
 	a.Unsolicited = s.rec.unsolicited.Load()
+	a.UnsolicitedSamples = s.rec.unsolicitedSamples()
+	a.Late = s.rec.late.Load()
 	a.DialFails = s.rec.dialFailures.Load()
 	var wrong []string
 	addWrong := func(format string, args ...any) {
@@ -300,7 +302,8 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 	}
 	s.check("accounting", "the log rotated several times (at least 3)", a.Rotations >= 3, "%d rotations, %d files, %d lines", a.Rotations, a.AuditFiles, a.AuditLines)
 	s.check("accounting", "every request answered exactly once, or cut by the sidecar's kill", a.Lost == 0 && a.Hangs == 0 && a.Unsolicited == 0,
-		"%d requests: %d answered, %d cut by the kill, %d lost, %d hangs, %d unsolicited replies", a.Requests, a.Answered, a.CutByKill, a.Lost, a.Hangs, a.Unsolicited)
+		"%d requests: %d answered, %d cut by the kill, %d in flight when the load stopped (%d of their replies came after), %d lost, %d hangs, %d unsolicited replies%s",
+		a.Requests, a.Answered, a.CutByKill, a.Stopped, a.Late, a.Lost, a.Hangs, a.Unsolicited, samples(a.UnsolicitedSamples))
 	s.check("accounting", "every answer is the policy's, or a refusal a fault in force explains", a.Wrong == 0, "%d wrong: %s", a.Wrong, strings.Join(wrong, "; "))
 	s.check("accounting", "every decision answered is in the audit log once, as answered", a.Wrong == 0, "%d matched", a.DecisionsMatch)
 	s.check("accounting", "every run is in the audit log with its outcome (or was cut, or withheld when the log could not be written)", a.Wrong == 0,
@@ -433,4 +436,12 @@ func (s *soak) judgeSDK(res []SDKResult) (calls, ok, failClosed, wrongN int) {
 			"%d refused during those faults; other errors: %v", explained, errs)
 	}
 	return
+}
+
+// samples says which replies were unsolicited, for a check's detail.
+func samples(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(s, "; ")
 }

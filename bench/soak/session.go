@@ -44,6 +44,9 @@ type Recorder struct {
 	dialFailures atomic.Int64
 	unsolicited  atomic.Int64
 	unsolSamples []string
+	// late counts replies that came after the load stopped, for requests
+	// abandoned then: expected, and not unsolicited.
+	late atomic.Int64
 }
 
 func (rc *Recorder) add(r Record) {
@@ -59,9 +62,10 @@ func (rc *Recorder) Records() []Record {
 	return append([]Record(nil), rc.records...)
 }
 
-// noteConn adds a closed connection's unsolicited replies.
+// noteConn adds a closed connection's unsolicited and late replies.
 func (rc *Recorder) noteConn(c *Conn) {
-	n, samples := c.Unsolicited()
+	n, samples, late := c.Unsolicited()
+	rc.late.Add(int64(late))
 	if n == 0 {
 		return
 	}
@@ -69,6 +73,13 @@ func (rc *Recorder) noteConn(c *Conn) {
 	rc.mu.Lock()
 	rc.unsolSamples = append(rc.unsolSamples, samples...)
 	rc.mu.Unlock()
+}
+
+// unsolicitedSamples returns a few of the unsolicited replies.
+func (rc *Recorder) unsolicitedSamples() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.unsolSamples[:min(len(rc.unsolSamples), 5)]...)
 }
 
 // Bounds on one request before the soak calls it a hang: far beyond
