@@ -13,8 +13,9 @@ import (
 )
 
 // serveUI runs `gatekeeper serve` in-process with extra args and returns
-// what it printed once it printed GATEKEEPER_URL.
-func serveUI(t *testing.T, listen string, extra ...string) string {
+// what it printed once it printed GATEKEEPER_URL and want, the line the
+// test needs.
+func serveUI(t *testing.T, listen, want string, extra ...string) string {
 	t.Helper()
 	dir, file := writePolicy(t, cliPolicy)
 	if listen == "" {
@@ -35,18 +36,17 @@ func serveUI(t *testing.T, listen string, extra ...string) string {
 		}
 	})
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if strings.Contains(logs.String(), "GATEKEEPER_URL=") {
-			time.Sleep(50 * time.Millisecond) // the lines after it
-			return logs.String()
+		if s := logs.String(); strings.Contains(s, "GATEKEEPER_URL=") && strings.Contains(s, want) {
+			return s
 		}
 	}
-	t.Fatalf("serve printed no GATEKEEPER_URL:\n%s", logs.String())
+	t.Fatalf("serve printed no GATEKEEPER_URL and %q:\n%s", want, logs.String())
 	return ""
 }
 
 func TestServeUIOnTCPPrintsAOneTimeLoginThatWorks(t *testing.T) {
 	t.Parallel()
-	out := serveUI(t, "tcp://127.0.0.1:0", "--ui")
+	out := serveUI(t, "tcp://127.0.0.1:0", "GATEKEEPER_UI=", "--ui")
 	m := regexp.MustCompile(`GATEKEEPER_UI=(http://127\.0\.0\.1:\d+)(/ui/login\?code=[0-9a-f]{64})\n`).FindStringSubmatch(out)
 	if m == nil || strings.Contains(out, "GATEKEEPER_URL=ws://127.0.0.1:0") {
 		t.Fatalf("serve --ui printed no login address with the real port:\n%s", out)
@@ -76,7 +76,7 @@ func TestServeUIOnTCPPrintsAOneTimeLoginThatWorks(t *testing.T) {
 
 func TestServeWithoutUIServesNoConsole(t *testing.T) {
 	t.Parallel()
-	out := serveUI(t, "tcp://127.0.0.1:0")
+	out := serveUI(t, "tcp://127.0.0.1:0", "GATEKEEPER_URL=")
 	addr := regexp.MustCompile(`GATEKEEPER_URL=ws://(\S+)`).FindStringSubmatch(out)
 	if addr == nil || strings.Contains(out, "GATEKEEPER_UI") {
 		t.Fatalf("serve without --ui printed:\n%s", out)
@@ -95,7 +95,7 @@ func TestServeUIOnAUnixSocketSaysABrowserNeedsTCP(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "gk.sock")
-	out := serveUI(t, "unix://"+sock, "--ui")
+	out := serveUI(t, "unix://"+sock, "a browser needs a TCP address", "--ui")
 	if strings.Contains(out, "GATEKEEPER_UI=") || !strings.Contains(out, "a browser needs a TCP address") {
 		t.Fatalf("serve --ui on a socket printed:\n%s", out)
 	}
