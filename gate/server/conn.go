@@ -500,8 +500,10 @@ func (c *conn) releaseQueries() {
 	}
 	clear(c.queries)
 	c.mu.Unlock()
-	c.s.queries.give(len(ids))
+	// The gauge drops before the slots are given back, so that a query
+	// another connection opens with them is never counted twice.
 	c.s.metrics.queries.Sub(float64(len(ids)))
+	c.s.queries.give(len(ids))
 	for _, id := range ids {
 		c.s.removeWorkspace(id)
 	}
