@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -700,17 +701,53 @@ for _ in range(%d):
     sys.stderr.buffer.write(chunk)
 `, flood*3/4>>16, flood/4>>16))
 	capBytes := spec.Sandbox.MaxOutputBytes
-	var streamed atomic.Int64
-	spec.OnOutput = func(_ runner.Stream, b []byte) { streamed.Add(int64(len(b))) }
 
 	// The heap is the whole test process's: other tests running in
 	// parallel allocate too, and their garbage counts until the next GC.
 	// So floods of several suites in one process take turns, and the GC
 	// runs often while one is measured: buffering the flood would still
 	// grow the live heap by tens of MiB, but others' garbage stays small.
+	// What other tests hold live meanwhile (a run's returned files, say)
+	// counts as well, so the growth is the least of up to three floods: a
+	// backend that keeps the flood grows the heap every time, the noise of
+	// other tests does not.
 	floodMu.Lock()
 	defer floodMu.Unlock()
 	defer debug.SetGCPercent(debug.SetGCPercent(10))
+	growth := int64(math.MaxInt64)
+	for try := 0; try < 3 && growth > flood/4; try++ {
+		var streamed atomic.Int64
+		spec.OnOutput = func(_ runner.Stream, b []byte) { streamed.Add(int64(len(b))) }
+		res, g, err := heapGrowth(t, r, spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		growth = min(growth, g)
+		if try > 0 {
+			continue // the outcome was checked on the first flood
+		}
+		wantExit(t, res, runner.Exited, 0)
+		if !res.Truncated {
+			t.Error("Truncated false, want true")
+		}
+		if int64(len(res.Stdout)) != capBytes || int64(len(res.Stderr)) != capBytes {
+			t.Errorf("kept %d stdout and %d stderr bytes, want %d each", len(res.Stdout), len(res.Stderr), capBytes)
+		}
+		if got := streamed.Load(); got != 2*capBytes {
+			t.Errorf("OnOutput got %d bytes, want %d (the cap on each stream)", got, 2*capBytes)
+		}
+	}
+	// A backend that kept the flood would grow the heap by at least the
+	// 36 MiB of stdout.
+	if growth > flood/4 {
+		t.Errorf("heap grew by %d bytes during a %d byte flood (the least of three), want well below (< %d)", growth, flood, flood/4)
+	}
+	t.Logf("heap growth during a %d MiB flood: %d KiB", flood>>20, growth>>10)
+}
+
+// heapGrowth runs spec and returns its result and how far the process's
+// heap grew above what it was before the run, sampled every 10 ms.
+func heapGrowth(t *testing.T, r Runner, spec runner.Spec) (runner.Result, int64, error) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
@@ -738,27 +775,7 @@ for _ in range(%d):
 	res, err := r.Run(t.Context(), spec)
 	close(stop)
 	<-sampled
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantExit(t, res, runner.Exited, 0)
-	if !res.Truncated {
-		t.Error("Truncated false, want true")
-	}
-	if int64(len(res.Stdout)) != capBytes || int64(len(res.Stderr)) != capBytes {
-		t.Errorf("kept %d stdout and %d stderr bytes, want %d each", len(res.Stdout), len(res.Stderr), capBytes)
-	}
-	if got := streamed.Load(); got != 2*capBytes {
-		t.Errorf("OnOutput got %d bytes, want %d (the cap on each stream)", got, 2*capBytes)
-	}
-	// A backend that kept the flood would grow the heap by at least the
-	// 36 MiB of stdout; what other tests of the process allocate meanwhile
-	// stays within a few MiB.
-	growth := int64(peak.Load()) - int64(base)
-	if growth > flood/4 {
-		t.Errorf("heap grew by %d bytes during a %d byte flood, want well below (< %d)", growth, flood, flood/4)
-	}
-	t.Logf("heap growth during a %d MiB flood: %d KiB", flood>>20, growth>>10)
+	return res, int64(peak.Load()) - int64(base), err
 }
 
 func testForkBomb(t *testing.T, r Runner) {
