@@ -23,18 +23,22 @@ const w = await startWorld({
   prepare: (d) => writeFileSync(join(d.ws, 'notes.txt'), 'notes\n'),
 });
 let probe: DecisionProbe | undefined;
+/** How often the second connection asks for a decision, in ms. */
+const PROBE_EVERY = 25;
 
 /**
  * meanwhile reports what the second connection saw while the step's run was
- * running: the decides it sent between the run's start and end, as the
- * sidecar's run record dates them.
+ * running: the decides in flight at some moment between the run's start and
+ * end, as the sidecar's run record dates them, widened by one probe period:
+ * a run shorter than that (a warm /tmp fill takes a few ms on a fast
+ * machine) can fall between two decides.
  */
 const meanwhile = (t: Transcript, o: Outcome, what: string): void => {
   if (probe === undefined) return;
   const { samples, unanswered } = probe.window();
   const end = Date.parse(o.run?.time ?? '');
   const start = end - (o.run?.duration_ms ?? 0);
-  const during = samples.filter((s) => s.sentAt >= start && s.sentAt <= end);
+  const during = samples.filter((s) => s.sentAt <= end + PROBE_EVERY && s.sentAt + s.ms >= start - PROBE_EVERY);
   const worst = Math.max(0, ...samples.map((s) => s.ms));
   const right = samples.filter((s) => s.decision === 'allow' && s.rule === 'host_fs.inside_workspace').length;
   t.line('2nd conn', `${String(during.length)} decisions while the ${what} ran (${String(samples.length)} during the step), all allow host_fs.inside_workspace: ${String(right === samples.length)}, unanswered ${String(unanswered)}, slowest ${String(worst)} ms`);
@@ -53,8 +57,8 @@ const abuse = (say: string, code: string, what: string, check: Step['check'], ex
 
 try {
   t.line('sidecar', `gatekeeper serve (pid ${String(w.pid)}), instance ${w.instance}`);
-  probe = await startDecisionProbe(w.socketPath, w.tokenFile, { tool_name: 'Read', tool_input: { file_path: join(w.dirs.ws, 'notes.txt') } }, 25);
-  t.line('2nd conn', 'connected: hello, open_query, then decide Read notes.txt every 25 ms');
+  probe = await startDecisionProbe(w.socketPath, w.tokenFile, { tool_name: 'Read', tool_input: { file_path: join(w.dirs.ws, 'notes.txt') } }, PROBE_EVERY);
+  t.line('2nd conn', `connected: hello, open_query, then decide Read notes.txt every ${String(PROBE_EVERY)} ms`);
   await runAgent(w, t, [
     abuse('a fork bomb: fork until it fails, then keep forking for 2 s', `import os, time, errno
 n = 0
