@@ -90,6 +90,9 @@ function healthz(socketPath: string): Promise<number> {
 }
 
 /** startSidecar starts the binary, with its Docker runner, and waits for GET /healthz to answer 200. */
+/** How many sidecars this test process started: each gets its own instance. */
+let sidecarsStarted = 0;
+
 export async function startSidecar(o: SidecarOptions): Promise<Sidecar> {
   if (!existsSync(GATEKEEPER_BIN)) {
     throw new Error(`the gatekeeper binary ${GATEKEEPER_BIN} does not exist: build it (make build, or go build -o bin/gatekeeper ./cmd/gatekeeper) or set GATEKEEPER_BIN`);
@@ -100,7 +103,9 @@ export async function startSidecar(o: SidecarOptions): Promise<Sidecar> {
   const auditLog = join(o.dir, 'audit.jsonl');
   const logFile = join(o.dir, 'sidecar.log');
   const stateDir = join(o.dir, 'state');
-  const instance = `ts-${String(process.pid)}`;
+  // One instance label per sidecar (kept across its restarts): another
+  // sidecar's start-up cleanup removes every container of its instance.
+  const instance = `ts-${String(process.pid)}-${String(++sidecarsStarted)}`;
   writeFileSync(policyFile, o.policy);
   let child: ChildProcess | undefined;
 
