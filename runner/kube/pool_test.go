@@ -104,17 +104,18 @@ while True:
 	}
 }
 
-// TestAColdRunTakesTheRoomOfAWarmPod fills the test node's two CPUs with
-// two warm Pods of a whole CPU each, then runs a sandbox the pool does
-// not keep (another memory size): its Pod cannot be scheduled until a
-// warm Pod gives up its place, which the pool must do rather than let the
-// run wait for the warm Pods' idle lifetime (minutes) and fail at its
-// start timeout. It does not run in parallel with the other tests: their
-// Pods would take the room it frees.
+// TestAColdRunTakesTheRoomOfAWarmPod fills the test node's CPUs with two
+// warm Pods of half of them each, then runs a sandbox the pool does not
+// keep (another memory size, the same CPUs): its Pod cannot be scheduled
+// until a warm Pod gives up its place, which the pool must do rather than
+// let the run wait for the warm Pods' idle lifetime (minutes) and fail at
+// its start timeout. The Pods' size comes from the node, so that the node
+// is full on any machine (two CPUs here). It does not run in parallel with
+// the other tests: their Pods would take the room it frees.
 func TestAColdRunTakesTheRoomOfAWarmPod(t *testing.T) {
 	c := requireCluster(t)
 	sb := runnertest.Sandbox()
-	sb.Image, sb.Runtime, sb.CPUs = c.image, runner.Runc, 1
+	sb.Image, sb.Runtime, sb.CPUs = c.image, runner.Runc, c.nodeCPUs(t)/2
 	rc := testConfig(t, nil)
 	rc.Pool = PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
 	rc.StartTimeout = time.Minute

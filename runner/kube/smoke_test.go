@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+
 	"github.com/gatekeeper-ai/gatekeeper/internal/netns"
 )
 
@@ -61,6 +63,29 @@ func requireCluster(t testing.TB) cluster {
 		t.Fatalf("cluster does not answer: %v\n%s", err, out)
 	}
 	return c
+}
+
+// nodeCPUs is the CPUs the test node offers Pods (its allocatable CPU),
+// read with the cluster's admin credentials (KUBECONFIG of ensure-kube env).
+func (c cluster) nodeCPUs(t testing.TB) float64 {
+	t.Helper()
+	admin := os.Getenv("KUBECONFIG")
+	if admin == "" {
+		t.Fatal(`no admin kubeconfig: eval "$(scripts/ensure-kube env)" sets KUBECONFIG`)
+	}
+	out, err := exec.CommandContext(t.Context(), c.kubectl, "--kubeconfig", admin, "get", "nodes", "-o", "jsonpath={.items[*].status.allocatable.cpu}").Output()
+	if err != nil {
+		t.Fatalf("read the node's allocatable CPU: %v", err)
+	}
+	cpus := strings.Fields(string(out))
+	if len(cpus) != 1 {
+		t.Fatalf("the test cluster has %d nodes (%q), want 1", len(cpus), out)
+	}
+	q, err := resource.ParseQuantity(cpus[0])
+	if err != nil {
+		t.Fatalf("the node's allocatable CPU %q: %v", cpus[0], err)
+	}
+	return float64(q.MilliValue()) / 1000
 }
 
 func (c cluster) command(t testing.TB, args ...string) *exec.Cmd {
