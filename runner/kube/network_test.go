@@ -204,7 +204,6 @@ func TestCanaryRefusesClasses(t *testing.T) {
 			t.Parallel()
 			cfg := testConfig(t, nil)
 			cfg.Classes = tc.classes
-			cfg.StartTimeout = 30 * time.Second
 			r := newTestRunner(t, cfg)
 			spec := runnertest.Spec(`print("must not run")`)
 			spec.Sandbox.Image, spec.Sandbox.Runtime = c.image, tc.rt
