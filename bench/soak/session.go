@@ -79,7 +79,7 @@ func (rc *Recorder) noteConn(c *Conn) {
 func (rc *Recorder) unsolicitedSamples() []string {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]string(nil), rc.unsolSamples[:min(len(rc.unsolSamples), 5)]...)
+	return append([]string(nil), first(rc.unsolSamples, 5)...)
 }
 
 // Bounds on one request before the soak calls it a hang: far beyond
