@@ -500,11 +500,16 @@ func (c *conn) releaseQueries() {
 	}
 	clear(c.queries)
 	c.mu.Unlock()
-	// The gauge drops before the slots are given back, so that a query
-	// another connection opens with them is never counted twice.
-	c.s.metrics.queries.Sub(float64(len(ids)))
-	c.s.queries.give(len(ids))
+	c.s.queriesClosed(len(ids))
 	for _, id := range ids {
 		c.s.removeWorkspace(id)
 	}
+}
+
+// queriesClosed takes n closed queries out of the open-query gauge, then
+// gives their slots back under --max-queries: in that order, a query
+// another connection opens with the slots is never counted twice.
+func (s *Server) queriesClosed(n int) {
+	s.metrics.queries.Sub(float64(n))
+	s.queries.give(n)
 }

@@ -114,8 +114,7 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 	}
 	if !session {
 		c.s.removeWorkspace(r.QueryID)
-		c.s.metrics.queries.Dec() // before the slot is given back, as in releaseQueries
-		c.s.queries.give(1)
+		c.s.queriesClosed(1)
 	}
 	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
 }
