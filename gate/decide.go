@@ -433,7 +433,7 @@ var (
 	kField, kRaw, kAbs, kResolved, kCovered              = ast.StringTerm("field"), ast.StringTerm("raw"), ast.StringTerm("abs"), ast.StringTerm("resolved"), ast.StringTerm("covered")
 	kDenyMatches, kWriteProtectMatches, kDenyWithin      = ast.StringTerm("deny_matches"), ast.StringTerm("write_protect_matches"), ast.StringTerm("deny_within")
 	kWithinError, kError, kHost, kPort, kAllowMatches    = ast.StringTerm("within_error"), ast.StringTerm("error"), ast.StringTerm("host"), ast.StringTerm("port"), ast.StringTerm("allow_matches")
-	kBuiltin                                             = ast.StringTerm("builtin")
+	kBuiltin, kGitRepository                             = ast.StringTerm("builtin"), ast.StringTerm("git_repository")
 )
 
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
@@ -469,6 +469,12 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 		for i, f := range facts {
 			covered := f.covered()
 			matches := eff.matches(f, covered)
+			repo := ""
+			if hostFSWriteTools[call.ToolName] && f.Error == "" {
+				if repo = gitRepository(f.Abs); repo == "" && f.Resolved != "" {
+					repo = gitRepository(f.Resolved)
+				}
+			}
 			paths[i] = ast.ObjectTerm(
 				ast.Item(kField, ast.StringTerm(f.Field)),
 				ast.Item(kRaw, ast.StringTerm(f.Raw)),
@@ -480,6 +486,7 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 				ast.Item(kDenyWithin, ast.ArrayTerm(withinTerms(f.Within)...)),
 				ast.Item(kWithinError, ast.StringTerm(f.WithinError)),
 				ast.Item(kError, ast.StringTerm(f.Error)),
+				ast.Item(kGitRepository, ast.StringTerm(repo)),
 			)
 		}
 	}

@@ -89,3 +89,13 @@ func builtinCompiler(t *testing.T) *ast.Compiler {
 	}
 	return c
 }
+
+// TestWriteToolsAgreeWithRego pins hostFSWriteTools, the tools whose paths
+// get the git_repository fact, to Rego's host_fs_write_tools: a write tool
+// missing from the Go set would never be refused a git repository.
+func TestWriteToolsAgreeWithRego(t *testing.T) {
+	t.Parallel()
+	if got, want := slices.Sorted(maps.Keys(hostFSWriteTools)), builtinSet(t, "host_fs_write_tools"); !slices.Equal(got, want) {
+		t.Errorf("hostFSWriteTools is %v; Rego's host_fs_write_tools is %v", got, want)
+	}
+}

@@ -32,13 +32,15 @@
 #   write_protect_globs  the built-in write-protect list (less the groups
 #                  sandbox.fs.write_protect_allow lifts) and sandbox.fs.write_protect, the same way
 #   paths          host paths of file tools: [{"field", "raw", "abs", "resolved", "covered", "deny_matches",
-#                  "write_protect_matches", "deny_within", "within_error", "error"}] where covered lists
+#                  "write_protect_matches", "deny_within", "within_error", "error", "git_repository"}] where covered lists
 #                  abs, resolved and every ancestor of both, deny_matches the deny_globs that match any
 #                  of them (ignoring case: glob.match(lower(g), ["/"], lower(path)) for ASCII),
 #                  write_protect_matches the write-protect globs that do ([{"glob", "entry", "why"}]),
 #                  and, for a directory Grep searches, deny_within the files below it that the search
-#                  would read and a deny glob matches ([{"path", "glob"}], at most 3) and within_error
-#                  why they could not all be checked
+#                  would read and a deny glob matches ([{"path", "glob"}], at most 3), within_error
+#                  why they could not all be checked, and, for a write tool, git_repository the
+#                  directory above the path that would then hold HEAD, objects and refs (a git
+#                  repository, bare or not), or ""
 #   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "builtin", "error"}
 #                  where host is normalized as the egress proxy does, port is the port fetched (an
 #                  http URL is fetched over https), allow_matches / deny_matches are the
@@ -200,6 +202,27 @@ deny contains {
 	p.error == ""
 	m := p.write_protect_matches[0]
 }
+
+# A write tool may not complete or change a git repository the .git globs
+# do not name: a directory anywhere that holds, once the path is written,
+# a HEAD, objects and refs (p.git_repository, found by the sidecar as git's
+# is_git_directory does). Git takes such a directory for a bare repository
+# when a person or a tool runs git inside it, reads its config and runs the
+# commands it names (core.fsmonitor and others). Lifted with the git_dir
+# group, as writes into .git are.
+deny contains {
+	"rule": "host_fs.write_protected_git_repository",
+	"reason": sprintf("%s of %s is refused: %s would be a git repository (it would hold HEAD, objects and refs), and git runs the commands a repository's config names (core.fsmonitor, hooks, aliases) when anyone runs git inside it. Host file tools may read it but never create or change a repository's files; put what you write elsewhere", [input.tool_name, core.shown(p), p.git_repository]),
+} if {
+	input.tool_kind == "host_fs"
+	input.tool_name in host_fs_write_tools
+	some p in input.paths
+	p.error == ""
+	p.git_repository != ""
+	not _git_dir_lifted
+}
+
+_git_dir_lifted if "git_dir" in input.policy.sandbox.fs.write_protect_allow
 
 allow contains {
 	"rule": "host_fs.inside_workspace",

@@ -106,3 +106,46 @@ test_a_long_unreadable_finding_is_cut_in_the_reason if {
 	d.rule == "gatekeeper.unreadable_finding"
 	count(d.reason) < 400
 }
+
+# Issue 20, section 6: a bare repository built anywhere in the workspace.
+
+_repo_path(path, repo) := object.union(_path(path, path), {"write_protect_matches": [], "deny_within": [], "within_error": "", "git_repository": repo})
+
+test_every_write_tool_is_refused_a_path_that_makes_a_git_repository if {
+	every tool in gatekeeper.host_fs_write_tools {
+		d := gatekeeper.decision with input as _in(tool, {"policy": _write_policy, "paths": [_repo_path("/srv/app/evil/config", "/srv/app/evil")]})
+		d.decision == "deny"
+		d.rule == "host_fs.write_protected_git_repository"
+		contains(d.reason, " of /srv/app/evil/config is refused: /srv/app/evil would be a git repository")
+	}
+}
+
+test_reads_in_a_git_repository_stay_allowed if {
+	every tool in {"Read", "Glob", "Grep", "LS"} {
+		d := gatekeeper.decision with input as _in(tool, {"policy": _write_policy, "paths": [_repo_path("/srv/app/evil/config", "/srv/app/evil")]})
+		d.decision == "allow"
+	}
+}
+
+test_a_write_that_makes_no_git_repository_is_allowed if {
+	d := gatekeeper.decision with input as _in("Write", {"policy": _write_policy, "paths": [_repo_path("/srv/app/evil/config", "")]})
+	d.decision == "allow"
+}
+
+test_the_git_repository_rule_holds_for_an_operator_allow if {
+	d := gatekeeper.decision with input as _in("Write", {"policy": _write_policy, "paths": [_repo_path("/srv/app/evil/HEAD", "/srv/app/evil")]})
+		with gatekeeper.allow as {{"rule": "team.edit_anything", "reason": "yes"}}
+	d.rule == "host_fs.write_protected_git_repository"
+}
+
+test_lifting_git_dir_lifts_the_git_repository_rule if {
+	sb := object.union(_write_policy.sandbox, {"fs": {"write_protect_allow": ["git_dir"]}})
+	d := gatekeeper.decision with input as _in("Write", {"policy": object.union(_write_policy, {"sandbox": sb}), "paths": [_repo_path("/srv/app/evil/HEAD", "/srv/app/evil")]})
+	d.decision == "allow"
+}
+
+test_write_protected_wins_over_the_git_repository_rule_inside_dot_git if {
+	p := object.union(_protected("/srv/app/.git/config", {"glob": "**/.git", "entry": "git_dir", "why": "git"}), {"git_repository": "/srv/app/.git"})
+	d := gatekeeper.decision with input as _in("Edit", {"policy": _write_policy, "paths": [p]})
+	d.rule == "host_fs.write_protected"
+}

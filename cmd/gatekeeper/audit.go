@@ -14,6 +14,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 // auditOptions are serve's audit log flags.
@@ -271,7 +272,7 @@ func printVerifyReport(w io.Writer, rep audit.SetReport) bool {
 			if be.Seq > 0 {
 				at += fmt.Sprintf(" (seq %d)", be.Seq)
 			}
-			fmt.Fprintf(w, "  %s: %s\n", at, be.Reason)
+			fmt.Fprintf(w, "  %s: %s\n", at, untrusted.Terminal(be.Reason))
 		}
 		byFile[f.File.Path] = byFile[f.File.Path][n:]
 	}

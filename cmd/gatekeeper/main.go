@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -35,7 +37,8 @@ func main() {
 	case errors.Is(err, flag.ErrHelp):
 		os.Exit(0)
 	default:
-		fmt.Fprintln(os.Stderr, "gatekeeper:", err)
+		// An error can carry the model's text (a path, a reason).
+		fmt.Fprintln(os.Stderr, "gatekeeper:", untrusted.TerminalText(err.Error()))
 		os.Exit(1)
 	}
 }

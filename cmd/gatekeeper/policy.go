@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +10,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
@@ -71,20 +71,18 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	}
 	req, werr := wire.DecodeDryRun(data, wire.EventPreToolUse, wire.EventCanUseTool, gate.EventRun)
 	if werr != nil {
-		fmt.Fprintf(stderr, "gatekeeper decide: %s: %s\n", werr.Code, werr.Message)
+		fmt.Fprintf(stderr, "gatekeeper decide: %s: %s\n", werr.Code, untrusted.Terminal(werr.Message))
 		return exitError(2)
 	}
 	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, Logger: quietLogger()})
 	if err != nil {
 		return err
 	}
-	out := json.NewEncoder(stdout)
-	out.SetIndent("", "  ")
 	q, err := eng.OpenQuery(ctx, "cli", req.SandboxPolicy)
 	if err != nil {
 		var oe *gate.OverrideError
 		if errors.As(err, &oe) {
-			_ = out.Encode(decideResult{Decision: gate.Deny, Rule: "override.rejected", Reason: oe.Error(), PolicyRevision: eng.Revision(), Violations: oe.Violations})
+			_ = writeJSON(stdout, decideResult{Decision: gate.Deny, Rule: "override.rejected", Reason: oe.Error(), PolicyRevision: eng.Revision(), Violations: oe.Violations})
 			return exitError(1)
 		}
 		return err
@@ -94,7 +92,7 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	if err != nil {
 		res.Error = err.Error()
 	}
-	if err := out.Encode(res); err != nil {
+	if err := writeJSON(stdout, res); err != nil {
 		return err
 	}
 	switch d.Decision {

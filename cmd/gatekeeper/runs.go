@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 // artifactsDirFlag is the --artifacts-dir flag of serve and runs.
@@ -46,7 +46,7 @@ func cmdRunsList(args []string, env envLookup, stdout, stderr io.Writer) error {
 		if ws == "" {
 			ws = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", e.Time.Format(time.RFC3339Nano), e.RunID, e.QueryID, e.Language,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", e.Time.Format(time.RFC3339Nano), untrusted.Terminal(e.RunID), untrusted.Terminal(e.QueryID), untrusted.Terminal(e.Language),
 			e.Result.Reason, e.Result.ExitCode, e.Result.DurationMS, len(e.Files), len(e.Result.Files), code, ws)
 	}
 	return tw.Flush()
@@ -74,15 +74,13 @@ func cmdRunsShow(args []string, env envLookup, stdout, stderr io.Writer) error {
 	if !e.Intact {
 		state = "ALTERED: its content does not match the hash in its name"
 	}
-	fmt.Fprintf(stdout, "artifact %s: %s\n", e.Name, state)
-	out := json.NewEncoder(stdout)
-	out.SetIndent("", "  ")
-	out.SetEscapeHTML(false)
-	if err := out.Encode(e.Artifact); err != nil {
+	fmt.Fprintf(stdout, "artifact %s: %s\n", untrusted.Terminal(e.Name), state)
+	if err := writeJSON(stdout, e.Artifact); err != nil {
 		return err
 	}
 	if e.Code != "" {
-		fmt.Fprintf(stdout, "--- code (%s)\n%s", e.Language, e.Code)
+		// The code is the model's: escape sequences in it are shown as escapes.
+		fmt.Fprintf(stdout, "--- code (%s)\n%s", untrusted.Terminal(e.Language), untrusted.TerminalText(e.Code))
 		if !strings.HasSuffix(e.Code, "\n") {
 			fmt.Fprintln(stdout)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,14 +14,12 @@ import (
 	"time"
 
 	"github.com/docker/docker/client"
-	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
@@ -30,6 +27,8 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/kube"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 type runnerOptions struct {
@@ -359,34 +358,29 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		RunID: "r_" + uuid.NewString(), QueryID: "cli", Language: runner.Language(*lang), Code: src,
 		Timeout: eff.Policy.Sandbox.Proc.Timeout.Std(), Sandbox: sb,
 	}
+	// The program's output and the names of its files are the model's text:
+	// on a terminal, escape sequences in them are written as escapes.
+	outW, errW := untrusted.NewTerminalWriter(stdout), untrusted.NewTerminalWriter(stderr)
 	if *human {
 		spec.OnOutput = func(s runner.Stream, b []byte) {
 			if s == runner.Stdout {
-				stdout.Write(b)
+				outW.Write(b)
 			} else {
-				stderr.Write(b)
+				errW.Write(b)
 			}
 		}
 	}
 	res, err := d.Run(ctx, spec)
+	outW.Flush()
+	errW.Flush()
 	if err != nil {
 		return fmt.Errorf("run: %w", err)
 	}
 	if *human {
-		note := ""
-		if res.Truncated {
-			note = " output truncated"
-		}
-		fmt.Fprintf(stderr, "-- exit %d (%s) in %s on %s/%s%s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, note)
-		for _, f := range res.Files {
-			fmt.Fprintf(stderr, "-- file %s (%s, %d bytes, %s)\n", f.Path, f.Change, f.Size, f.MediaType)
-		}
+		writeRunSummary(stderr, res)
 	} else {
 		// The same report a run_result frame carries, from the same mapping.
-		out := json.NewEncoder(stdout)
-		out.SetIndent("", "  ")
-		out.SetEscapeHTML(false)
-		if err := out.Encode(wire.NewRunReport(res)); err != nil {
+		if err := writeJSON(stdout, wire.NewRunReport(res)); err != nil {
 			return err
 		}
 	}
@@ -394,6 +388,21 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		return exitError(res.ExitCode)
 	}
 	return nil
+}
+
+// writeRunSummary writes what run --human prints after the output: how
+// the run ended and each file it returned, the names quoted
+// (untrusted.Quote), so that no name can retitle or clear the terminal or
+// write a line of its own.
+func writeRunSummary(w io.Writer, res runner.Result) {
+	note := ""
+	if res.Truncated {
+		note = " output truncated"
+	}
+	fmt.Fprintf(w, "-- exit %d (%s) in %s on %s/%s%s\n", res.ExitCode, res.Reason, res.Duration.Round(time.Millisecond), res.Image, res.Runtime, note)
+	for _, f := range res.Files {
+		fmt.Fprintf(w, "-- file %s (%s, %d bytes, %s)\n", untrusted.Quote(f.Path), f.Change, f.Size, untrusted.Terminal(f.MediaType))
+	}
 }
 
 func cmdImageBuild(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {

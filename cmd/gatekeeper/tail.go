@@ -10,6 +10,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 func cmdTail(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
@@ -49,7 +50,7 @@ terminal; --json prints each audit line as written.`, stderr)
 	return console.Follow(ctx, console.FollowConfig{URL: *url, Token: token, Filter: f, Backfill: *backfill, Follow: !*noFollow},
 		func(raw []byte, rec *audit.Record) error {
 			if *asJSON {
-				_, err := stdout.Write(append(raw, '\n'))
+				_, err := stdout.Write(append(untrusted.JSON(raw), '\n'))
 				return err
 			}
 			return console.Format(stdout, rec, st)

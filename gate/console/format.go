@@ -6,9 +6,9 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 // Style says how Format writes a record.
@@ -150,30 +150,10 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 	return err
 }
 
-// safe makes s harmless on a terminal: control characters, which could
-// move the cursor or rewrite the screen, become \x.. or \u.... escapes.
-func safe(s string) string {
-	if !strings.ContainsFunc(s, unsafeRune) {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		if unsafeRune(r) {
-			if r < 0x100 {
-				fmt.Fprintf(&b, `\x%02x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
-			continue
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
-
-func unsafeRune(r rune) bool {
-	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r)
-}
+// safe makes s harmless on a terminal (untrusted.Terminal): control
+// characters, which could move the cursor or rewrite the screen, become
+// \x.. or \u.... escapes.
+func safe(s string) string { return untrusted.Terminal(s) }
 
 // shortID shortens q_3fa8c1d2-… to its first 10 characters.
 func shortID(id string) string {

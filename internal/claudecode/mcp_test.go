@@ -247,3 +247,36 @@ func TestFormatRunResultMatchesTheSDKClient(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestFileNamesAddNoLines replays names that try to write lines of their
+// own (LF, CR, NEL, U+2028/U+2029, escape sequences, a quote that would
+// end the quoted name), an image's among them: each stays in its file's
+// line, quoted.
+func TestFileNamesAddNoLines(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("testdata", "run-results", "hostile-names.json"))
+	must(t, err)
+	var c struct {
+		RunResult wire.RunResult `json:"run_result"`
+	}
+	must(t, json.Unmarshal(data, &c))
+	text := FormatRunResult(&c.RunResult)
+	lines := strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == '\u0085' || r == '\u2028' || r == '\u2029' })
+	var files int
+	for _, l := range lines {
+		switch {
+		case strings.HasPrefix(l, `file "`):
+			files++
+		case strings.HasPrefix(l, "workspace"), strings.HasPrefix(l, "FORGED"), strings.HasPrefix(l, "(created"), strings.HasPrefix(l, "file ok"):
+			t.Errorf("a name wrote the line %q", l)
+		case strings.HasPrefix(l, "stdout") && l != "stdout: (empty)":
+			t.Errorf("a name wrote the line %q", l)
+		}
+	}
+	if files != len(c.RunResult.Files) {
+		t.Errorf("%d file lines for %d files:\n%s", files, len(c.RunResult.Files), text)
+	}
+	if strings.ContainsAny(text, "\x1b\x07\x7f\u009b\u202e") {
+		t.Errorf("an escape sequence or a bidi control reaches the model:\n%q", text)
+	}
+}

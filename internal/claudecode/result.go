@@ -6,11 +6,13 @@ import (
 	"unicode/utf16"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 )
 
 // FormatRunResult is the text the model reads for a finished run, exactly
 // as @gatekeeper/client's formatRunResult writes it (a test pins the two
-// with the files in testdata/run-results).
+// with the files in testdata/run-results). A file's name is quoted
+// (untrusted.Quote), so that no name can add a line of its own.
 func FormatRunResult(r *wire.RunResult) string {
 	lines := []string{"exit code " + strconv.Itoa(r.ExitCode) + " (" + r.Reason + ") after " + strconv.FormatInt(r.DurationMS, 10) + " ms"}
 	var flags []string
@@ -30,7 +32,7 @@ func FormatRunResult(r *wire.RunResult) string {
 	lines = append(lines, stream("stdout", r.Stdout), stream("stderr", r.Stderr))
 	rep := structured(r)
 	for _, f := range rep.Files {
-		line := "file " + f.Path + " (" + f.Change + ", " + strconv.FormatInt(f.Size, 10) + " bytes, " + f.MediaType + ")"
+		line := "file " + untrusted.Quote(f.Path) + " (" + f.Change + ", " + strconv.FormatInt(f.Size, 10) + " bytes, " + f.MediaType + ")"
 		if f.Note != "" {
 			line += ": " + f.Note
 		}

@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { GatekeeperLogger } from './config.js';
 import type { RunResultReply } from './protocol.js';
 import { GatekeeperError, type RunArgs, type SidecarQuery } from './session.js';
+import { quote } from './untrusted.js';
 
 /** The name of gatekeeper's MCP server. */
 export const SANDBOX_SERVER = 'sandboxed_code';
@@ -209,7 +210,12 @@ export function runReport(r: RunResultReply): SandboxRunReport {
   return report;
 }
 
-/** formatRunResult is the text the model reads for a finished run (hosts that do not read structuredContent). */
+/**
+ * formatRunResult is the text the model reads for a finished run (hosts that
+ * do not read structuredContent), exactly as `gatekeeper mcp` writes it
+ * (internal/claudecode/testdata/run-results pins the two). A file's name is
+ * quoted, so that no name can add a line of its own.
+ */
 export function formatRunResult(r: RunResultReply): string {
   const lines = [`exit code ${String(r.exit_code)} (${r.reason})${r.duration_ms !== undefined ? ` after ${String(r.duration_ms)} ms` : ''}`];
   const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
@@ -219,7 +225,7 @@ export function formatRunResult(r: RunResultReply): string {
   lines.push(r.stderr === '' ? 'stderr: (empty)' : `stderr:\n${r.stderr}`);
   const report = runReport(r);
   for (const f of report.files ?? []) {
-    lines.push(`file ${f.path} (${f.change}, ${String(f.size)} bytes, ${f.media_type})${f.note !== undefined ? `: ${f.note}` : ''}${f.text !== undefined ? `:\n${f.text}` : ''}`);
+    lines.push(`file ${quote(f.path)} (${f.change}, ${String(f.size)} bytes, ${f.media_type})${f.note !== undefined ? `: ${f.note}` : ''}${f.text !== undefined ? `:\n${f.text}` : ''}`);
   }
   if (report.files_omitted) lines.push(`${String(report.files_omitted)} more files not returned (the policy's sandbox.output.max_files)`);
   if (report.workspace_note) lines.push(`workspace: ${report.workspace_note}`);

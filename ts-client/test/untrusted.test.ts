@@ -1,0 +1,66 @@
+// Pins this client's quoting of model-controlled names to gatekeeper's Go
+// package internal/untrusted, and its formatRunResult and runReport to
+// `gatekeeper mcp`'s, with the files both languages' tests read:
+// internal/untrusted/testdata (quote.json: cases; unsafe.json: every unsafe
+// code point, written by `go test ./internal/untrusted -update`) and
+// internal/claudecode/testdata/run-results (a run_result, the text and the
+// structuredContent the model reads).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { formatRunResult, runReport } from '../src/sandboxed-code.js';
+import type { RunResultReply } from '../src/protocol.js';
+import { isUnsafe, quote } from '../src/untrusted.js';
+
+/** The repository, from build/test/ up. */
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+test('quote writes every shared case as the Go side does', () => {
+  const cases = JSON.parse(readFileSync(join(REPO, 'internal/untrusted/testdata/quote.json'), 'utf8')) as { name: string; in: string; quoted: string }[];
+  assert.ok(cases.length >= 10, `only ${String(cases.length)} cases`);
+  for (const c of cases) {
+    assert.equal(quote(c.in), c.quoted, c.name);
+    assert.equal(JSON.parse(quote(c.in)), c.in, `${c.name}: the quoted name reads back as JSON`);
+  }
+});
+
+test('the unsafe characters are the Go side’s, over every code point', () => {
+  const want = JSON.parse(readFileSync(join(REPO, 'internal/untrusted/testdata/unsafe.json'), 'utf8')) as [number, number][];
+  const got: [number, number][] = [];
+  for (let cp = 0; cp <= 0x10ffff; cp++) {
+    // A Go string cannot hold a lone surrogate (it decodes as U+FFFD); this side escapes one as well.
+    if (cp >= 0xd800 && cp <= 0xdfff) {
+      assert.ok(isUnsafe(cp), `lone surrogate U+${cp.toString(16)}`);
+      continue;
+    }
+    if (!isUnsafe(cp)) continue;
+    const last = got.at(-1);
+    if (last !== undefined && last[1] === cp - 1) last[1] = cp;
+    else got.push([cp, cp]);
+  }
+  assert.deepEqual(got, want);
+  assert.equal(quote('a\ud800b'), '"a\\ud800b"', 'a lone surrogate is escaped');
+});
+
+test('formatRunResult and runReport match gatekeeper mcp on every shared run result', () => {
+  const dir = join(REPO, 'internal/claudecode/testdata/run-results');
+  const names = readdirSync(dir).filter((n) => n.endsWith('.json'));
+  assert.ok(names.includes('hostile-names.json') && names.length >= 6, `run results: ${names.join(', ')}`);
+  for (const n of names) {
+    const c = JSON.parse(readFileSync(join(dir, n), 'utf8')) as { run_result: RunResultReply; text: string; structured: unknown };
+    assert.equal(formatRunResult(c.run_result), c.text, `${n}: text`);
+    assert.deepEqual(JSON.parse(JSON.stringify(runReport(c.run_result))), c.structured, `${n}: structuredContent`);
+  }
+});
+
+test('no file name adds a line to the text the model reads', () => {
+  const c = JSON.parse(readFileSync(join(REPO, 'internal/claudecode/testdata/run-results/hostile-names.json'), 'utf8')) as { run_result: RunResultReply };
+  const lines = formatRunResult(c.run_result).split(/\r\n|[\n\r\u0085\u2028\u2029]/u);
+  assert.deepEqual(lines.filter((l) => l.startsWith('stdout')), ['stdout: (empty)']);
+  assert.deepEqual(lines.filter((l) => /^(workspace|FORGED|file ok|\(created)/u.test(l)), []);
+  assert.equal(lines.filter((l) => l.startsWith('file "')).length, c.run_result.files?.length);
+  assert.ok(!/[\u001b\u0007\u009b\u007f\u202e]/u.test(formatRunResult(c.run_result)), 'no escape sequence or bidi control reaches the model');
+});
