@@ -172,20 +172,27 @@ type Accounting struct {
 	Hangs       int   `json:"hangs"`       // no reply within the bound: must be 0
 	Unsolicited int64 `json:"unsolicited"` // replies nobody asked for: must be 0
 	// UnsolicitedSamples are a few of them, to say which.
-	UnsolicitedSamples []string       `json:"unsolicited_samples,omitempty"`
-	Late               int64          `json:"late"`        // replies after the load stopped, to requests abandoned then
-	Wrong              int            `json:"wrong"`       // answered otherwise than the policy and the faults allow: must be 0
-	FailClosed         map[string]int `json:"fail_closed"` // answers a fault turned into a refusal, by why
+	UnsolicitedSamples []string `json:"unsolicited_samples,omitempty"`
+	Late               int64    `json:"late"` // replies after the load stopped, to requests abandoned then
+	// Wrong is the sum of the four below: each must be 0.
+	Wrong              int            `json:"wrong"`
+	WrongAnswers       int            `json:"wrong_answers"`       // answered otherwise than the policy and the faults allow
+	DecisionMismatches int            `json:"decision_mismatches"` // decisions not in the audit log once, as answered
+	RunMismatches      int            `json:"run_mismatches"`      // runs not in the audit log once, with their outcome
+	FailClosed         map[string]int `json:"fail_closed"`         // answers a fault turned into a refusal, by why
 	DialFails          int64          `json:"dial_failures"`
 
-	AuditLines     int    `json:"audit_lines"`
-	AuditFiles     int    `json:"audit_files"`
-	Rotations      int    `json:"rotations"`
-	DecisionsMatch int    `json:"decisions_matched"` // replies found once, equal, in the audit log
-	RunsAudited    int    `json:"runs_audited"`      // runs found once, with their outcome
-	RunsUnaudited  int    `json:"runs_unaudited"`    // runs whose record could not be written (disk full, kill): each answered with an error or cut
-	AuditOrphans   int    `json:"audit_orphans"`     // audit lines of the load no request explains: must be 0
-	Verify         string `json:"verify"`
+	AuditLines     int `json:"audit_lines"`
+	AuditFiles     int `json:"audit_files"`
+	Rotations      int `json:"rotations"`
+	DecisionsMatch int `json:"decisions_matched"` // replies found once, equal, in the audit log
+	// DecisionsUnaudited are denied with gatekeeper.error naming the
+	// audit log while its disk was full, and not in it.
+	DecisionsUnaudited int    `json:"decisions_unaudited"`
+	RunsAudited        int    `json:"runs_audited"`   // runs found once, with their outcome
+	RunsUnaudited      int    `json:"runs_unaudited"` // runs whose record could not be written (disk full, kill): each answered with an error or cut
+	AuditOrphans       int    `json:"audit_orphans"`  // audit lines of the load no request explains: must be 0
+	Verify             string `json:"verify"`
 
 	SDKCalls, SDKOK, SDKFailClosed, SDKWrong int
 }
