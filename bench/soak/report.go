@@ -71,7 +71,7 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 	if after, err := s.idle(ctx, "end"); err != nil {
 		s.check("end", "the sidecar answers at the end", false, "%v", err)
 	} else {
-		s.leaks = append(s.leaks, s.compare(ctx, "end (the restarted sidecar, after the load)", after))
+		s.leaks = append(s.leaks, s.compare(ctx, fEndLeak, after))
 	}
 	err := s.sidecar.Stop()
 	s.check("end", "the sidecar stops cleanly on SIGTERM", err == nil, "%v", err)
@@ -103,6 +103,7 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 		}
 	}
 	res.Phases, res.byPhase = s.phases(recs, end)
+	s.checkCount()
 	res.Checks, res.Notes = s.checks, s.notes
 	return res, nil
 }
@@ -279,7 +280,7 @@ func (r *Results) Markdown() string {
 			l.Name, l.GoroutinesBefore, l.GoroutinesAfter, l.FDsBefore, l.FDsAfter, l.HeapBefore/(1<<20), l.HeapAfter/(1<<20), l.RSSBefore>>20, l.RSSAfter>>20,
 			l.Containers, l.Warm, l.Networks, l.Rules)
 	}
-	fmt.Fprintf(&b, "| checks | %d of %d passed |\n\n", passed, len(r.Checks))
+	fmt.Fprintf(&b, "| checks | %d of %d passed (%s) |\n\n", passed, len(r.Checks), r.countDetail())
 
 	b.WriteString("Decision latency of the load sessions, by phase (a decision belongs to every fault window its round trip overlaps, each window stretched 2 s past its end):\n\n")
 	b.WriteString("| phase | s | decisions | /s | p50 ms | p99 ms | max ms | p99 ÷ quiet p99 | bound |\n|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
@@ -346,6 +347,17 @@ func (r *Results) faults() (n, ok int) {
 		}
 	}
 	return n, ok
+}
+
+// countDetail is what the count check found: the checks made against
+// those expected, and which fault differs.
+func (r *Results) countDetail() string {
+	for _, c := range r.Checks {
+		if c.Fault == fChecks {
+			return oneLine(c.Detail)
+		}
+	}
+	return "the count of checks was not compared"
 }
 
 func (r *Results) badInputs() string {
