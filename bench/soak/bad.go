@@ -35,17 +35,7 @@ type BadResult struct {
 // goes on; each gets a window of its own, so that the other sessions'
 // latency is reported for each.
 func (s *soak) misbehave(ctx context.Context) {
-	for _, b := range []struct {
-		name string
-		run  func(context.Context, *BadResult)
-	}{
-		{fmt.Sprintf("%d idle connections", s.cfg.IdleConns), s.idleConns},
-		{"slow-loris upgrades", s.slowLoris},
-		{"a client that never reads", s.neverReads},
-		{fmt.Sprintf("a burst of %d frames", s.cfg.Burst), s.burst},
-		{"oversized and malformed frames", s.badFrames},
-		{fmt.Sprintf("%d open_query frames, never closed", s.cfg.OpenQueryFlood), s.openQueryFlood},
-	} {
+	for _, b := range s.badClients() {
 		start := time.Now()
 		res := &BadResult{Name: b.name}
 		if m, err := bench.ReadMemory(s.sidecar.PID()); err == nil {
@@ -63,6 +53,27 @@ func (s *soak) misbehave(ctx context.Context) {
 		s.log.Info("soak: misbehaving client done", "name", b.name, "outcome", res.Outcome,
 			"rss_before_mib", res.RSSBefore>>20, "peak_rss_mib", res.PeakRSS>>20)
 		sleep(ctx, 2*time.Second)
+	}
+}
+
+// badClient is one misbehaving client: its name, the number of checks
+// it makes besides the memory and its window's (see expectedChecks), and
+// what it does.
+type badClient struct {
+	name   string
+	checks int
+	run    func(context.Context, *BadResult)
+}
+
+// badClients are the misbehaving clients, in their order.
+func (s *soak) badClients() []badClient {
+	return []badClient{
+		{fmt.Sprintf("%d idle connections", s.cfg.IdleConns), 3, s.idleConns},
+		{"slow-loris upgrades", 1, s.slowLoris},
+		{"a client that never reads", 1, s.neverReads},
+		{fmt.Sprintf("a burst of %d frames", s.cfg.Burst), 2, s.burst},
+		{"oversized and malformed frames", 2, s.badFrames},
+		{fmt.Sprintf("%d open_query frames, never closed", s.cfg.OpenQueryFlood), 1, s.openQueryFlood},
 	}
 }
 

@@ -82,9 +82,7 @@ func (s *soak) judge(r Record) verdict {
 		return verdict{wrong: r.Err}
 	}
 	f := r.Reply
-	auditFull := func() bool {
-		return has(wDiskFull) && strings.Contains(f.Message+f.Reason, "audit log")
-	}
+	auditFull := func() bool { return s.auditFull(r) }
 	switch r.Kind {
 	case "decide":
 		if f.Type != "decision" {
@@ -140,6 +138,13 @@ func (s *soak) judge(r Record) verdict {
 	return verdict{wrong: "unknown kind " + r.Kind}
 }
 
+// auditFull reports whether r's reply was a refusal the audit log's full
+// disk explains: its text names the audit log, and the disk-full window
+// overlaps r.
+func (s *soak) auditFull(r Record) bool {
+	return slices.Contains(s.overlaps(r.Sent, end(r)), wDiskFull) && strings.Contains(r.Reply.Message+r.Reply.Reason, "audit log")
+}
+
 // want is the expected decision of an action under variant v.
 func (s *soak) want(action string, v Variant) Want {
 	if strings.HasPrefix(action, "run_") {
@@ -164,18 +169,30 @@ func runKind(name string) *RunKind {
 // account matches the load's records with the audit log and counts
 // everything.
 func (s *soak) account(ctx context.Context, recs []Record) Accounting {
+	lines, files, err := readAudit(s.auditDir + "/audit.jsonl")
+	if err != nil {
+		s.check("accounting", "the audit set reads", false, "%v", err)
+	}
+	a := s.reconcile(recs, lines)
+	a.AuditFiles = len(files)
+	if a.Verify, err = s.verifyAudit(ctx); err != nil {
+		s.check("accounting", "gatekeeper audit verify --head passes over the whole rotated set", false, "%v: %s", err, a.Verify)
+	} else {
+		s.check("accounting", "gatekeeper audit verify --head passes over the whole rotated set", true, "%s", a.Verify)
+	}
+	return a
+}
+
+// reconcile judges the load's records, matches them with the audit
+// log's lines and checks the accounting, each check on its own count.
+func (s *soak) reconcile(recs []Record, lines []auditLine) Accounting {
 	a := Accounting{FailClosed: map[string]int{}}
 	a.Unsolicited = s.rec.unsolicited.Load()
 	a.UnsolicitedSamples = s.rec.unsolicitedSamples()
 	a.Late = s.rec.late.Load()
 	a.DialFails = s.rec.dialFailures.Load()
-	var wrong []string
-	addWrong := func(format string, args ...any) {
-		a.Wrong++
-		if len(wrong) < 12 {
-			wrong = append(wrong, fmt.Sprintf(format, args...))
-		}
-	}
+	// Each check counts its own violations.
+	var answers, decided, ran, orphans violations
 	for _, r := range recs {
 		a.Requests++
 		v := s.judge(r)
@@ -187,7 +204,7 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 			if r.Hang {
 				a.Hangs++
 			}
-			addWrong("session %d %s %s at +%s: %s", r.Session, r.Kind, r.Action, r.Sent.Sub(s.begin).Round(time.Millisecond), v.wrong)
+			answers.add("session %d %s %s at +%s: %s", r.Session, r.Kind, r.Action, r.Sent.Sub(s.begin).Round(time.Millisecond), v.wrong)
 		case r.Stopped:
 			a.Stopped++
 		case r.Cut:
@@ -201,21 +218,17 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 		}
 	}
 
-	decided := 0
+	nDecided := 0
 	for _, r := range recs {
 		if r.Kind == "decide" && r.Reply.Type == "decision" {
-			decided++
+			nDecided++
 		}
 	}
 	timeouts := a.FailClosed[decisionTimedOut]
 	s.check("accounting", fmt.Sprintf("decisions that ran past the decision timeout (and were denied) are rare: at most 1 in %d", maxTimeoutRate),
-		timeouts*maxTimeoutRate <= decided, "%d of %d decisions", timeouts, decided)
+		timeouts*maxTimeoutRate <= nDecided, "%d of %d decisions", timeouts, nDecided)
 
-	lines, files, err := readAudit(s.auditDir + "/audit.jsonl")
-	if err != nil {
-		s.check("accounting", "the audit set reads", false, "%v", err)
-	}
-	a.AuditLines, a.AuditFiles = len(lines), len(files)
+	a.AuditLines = len(lines)
 	decisions := map[string][]auditLine{}
 	runs := map[string][]auditLine{}
 	load := func(client string) bool { return strings.HasPrefix(client, "soak-load-") || client == "soak-probe" }
@@ -241,12 +254,12 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 		case r.Kind == "decide" && f.Type == "decision":
 			got := decisions[f.DecisionID]
 			switch {
-			case f.Rule == "gatekeeper.error" && len(got) == 0:
-				// denied because its line could not be written
+			case f.Rule == "gatekeeper.error" && len(got) == 0 && s.auditFull(r):
+				a.DecisionsUnaudited++ // denied because its line could not be written
 			case len(got) != 1:
-				addWrong("decision %s (%s) is in the audit log %d times", f.DecisionID, r.Action, len(got))
+				decided.add("decision %s (%s, %s by %s: %s) is in the audit log %d times", f.DecisionID, r.Action, f.Decision, f.Rule, f.Reason, len(got))
 			case got[0].Decision != f.Decision || got[0].Rule != f.Rule || got[0].PolicyRevision != f.PolicyRevision || got[0].ToolUseID != r.ToolUseID:
-				addWrong("decision %s: the audit log says %s by %s under %s, the client got %s by %s under %s",
+				decided.add("decision %s: the audit log says %s by %s under %s, the client got %s by %s under %s",
 					f.DecisionID, got[0].Decision, got[0].Rule, short(got[0].PolicyRevision), f.Decision, f.Rule, short(f.PolicyRevision))
 			default:
 				a.DecisionsMatch++
@@ -256,7 +269,7 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 			switch {
 			case r.Cut || r.Stopped || f.Type == "error" && strings.Contains(f.Message, "audit log"):
 				if len(got) > 1 {
-					addWrong("run %s is in the audit log %d times", r.ToolUseID, len(got))
+					ran.add("run %s is in the audit log %d times", r.ToolUseID, len(got))
 				}
 				if len(got) == 0 {
 					a.RunsUnaudited++
@@ -264,22 +277,21 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 					a.RunsAudited++
 				}
 			case len(got) != 1:
-				addWrong("run %s (%s, answered %s %s) is in the audit log %d times", r.ToolUseID, r.Action, f.Type, f.Code, len(got))
+				ran.add("run %s (%s, answered %s %s) is in the audit log %d times", r.ToolUseID, r.Action, f.Type, f.Code, len(got))
 			case f.Type == "run_result" && (string(got[0].Outcome) != f.Reason || got[0].RunID != f.RunID):
-				addWrong("run %s: the audit log says %s (%s), the client got %s (%s)", r.ToolUseID, got[0].Outcome, got[0].RunID, f.Reason, f.RunID)
+				ran.add("run %s: the audit log says %s (%s), the client got %s (%s)", r.ToolUseID, got[0].Outcome, got[0].RunID, f.Reason, f.RunID)
 			case f.Type == "error" && got[0].Outcome != "error" && got[0].Decision != "deny":
-				addWrong("run %s: answered with error %s, but the audit log says %s", r.ToolUseID, f.Code, got[0].Outcome)
+				ran.add("run %s: answered with error %s, but the audit log says %s", r.ToolUseID, f.Code, got[0].Outcome)
 			default:
 				a.RunsAudited++
-				s.judgeRun(r, got[0], addWrong)
+				s.judgeRun(r, got[0], ran.add)
 			}
 		}
 	}
 	for id, ls := range decisions {
 		for _, l := range ls {
 			if !explained[l.ToolUseID] {
-				a.AuditOrphans++
-				addWrong("audit line %s:%d (decision %s, tool_use_id %s) answers no request", l.file, l.Seq, id, l.ToolUseID)
+				orphans.add("audit line %s:%d (decision %s, tool_use_id %s) answers no request", l.file, l.Seq, id, l.ToolUseID)
 			}
 		}
 	}
@@ -291,24 +303,24 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 	}
 	for k, ls := range runs {
 		if !asked[k] {
-			a.AuditOrphans += len(ls)
-			addWrong("audit run line %s:%d (%s) answers no run request", ls[0].file, ls[0].Seq, k)
+			for _, l := range ls {
+				orphans.add("audit run line %s:%d (%s) answers no run request", l.file, l.Seq, k)
+			}
 		}
 	}
-	if a.Verify, err = s.verifyAudit(ctx); err != nil {
-		s.check("accounting", "gatekeeper audit verify --head passes over the whole rotated set", false, "%v: %s", err, a.Verify)
-	} else {
-		s.check("accounting", "gatekeeper audit verify --head passes over the whole rotated set", true, "%s", a.Verify)
-	}
-	s.check("accounting", "the log rotated several times (at least 3)", a.Rotations >= 3, "%d rotations, %d files, %d lines", a.Rotations, a.AuditFiles, a.AuditLines)
+	s.check("accounting", "the log rotated several times (at least 3)", a.Rotations >= 3, "%d rotations, %d lines", a.Rotations, a.AuditLines)
 	s.check("accounting", "every request answered exactly once, or cut by the sidecar's kill", a.Lost == 0 && a.Hangs == 0 && a.Unsolicited == 0,
 		"%d requests: %d answered, %d cut by the kill, %d in flight when the load stopped (%d of their replies came after), %d lost, %d hangs, %d unsolicited replies%s",
 		a.Requests, a.Answered, a.CutByKill, a.Stopped, a.Late, a.Lost, a.Hangs, a.Unsolicited, samples(a.UnsolicitedSamples))
-	s.check("accounting", "every answer is the policy's, or a refusal a fault in force explains", a.Wrong == 0, "%d wrong: %s", a.Wrong, strings.Join(wrong, "; "))
-	s.check("accounting", "every decision answered is in the audit log once, as answered", a.Wrong == 0, "%d matched", a.DecisionsMatch)
-	s.check("accounting", "every run is in the audit log with its outcome (or was cut, or withheld when the log could not be written)", a.Wrong == 0,
-		"%d audited, %d without a line (%v)", a.RunsAudited, a.RunsUnaudited, a.FailClosed)
-	s.check("accounting", "no audit line of the load is unexplained", a.AuditOrphans == 0, "%d orphans", a.AuditOrphans)
+	a.WrongAnswers, a.DecisionMismatches, a.RunMismatches, a.AuditOrphans = answers.n, decided.n, ran.n, orphans.n
+	a.Wrong = answers.n + decided.n + ran.n + orphans.n
+	s.check("accounting", "every answer is the policy's, or a refusal a fault in force explains", answers.n == 0, "%d wrong%s", answers.n, answers)
+	s.check("accounting", "every decision answered is in the audit log once, as answered (but those denied because the log's disk was full)",
+		decided.n == 0 && a.DecisionsMatch > 0, "%d matched, %d denied without a line while the disk was full, %d not matched%s",
+		a.DecisionsMatch, a.DecisionsUnaudited, decided.n, decided)
+	s.check("accounting", "every run is in the audit log with its outcome (or was cut, or withheld when the log could not be written)",
+		ran.n == 0 && a.RunsAudited > 0, "%d audited, %d without a line (%v), %d not matched%s", a.RunsAudited, a.RunsUnaudited, a.FailClosed, ran.n, ran)
+	s.check("accounting", "no audit line of the load is unexplained", orphans.n == 0, "%d orphans%s", orphans.n, orphans)
 	return a
 }
 
@@ -340,32 +352,36 @@ func (s *soak) judgeRun(r Record, l auditLine, addWrong func(string, ...any)) {
 func (s *soak) judgeSwap(recs []Record) {
 	t := s.swaps
 	if t.seen.IsZero() {
+		s.check(wPolicy, "the stricter policy decides every decision sent after it was reported, and the base every one before and after (at least one decision in each)",
+			false, "the stricter policy was never reported")
 		return
 	}
 	var bad []string
-	n := 0
+	var n [3]int // before the stricter policy, under it, once the base was back
 	for _, r := range recs {
 		if r.Kind != "decide" || r.Reply.Type != "decision" {
 			continue
 		}
 		var want string
+		var part int
 		switch {
 		case r.Sent.After(t.broken.Add(-5*time.Second)) && r.Sent.Before(t.strict):
-			want = t.base
+			want, part = t.base, 0
 		case r.Sent.After(t.seen) && r.Sent.Before(t.restore):
-			want = t.stricter
+			want, part = t.stricter, 1
 		case r.Sent.After(t.back) && r.Sent.Before(t.back.Add(5*time.Second)):
-			want = t.base
+			want, part = t.base, 2
 		default:
 			continue
 		}
-		n++
+		n[part]++
 		if r.Reply.PolicyRevision != want && len(bad) < 5 {
 			bad = append(bad, fmt.Sprintf("%s sent at +%s carries %s, want %s", r.Action, r.Sent.Sub(s.begin).Round(time.Millisecond), short(r.Reply.PolicyRevision), short(want)))
 		}
 	}
-	s.check(wPolicy, "the stricter policy decides every decision sent after it was reported, and the base every one before and after", len(bad) == 0,
-		"%d decisions around the swap; %v", n, bad)
+	s.check(wPolicy, "the stricter policy decides every decision sent after it was reported, and the base every one before and after (at least one decision in each)",
+		len(bad) == 0 && slices.Min(n[:]) > 0,
+		"%d decisions before the stricter policy was written, %d under it, %d once the base was back; %v", n[0], n[1], n[2], bad)
 }
 
 const wPolicy = "policy swap"
@@ -437,6 +453,23 @@ func (s *soak) judgeSDK(res []SDKResult) (calls, ok, failClosed, wrongN int) {
 	}
 	return
 }
+
+// violations are one check's failures: how many, and the first few to
+// say which.
+type violations struct {
+	n     int
+	first []string
+}
+
+func (v *violations) add(format string, args ...any) {
+	v.n++
+	if len(v.first) < 12 {
+		v.first = append(v.first, fmt.Sprintf(format, args...))
+	}
+}
+
+// String lists the first few, for a check's detail.
+func (v violations) String() string { return samples(v.first) }
 
 // samples says which replies were unsolicited, for a check's detail.
 func samples(s []string) string {

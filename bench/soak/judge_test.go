@@ -2,6 +2,7 @@ package soak
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,23 +89,42 @@ func TestJudge(t *testing.T) {
 
 func TestJudgeSwapFindsADecisionOfTheOldPolicyAfterTheNew(t *testing.T) {
 	t.Parallel()
+	d := func(sent float64, rev string) Record {
+		return rec("decide", "bash", sent, sent+0.1, decision("deny", "tools.deny_list", rev, ""))
+	}
+	// One decision in each part of the swap: before the stricter policy
+	// was written, under it once reported, once the base was back.
+	good := []Record{d(82, "sha256:base"), d(87, "sha256:strict"), d(92, "sha256:base")}
 	tests := []struct {
 		name string
-		rev  string
-		sent float64
+		recs []Record
 		ok   bool
 	}{
-		{"the stricter revision once reported passes", "sha256:strict", 87, true},
-		{"the base revision once the stricter was reported fails", "sha256:base", 87, false},
-		{"the stricter revision before it was written fails", "sha256:strict", 84, false},
-		{"the stricter revision once the base was back fails", "sha256:strict", 92, false},
+		{"each part's revision passes", good, true},
+		{"the base revision once the stricter was reported fails", append(slices.Clone(good), d(87.5, "sha256:base")), false},
+		{"the stricter revision before it was written fails", append(slices.Clone(good), d(84, "sha256:strict")), false},
+		{"the stricter revision once the base was back fails", append(slices.Clone(good), d(92.5, "sha256:strict")), false},
+		{"no decision under the stricter policy fails", []Record{good[0], good[2]}, false},
+		{"no decision before the swap fails", []Record{good[1], good[2]}, false},
+		{"no decision once the base was back fails", []Record{good[0], good[1]}, false},
+		{"no decision at all fails", nil, false},
 	}
 	for _, tc := range tests {
 		s := judged()
-		s.judgeSwap([]Record{rec("decide", "bash", tc.sent, tc.sent+0.1, decision("deny", "tools.deny_list", tc.rev, ""))})
+		s.judgeSwap(tc.recs)
 		if len(s.checks) != 1 || s.checks[0].OK != tc.ok {
 			t.Errorf("%s: checks %+v, want ok %v", tc.name, s.checks, tc.ok)
 		}
+	}
+}
+
+func TestJudgeSwapFailsWhenTheStricterPolicyWasNeverReported(t *testing.T) {
+	t.Parallel()
+	s := judged()
+	s.swaps = swapTimes{}
+	s.judgeSwap(nil)
+	if len(s.checks) != 1 || s.checks[0].OK {
+		t.Errorf("checks %+v, want one failed", s.checks)
 	}
 }
 

@@ -71,7 +71,7 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 	if after, err := s.idle(ctx, "end"); err != nil {
 		s.check("end", "the sidecar answers at the end", false, "%v", err)
 	} else {
-		s.leaks = append(s.leaks, s.compare(ctx, "end (the restarted sidecar, after the load)", after))
+		s.leaks = append(s.leaks, s.compare(ctx, fEndLeak, after))
 	}
 	err := s.sidecar.Stop()
 	s.check("end", "the sidecar stops cleanly on SIGTERM", err == nil, "%v", err)
@@ -103,17 +103,30 @@ func (s *soak) finish(ctx context.Context, end time.Time) (*Results, error) {
 		}
 	}
 	res.Phases, res.byPhase = s.phases(recs, end)
+	s.checkCount()
 	res.Checks, res.Notes = s.checks, s.notes
 	return res, nil
 }
 
+// Bounds on the decisions of a fault's window (the kill's excepted): at
+// least minWindowDecisions answered to the load sessions (enough for a
+// p99), at least a quarter of the quiet rate, and no stretch longer than
+// maxStall with none answered. A stall shorter than the 30 s hang bound
+// would otherwise pass every other check.
+const (
+	minWindowDecisions = 20
+	maxStall           = 5 * time.Second
+)
+
 // phases computes the load sessions' decision latency in the quiet
-// stretches and in each fault's window, and checks each fault's p99
-// against the quiet p99.
+// stretches and in each fault's window, and checks, for each fault but
+// the sidecar's kill, that decisions flowed through it and that its p99
+// stayed within the bound of the quiet p99.
 func (s *soak) phases(recs []Record, end time.Time) ([]Phase, map[string][]time.Duration) {
 	var quiet []time.Duration
 	var quietSpan time.Duration
 	in := map[string][]time.Duration{}
+	answered := map[string][]time.Time{}
 	for _, r := range recs {
 		if r.Kind != "decide" || r.Session < 1 || r.Reply.Type != "decision" {
 			continue
@@ -124,6 +137,7 @@ func (s *soak) phases(recs []Record, end time.Time) ([]Phase, map[string][]time.
 		}
 		for _, w := range ws {
 			in[w] = append(in[w], r.Latency())
+			answered[w] = append(answered[w], r.Got)
 		}
 	}
 	// The quiet span: the load's time outside every window (and its 2 s
@@ -139,24 +153,45 @@ func (s *soak) phases(recs []Record, end time.Time) ([]Phase, map[string][]time.
 		p := Phase{Name: w.Name, Seconds: w.End.Sub(w.Start).Seconds(), Latency: bench.Summarize(in[w.Name]), Bound: s.cfg.LatencyFactor}
 		p.PerSec = float64(p.Latency.N) / max(1, p.Seconds+2)
 		p.Ratio = bench.Ratio(p.Latency.P99, q.Latency.P99)
-		switch {
-		case w.Name == wKill:
+		if w.Name == wKill {
 			p.Bound, p.OK, p.Note = 0, true, "the sidecar is down for 3 s: the sessions reconnect; not bounded"
-		case p.Latency.N < 20:
-			p.Bound, p.OK, p.Note = 0, true, fmt.Sprintf("only %d decisions: too few for a p99", p.Latency.N)
-		default:
+			out = append(out, p)
+			continue
+		}
+		stall := longestStall(answered[w.Name], w.Start, w.End.Add(2*time.Second))
+		s.check(w.Name, fmt.Sprintf("decisions flowed: at least %d, at least a quarter of the quiet rate, none unanswered for more than %s", minWindowDecisions, maxStall),
+			p.Latency.N >= minWindowDecisions && p.PerSec >= q.PerSec/4 && stall <= maxStall,
+			"%d decisions, %.0f/s during, %.0f/s quiet; the longest stretch without an answer %s", p.Latency.N, p.PerSec, q.PerSec, stall.Round(time.Millisecond))
+		if p.Latency.N < minWindowDecisions {
+			p.OK, p.Note = false, fmt.Sprintf("only %d decisions: too few for a p99", p.Latency.N)
+			s.check(w.Name, fmt.Sprintf("the other sessions' p99 decision latency ≤ %g× the quiet p99", p.Bound), false, "%s", p.Note)
+		} else {
 			p.OK = p.Ratio <= p.Bound
 			s.check(w.Name, fmt.Sprintf("the other sessions' p99 decision latency ≤ %g× the quiet p99", p.Bound), p.OK,
 				"p99 %.2f ms vs quiet %.2f ms (%.1f×), %d decisions", p.Latency.P99, q.Latency.P99, p.Ratio, p.Latency.N)
-		}
-		if w.Name == wEngineRestart || w.Name == wEngineFrozen {
-			s.check(w.Name, "decisions keep flowing (at least a quarter of the quiet rate)", p.PerSec >= q.PerSec/4,
-				"%.0f/s during, %.0f/s quiet", p.PerSec, q.PerSec)
 		}
 		out = append(out, p)
 	}
 	in[q.Name] = quiet
 	return out, in
+}
+
+// longestStall is the longest stretch of [from, to] in which none of the
+// answers at times came (the whole span when none did).
+func longestStall(times []time.Time, from, to time.Time) time.Duration {
+	ts := slices.Clone(times)
+	slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	longest, last := time.Duration(0), from
+	for _, t := range ts {
+		if t.Before(from) {
+			continue
+		}
+		if t.After(to) {
+			break
+		}
+		longest, last = max(longest, t.Sub(last)), t
+	}
+	return max(longest, to.Sub(last))
 }
 
 // machine describes the machine the run was on.
@@ -245,7 +280,7 @@ func (r *Results) Markdown() string {
 			l.Name, l.GoroutinesBefore, l.GoroutinesAfter, l.FDsBefore, l.FDsAfter, l.HeapBefore/(1<<20), l.HeapAfter/(1<<20), l.RSSBefore>>20, l.RSSAfter>>20,
 			l.Containers, l.Warm, l.Networks, l.Rules)
 	}
-	fmt.Fprintf(&b, "| checks | %d of %d passed |\n\n", passed, len(r.Checks))
+	fmt.Fprintf(&b, "| checks | %d of %d passed (%s) |\n\n", passed, len(r.Checks), r.countDetail())
 
 	b.WriteString("Decision latency of the load sessions, by phase (a decision belongs to every fault window its round trip overlaps, each window stretched 2 s past its end):\n\n")
 	b.WriteString("| phase | s | decisions | /s | p50 ms | p99 ms | max ms | p99 ÷ quiet p99 | bound |\n|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
@@ -312,6 +347,17 @@ func (r *Results) faults() (n, ok int) {
 		}
 	}
 	return n, ok
+}
+
+// countDetail is what the count check found: the checks made against
+// those expected, and which fault differs.
+func (r *Results) countDetail() string {
+	for _, c := range r.Checks {
+		if c.Fault == fChecks {
+			return oneLine(c.Detail)
+		}
+	}
+	return "the count of checks was not compared"
 }
 
 func (r *Results) badInputs() string {

@@ -147,7 +147,9 @@ type soak struct {
 	bad       []BadResult
 	notes     []string
 	baseline  Sample
-	leaks     []Resources
+	// baseGoroutines are the baseline's goroutines by top frame.
+	baseGoroutines map[string]int
+	leaks          []Resources
 	// load is the load's context; sdk the batch of SDK sessions running.
 	load       context.Context
 	sdk        *sdkRun
@@ -326,7 +328,7 @@ func (s *soak) run(ctx context.Context) (*Results, error) {
 	if s.baseline, err = s.idle(ctx, "baseline"); err != nil {
 		return nil, err
 	}
-	s.saveGoroutines(ctx, "baseline")
+	s.baseGoroutines = goroutineGroups(s.saveGoroutines(ctx, "baseline"))
 	s.log.Info("soak: idle sidecar before the load", "goroutines", s.baseline.Goroutines, "fds", s.baseline.FDs, "rss_mib", s.baseline.RSS>>20)
 
 	load, cancelLoad := context.WithCancel(ctx)

@@ -244,6 +244,15 @@ func (r *Runner) checkLanguage(ctx context.Context, id, imageID string, lang run
 
 // session is a started container's attach stream and the engine's wait
 // for its exit, both open from before the start until the run ends.
+//
+// waitC and errC are buffered: the wait's one result (the exit, or the
+// error that ended the wait) is kept there, whether or not anyone reads
+// it. The Docker client's own result channel is unbuffered, and its
+// goroutine, once it has the exit, blocks on it with no regard for the
+// context: a session closed after its container exited without reading
+// the exit (a run that ended by its end marks, a warm container the
+// engine's restart or freeze ended) would leave that goroutine, and the
+// response it holds open, for the life of the process.
 type session struct {
 	attach types.HijackedResponse
 	waitC  <-chan container.WaitResponse
@@ -270,7 +279,7 @@ func (r *Runner) startContainer(ctx context.Context, id string) (*session, error
 		return nil, engineErr("attach container", err)
 	}
 	s := &session{attach: attach, cancel: cancel}
-	s.waitC, s.errC = r.cli.ContainerWait(watchCtx, id, container.WaitConditionNextExit)
+	s.waitC, s.errC = keepWait(r.cli.ContainerWait(watchCtx, id, container.WaitConditionNextExit))
 	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		s.close()
 		if ctx.Err() != nil {
@@ -279,6 +288,23 @@ func (r *Runner) startContainer(ctx context.Context, id string) (*session, error
 		return nil, engineErr("start container", err)
 	}
 	return s, nil
+}
+
+// keepWait takes the one result of a wait (the client sends exactly one,
+// on one of its channels, and an error once the wait's context ends) into
+// channels of capacity 1, so that neither the client's goroutine nor the
+// one started here outlives the wait, read or not.
+func keepWait(waitC <-chan container.WaitResponse, errC <-chan error) (<-chan container.WaitResponse, <-chan error) {
+	kept, keptErr := make(chan container.WaitResponse, 1), make(chan error, 1)
+	go func() {
+		select {
+		case st := <-waitC:
+			kept <- st
+		case err := <-errC:
+			keptErr <- err
+		}
+	}()
+	return kept, keptErr
 }
 
 // writeInput sends the container its header and the tar of its workspace
