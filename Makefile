@@ -8,6 +8,7 @@
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
 #   make soak          the soak and fault suite, long profile (writes RELIABILITY.md's figures); SOAK_SESSIONS, SOAK_SECONDS scale it
 #   make build         build bin/gatekeeper
+#   make client        pack @gatekeeper/client as bin/gatekeeper-client-<version>.tgz, to npm install in an agent's project
 #   make kube          bring up the single-node test cluster (scripts/ensure-kube; see docs/KUBERNETES.md)
 #   make test-kube     bring it up and run the Kubernetes backend's tests and walkthroughs against it;
 #                      make kube-down takes it down
@@ -19,12 +20,22 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs workloads test-console test-soak screenshot demo bench soak clean
+CLIENT_VERSION := $(shell node -p "require('./ts-client/package.json').version" 2>/dev/null)
+CLIENT_TGZ := bin/gatekeeper-client-$(CLIENT_VERSION).tgz
+
+.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs workloads test-console test-soak screenshot demo bench soak clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gatekeeper
+
+# client: @gatekeeper/client packed as npm would publish it (its prepack builds dist/ afresh), for
+# `npm install <checkout>/$(CLIENT_TGZ)` in an agent's own project (ts-client/README.md, "Install").
+client:
+	mkdir -p bin
+	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm pack --pack-destination ../bin --loglevel=error
+	@test -f $(CLIENT_TGZ) && echo "make client: $(CLIENT_TGZ)"
 
 # engine: a Docker engine that answers, with gVisor's runsc registered.
 engine:
