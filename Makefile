@@ -23,7 +23,7 @@ export GOFLAGS ?= -buildvcs=false
 CLIENT_VERSION := $(shell node -p "require('./ts-client/package.json').version" 2>/dev/null)
 CLIENT_TGZ := bin/gatekeeper-client-$(CLIENT_VERSION).tgz
 
-.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs workloads test-console test-soak screenshot demo bench soak clean
+.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli test-install walkthroughs workloads test-console test-soak screenshot demo bench soak clean
 
 all: build
 
@@ -58,7 +58,7 @@ kube: build engine image
 kube-down:
 	scripts/ensure-kube down
 
-test: build engine image test-go test-fuzz test-ts test-cli walkthroughs workloads test-console test-soak test-kube
+test: build engine image test-go test-fuzz test-ts test-install test-cli walkthroughs workloads test-console test-soak test-kube
 	scripts/ensure-kube down
 	@echo "make test: all suites passed"
 
@@ -83,6 +83,13 @@ test-kube: kube
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+
+# What a new user does (test/install): a clean copy of the checkout, `make build client` there, a fresh
+# npm project outside it with the packed client and its peers from the npm registry, the agent of
+# ts-client/README.md's own example, one query through the copied binary's sidecar and the real engine
+# with a scripted model: a Read denied, a sandboxed run allowed, as the README says.
+test-install: engine image-default
+	node --test --test-concurrency=1 test/install/
 
 # The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
 # managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
