@@ -84,12 +84,12 @@ test-kube: kube
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
-# What a new user does (test/install): a clean copy of the checkout, `make build client` there, a fresh
+# What a new user does (ts-client/test/install): a clean copy of the checkout, `make build client` there, a fresh
 # npm project outside it with the packed client and its peers from the npm registry, the agent of
 # ts-client/README.md's own example, one query through the copied binary's sidecar and the real engine
 # with a scripted model: a Read denied, a sandboxed run allowed, as the README says.
 test-install: engine image-default
-	node --test --test-concurrency=1 test/install/
+	node --test --test-concurrency=1 ts-client/test/install/
 
 # The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
 # managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
