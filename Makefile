@@ -8,6 +8,7 @@
 #   make bench         measure gatekeeper against the alternatives (writes bench/results.json)
 #   make soak          the soak and fault suite, long profile (writes RELIABILITY.md's figures); SOAK_SESSIONS, SOAK_SECONDS scale it
 #   make build         build bin/gatekeeper
+#   make client        pack @gatekeeper/client as bin/gatekeeper-client-<version>.tgz, to npm install in an agent's project
 #   make kube          bring up the single-node test cluster (scripts/ensure-kube; see docs/KUBERNETES.md)
 #   make test-kube     bring it up and run the Kubernetes backend's tests and walkthroughs against it;
 #                      make kube-down takes it down
@@ -19,12 +20,22 @@ BIN := bin/gatekeeper
 FUZZTIME ?= 50000x
 export GOFLAGS ?= -buildvcs=false
 
-.PHONY: all build engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli walkthroughs workloads test-console test-soak screenshot demo bench soak clean
+CLIENT_VERSION := $(shell node -p "require('./ts-client/package.json').version" 2>/dev/null)
+CLIENT_TGZ := bin/gatekeeper-client-$(CLIENT_VERSION).tgz
+
+.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli test-install walkthroughs workloads test-console test-soak screenshot demo bench soak clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN) ./cmd/gatekeeper
+
+# client: @gatekeeper/client packed as npm would publish it (its prepack builds dist/ afresh), for
+# `npm install <checkout>/$(CLIENT_TGZ)` in an agent's own project (ts-client/README.md, "Install").
+client:
+	mkdir -p bin
+	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm pack --pack-destination ../bin --loglevel=error
+	@test -f $(CLIENT_TGZ) && echo "make client: $(CLIENT_TGZ)"
 
 # engine: a Docker engine that answers, with gVisor's runsc registered.
 engine:
@@ -47,7 +58,7 @@ kube: build engine image
 kube-down:
 	scripts/ensure-kube down
 
-test: build engine image test-go test-fuzz test-ts test-cli walkthroughs workloads test-console test-soak test-kube
+test: build engine image test-go test-fuzz test-ts test-install test-cli walkthroughs workloads test-console test-soak test-kube
 	scripts/ensure-kube down
 	@echo "make test: all suites passed"
 
@@ -72,6 +83,13 @@ test-kube: kube
 
 test-ts: build
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+
+# What a new user does (ts-client/test/install): a clean copy of the checkout, `make build client` there, a fresh
+# npm project outside it with the packed client and its peers from the npm registry, the agent of
+# ts-client/README.md's own example, one query through the copied binary's sidecar and the real engine
+# with a scripted model: a Read denied, a sandboxed run allowed, as the README says.
+test-install: engine image-default
+	node --test --test-concurrency=1 ts-client/test/install/
 
 # The Claude Code CLI under gatekeeper: the pinned claude binary (walkthroughs/package.json) with the
 # managed settings of `gatekeeper claude-code install`, the real sidecar and engine. Needs root: each
