@@ -90,3 +90,22 @@ func defaultStateDir() string { return xdgDir("XDG_STATE_HOME", ".local/state") 
 func defaultAuditLog() string {
 	return filepath.Join(xdgDir("XDG_STATE_HOME", ".local/state"), "audit.jsonl")
 }
+
+// repeatedFlag is a repeatable string flag whose every value is kept
+// whole (a path may hold a comma).
+type repeatedFlag []string
+
+func (r *repeatedFlag) String() string { return strings.Join(*r, " ") }
+
+func (r *repeatedFlag) Set(v string) error {
+	*r = append(*r, v)
+	return nil
+}
+
+// flagSet reports whether the flag name was set, on the command line or
+// from the environment.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

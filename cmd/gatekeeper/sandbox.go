@@ -196,25 +196,37 @@ type sandboxRunner struct {
 // sidecar from serving decisions.
 const cleanupAtStartTimeout = 30 * time.Second
 
-// newSandboxRunner makes the runner of o.backend, with the egress proxy for
-// networked sandboxes, and removes the sandboxes a killed predecessor of
-// the same instance left. A Docker engine or cluster that is down is not
-// an error: decisions are served and runs answer runner_unavailable.
-func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, error) {
+// runnerFlag registers --runner, the sandbox backend, on fs.
+func runnerFlag(fs *flag.FlagSet) *string {
+	return fs.String("runner", "docker", "the sandbox backend: docker (the local Docker engine) or kube (Pods on a Kubernetes cluster: --kubeconfig, --namespace, --kube-*; docs/KUBERNETES.md)")
+}
+
+// openBackend makes the sandbox backend of o.backend with the egress proxy
+// for networked sandboxes. checks, when not nil, runs the backend's
+// start-up checks. It neither removes what a predecessor left nor warms a
+// pool: a one-shot run (gatekeeper run) must not remove the sandboxes of
+// another run of the same instance.
+func openBackend(o runnerOptions) (s *sandboxRunner, checks func(context.Context), err error) {
 	if o.backend != "docker" && o.backend != "kube" {
-		return nil, fmt.Errorf("--runner %q: want docker or kube", o.backend)
+		return nil, nil, fmt.Errorf("--runner %q: want docker or kube", o.backend)
 	}
 	proxy, err := newEgressProxy(o.egress, o.log)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var s *sandboxRunner
-	var checks func(context.Context) // run at start, before the warm-up
 	if o.backend == "kube" {
-		s, checks, err = newKubeRunner(o, proxy)
-	} else {
-		s, err = newDockerRunner(o, proxy)
+		return newKubeRunner(o, proxy)
 	}
+	s, err = newDockerRunner(o, proxy)
+	return s, nil, err
+}
+
+// newSandboxRunner makes the runner of o.backend (openBackend) behind a
+// FIFO queue of o.maxRuns, and removes the sandboxes a killed predecessor
+// of the same instance left. A Docker engine or cluster that is down is
+// not an error: decisions are served and runs answer runner_unavailable.
+func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, error) {
+	s, checks, err := openBackend(o)
 	if err != nil {
 		return nil, err
 	}
@@ -287,16 +299,26 @@ func (s *sandboxRunner) close() {
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("run", `run [--policy FILE] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--human] (-c CODE | FILE | -)
+	fs := newFlags("run", `run [--policy FILE] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--timeout-ms N] [--file [PATH=]LOCAL]... [--output PATH]... [--runner docker|kube] [--human] (-c CODE | FILE | -)
 
 Runs one piece of code in the sandbox of the policy, with no agent, and prints
-the result as JSON (or readably with --human). Exit status: the program's.`, stderr)
+the result as JSON (or readably with --human). The run is checked and built as
+the sidecar checks and builds a run frame (timeout, files, the sandbox): what
+the sidecar would refuse, run refuses with the same message. --runner kube
+runs it in a Pod of the cluster that serve --runner kube uses, with the same
+flags. Exit status: the program's.`, stderr)
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file whose sandbox section applies")
 	lang := fs.String("lang", string(runner.Python), "one of "+strings.Join(runner.LanguageNames(), ", "))
 	code := fs.String("c", "", "the code to run")
 	override := fs.String("sandbox-policy", "", "a per-run override of the sandbox section, as JSON (checked against the ceilings)")
+	timeoutMS := fs.Int64("timeout-ms", 0, "the run's timeout in milliseconds, at most the policy's sandbox.proc.timeout (the run frame's timeout_ms); 0 is that timeout")
+	var files, outputs repeatedFlag
+	fs.Var(&files, "file", "put the local file LOCAL at PATH in /workspace (default: LOCAL's base name); repeatable, within sandbox.output.max_files and max_files_bytes")
+	fs.Var(&outputs, "output", "a file or directory of /workspace whose files the run returns, changed or not (\".\" for all); repeatable")
 	human := fs.Bool("human", false, "print the output and a one-line summary instead of JSON")
 	instance := fs.String("instance", "cli", "container label of this run")
+	backend := runnerFlag(fs)
+	kubeOpts := kubeFlags(fs)
 	egressOpts := egressFlags(fs)
 	if err := parse(fs, args, env); err != nil {
 		return err
@@ -321,6 +343,14 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		fs.Usage()
 		return exitError(2)
 	}
+	req := gate.RunRequest{RunID: "r_" + uuid.NewString(), QueryID: "cli", Language: *lang, Code: src, Outputs: outputs}
+	if flagSet(fs, "timeout-ms") {
+		req.TimeoutMS = timeoutMS
+	}
+	var err error
+	if req.Files, err = readRunFiles(files); err != nil {
+		return err
+	}
 	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, Logger: quietLogger()})
 	if err != nil {
 		return err
@@ -340,24 +370,19 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 	if err != nil {
 		return err
 	}
+	// The sidecar's run handler builds its Spec with the same function.
+	spec, err := eff.RunSpec(req)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, "warn")
 	egressOpts.auditor = logEgress{slog.New(slog.NewTextHandler(stderr, nil))}
-	proxy, err := newEgressProxy(*egressOpts, quietLogger())
+	// No pool: one run takes a sandbox made for it.
+	sr, _, err := openBackend(runnerOptions{backend: *backend, kube: *kubeOpts, instance: *instance, egress: *egressOpts, log: log})
 	if err != nil {
 		return err
 	}
-	sb, err := eff.RunnerSandbox()
-	if err != nil {
-		return err
-	}
-	d, err := docker.New(docker.Config{Instance: *instance, Egress: proxy})
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	spec := runner.Spec{
-		RunID: "r_" + uuid.NewString(), QueryID: "cli", Language: runner.Language(*lang), Code: src,
-		Timeout: eff.Policy.Sandbox.Proc.Timeout.Std(), Sandbox: sb,
-	}
+	defer sr.backend.Close()
 	// The program's output and the names of its files are the model's text:
 	// on a terminal, escape sequences in them are written as escapes.
 	outW, errW := untrusted.NewTerminalWriter(stdout), untrusted.NewTerminalWriter(stderr)
@@ -370,7 +395,7 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 			}
 		}
 	}
-	res, err := d.Run(ctx, spec)
+	res, err := sr.backend.Run(ctx, spec)
 	outW.Flush()
 	errW.Flush()
 	if err != nil {
@@ -388,6 +413,30 @@ the result as JSON (or readably with --human). Exit status: the program's.`, std
 		return exitError(res.ExitCode)
 	}
 	return nil
+}
+
+// readRunFiles reads run --file's [PATH=]LOCAL arguments into the run's
+// files, keyed by their path in /workspace.
+func readRunFiles(args []string) (map[string]string, error) {
+	files := make(map[string]string, len(args))
+	for _, a := range args {
+		dest, local, ok := strings.Cut(a, "=")
+		if !ok {
+			dest, local = filepath.Base(a), a
+		}
+		if dest == "" || local == "" {
+			return nil, fmt.Errorf("run: --file %q: want [PATH=]LOCAL", a)
+		}
+		if _, dup := files[dest]; dup {
+			return nil, fmt.Errorf("run: --file %q: %s is given twice", a, dest)
+		}
+		b, err := os.ReadFile(local)
+		if err != nil {
+			return nil, fmt.Errorf("run: --file: %w", err)
+		}
+		files[dest] = string(b)
+	}
+	return files, nil
 }
 
 // writeRunSummary writes what run --human prints after the output: how

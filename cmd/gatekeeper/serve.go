@@ -43,7 +43,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
-	backend := fs.String("runner", "docker", "the sandbox backend: docker (the local Docker engine) or kube (Pods on a Kubernetes cluster: --kubeconfig, --namespace, --kube-*; docs/KUBERNETES.md)")
+	backend := runnerFlag(fs)
 	kubeOpts := kubeFlags(fs)
 	stateDir := fs.String("state-dir", defaultStateDir(), "where the sidecar keeps each query's /workspace between its runs (under workspaces/<instance>, removed when the query closes and at start)")
 	keepWorkspaces := fs.Bool("workspaces", true, "keep each query's /workspace between its runs; false starts every run from an empty /workspace")

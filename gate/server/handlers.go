@@ -211,41 +211,29 @@ func (c *conn) run(r *wire.Run) {
 		return
 	}
 	// The run runs under the policy that allowed it, even if a reload
-	// came between the decision and here.
+	// came between the decision and here; its Spec is built as gatekeeper
+	// run builds it (gate.Effective.RunSpec).
 	eff := d.Effective
-	timeout := eff.Policy.Sandbox.Proc.Timeout.Std()
-	if r.TimeoutMS != nil {
-		asked := time.Duration(*r.TimeoutMS) * time.Millisecond
-		if asked > timeout {
-			c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: fmt.Sprintf("run: timeout_ms %d exceeds the query's sandbox.proc.timeout of %s", *r.TimeoutMS, timeout)})
-			return
-		}
-		timeout = asked
-	}
-	out := eff.Policy.Sandbox.Output
 	files := make(map[string]string, len(r.Files))
-	var filesBytes int64
 	for p, f := range r.Files {
 		files[p] = f.Data
-		filesBytes += int64(len(f.Data))
 	}
-	if len(files) > out.MaxFiles || filesBytes > int64(out.MaxFilesBytes) {
-		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: fmt.Sprintf("run: files holds %d files of %d bytes; the query's sandbox.output allows %d files of %s (max_files, max_files_bytes)", len(files), filesBytes, out.MaxFiles, out.MaxFilesBytes)})
+	spec, err := eff.RunSpec(gate.RunRequest{
+		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
+		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
+	})
+	var refused *gate.RunRequestError
+	if errors.As(err, &refused) {
+		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: refused.Message})
 		return
 	}
 	if c.s.cfg.Runner == nil {
 		c.runnerUnavailable(r.ID, &rec, errors.New("this gatekeeper has no sandbox runner configured"))
 		return
 	}
-	sb, err := eff.RunnerSandbox()
 	if err != nil {
 		deny(gate.RuleError, err.Error())
 		return
-	}
-	spec := runner.Spec{
-		RunID: runID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code, Files: files,
-		Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
-		Labels: map[string]string{"gatekeeper.tool_use_id": r.ToolUseID},
 	}
 	if ws := c.s.cfg.Workspaces; ws != nil {
 		w, err := ws.Workspace(r.QueryID)

@@ -1,0 +1,95 @@
+package gate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+)
+
+// RunRequest is one sandboxed run as a client asks for it: the fields of
+// a run frame (docs/protocol.md), or of gatekeeper run's flags.
+type RunRequest struct {
+	// RunID, QueryID and ToolUseID label the run; ToolUseID is empty for a
+	// run no model asked for (gatekeeper run).
+	RunID, QueryID, ToolUseID string
+	// Language is one of runner.LanguageNames.
+	Language string
+	// Code is the program text; it may be empty.
+	Code string
+	// Files maps paths relative to /workspace to their content; the Spec
+	// shares the map.
+	Files map[string]string
+	// TimeoutMS is the timeout asked for, in milliseconds; nil means the
+	// policy's sandbox.proc.timeout.
+	TimeoutMS *int64
+	// Outputs names the files and directories of /workspace whose files
+	// the run returns (runner.Spec.Outputs).
+	Outputs []string
+}
+
+// RunRequestError is a run request its effective policy does not let
+// start: Field names the policy field whose limit it passes (or the
+// request field it gets wrong), and Error says by how much, in the words
+// the sidecar's invalid_field error frame carries.
+type RunRequestError struct {
+	Field   string
+	Message string
+}
+
+func (e *RunRequestError) Error() string { return e.Message }
+
+// RunSpec checks r against the effective policy and builds the runner's
+// Spec: the timeout asked for may not pass sandbox.proc.timeout (none
+// asked is that timeout), the files may not pass sandbox.output.max_files
+// or max_files_bytes, and the sandbox is RunnerSandbox's. A request past a
+// limit is a *RunRequestError; any other error means the policy cannot
+// become a sandbox and the run must not start. This is the one path from
+// an effective policy to a run: the sidecar's run handler and gatekeeper
+// run both take it, so that neither runs what the other would refuse.
+//
+// The Spec has no Workspace and no OnOutput: the sidecar attaches the
+// query's saved workspace once the query's earlier runs are done with it,
+// and a run without a query (gatekeeper run) starts from an empty one.
+func (eff *Effective) RunSpec(r RunRequest) (runner.Spec, error) {
+	if !slices.Contains(runner.LanguageNames(), r.Language) {
+		return runner.Spec{}, &RunRequestError{Field: "language", Message: fmt.Sprintf("run: language %q is not one of %s", r.Language, strings.Join(runner.LanguageNames(), ", "))}
+	}
+	timeout := eff.Policy.Sandbox.Proc.Timeout.Std()
+	if r.TimeoutMS != nil {
+		asked := time.Duration(*r.TimeoutMS) * time.Millisecond
+		if *r.TimeoutMS <= 0 {
+			return runner.Spec{}, &RunRequestError{Field: "timeout_ms", Message: fmt.Sprintf("run: timeout_ms %d is not a positive number of milliseconds", *r.TimeoutMS)}
+		}
+		if asked > timeout {
+			return runner.Spec{}, &RunRequestError{Field: "sandbox.proc.timeout", Message: fmt.Sprintf("run: timeout_ms %d exceeds the query's sandbox.proc.timeout of %s", *r.TimeoutMS, timeout)}
+		}
+		timeout = asked
+	}
+	out := eff.Policy.Sandbox.Output
+	var filesBytes int64
+	for _, data := range r.Files {
+		filesBytes += int64(len(data))
+	}
+	if len(r.Files) > out.MaxFiles || filesBytes > int64(out.MaxFilesBytes) {
+		field := "sandbox.output.max_files_bytes"
+		if len(r.Files) > out.MaxFiles {
+			field = "sandbox.output.max_files"
+		}
+		return runner.Spec{}, &RunRequestError{Field: field, Message: fmt.Sprintf("run: files holds %d files of %d bytes; the query's sandbox.output allows %d files of %s (max_files, max_files_bytes)", len(r.Files), filesBytes, out.MaxFiles, out.MaxFilesBytes)}
+	}
+	sb, err := eff.RunnerSandbox()
+	if err != nil {
+		return runner.Spec{}, err
+	}
+	spec := runner.Spec{
+		RunID: r.RunID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code,
+		Files: r.Files, Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
+	}
+	if r.ToolUseID != "" {
+		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}
+	}
+	return spec, nil
+}
