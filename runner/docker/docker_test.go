@@ -21,6 +21,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -227,7 +228,7 @@ func TestContainerSettings(t *testing.T) {
 			check("private ipc", host.IpcMode == "private")
 			check("private pid and uts", host.PidMode == "" && host.UTSMode == "")
 			check("no docker-init: PID 1 is the backstop", host.Init == nil || !*host.Init)
-			check("PID 1 ends the container 2s past the run's backstop", slices.Equal(cfg.Entrypoint[5:9], []string{"timeout", "-s", "KILL", "17s"}))
+			check("PID 1 (init) ends the container 2s past the run's backstop", slices.Equal(cfg.Entrypoint[5:8], []string{"/usr/bin/perl", "-e", launch.Init()}) && cfg.Entrypoint[10] == "17")
 			check("small shm", host.ShmSize == DefaultShmBytes)
 			check("no logs on disk", host.LogConfig.Type == "none")
 			check("no binds", len(host.Binds) == 0 && len(host.VolumesFrom) == 0 && len(host.Devices) == 0)
@@ -245,7 +246,7 @@ func TestContainerSettings(t *testing.T) {
 			m := host.Mounts[0]
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
-			check("the launcher waits for the code as long as PID 1 lets it", slices.Equal(cfg.Entrypoint[9:14], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher", "17s"}))
+			check("init waits for the code as long as it lets the container live, then starts the launcher", cfg.Entrypoint[11] == "17" && slices.Equal(cfg.Entrypoint[12:16], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher"}))
 			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.in.Tag) == 16 && string(header(spec.Timeout, spec.Language, p.in.Tag, wantsSnapshot(spec))) == "15 python "+p.in.Tag+" 0\n")
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 			withFiles := spec
@@ -253,7 +254,7 @@ func TestContainerSettings(t *testing.T) {
 			ps, err := r.plan(withFiles)
 			check("a run that sends its workspace back asks for a snapshot and lives 30s longer for it", err == nil &&
 				string(header(spec.Timeout, spec.Language, ps.in.Tag, wantsSnapshot(withFiles))) == "15 python "+ps.in.Tag+" 1\n" &&
-				slices.Equal(ps.config.Entrypoint[5:9], []string{"timeout", "-s", "KILL", "47s"}))
+				ps.config.Entrypoint[10] == "47")
 
 			ulimits := map[string]int64{}
 			for _, u := range host.Ulimits {

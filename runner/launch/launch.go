@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	goruntime "runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -82,49 +83,67 @@ func ProgramFor(lang runner.Language) (p Program, ok bool) {
 	return p, ok
 }
 
-// The sandbox's command is coreutils `timeout -s KILL <life>` running the
-// launcher: timeout is the sandbox's PID 1, and the kernel drops SIGSTOP
-// and SIGKILL sent to a PID namespace's init from inside it, so the
-// program cannot stop this outer bound on the sandbox's life (it can stop
-// the launcher's own, per-run timeout, which runs as its uid). When PID 1
-// exits, the kernel kills every process of the sandbox. Being no init
-// system, it does not reap orphaned processes: their zombies count
-// towards the pids limit until the run ends.
+// The sandbox's PID 1 is init (below), a perl program: perl-base is in
+// every Debian image, and unlike a shell or coreutils it can make itself
+// undumpable (prctl PR_SET_DUMPABLE 0, which an execve would reset) and
+// then stay the one process it is, without exec. It is the only process
+// of the sandbox the runner trusts, and the program cannot reach it:
+//   - it is undumpable, so a process of the same uid without
+//     CAP_SYS_PTRACE (the program) can neither ptrace it nor read or write
+//     its memory (/proc/1/mem, process_vm_readv), its environment or its
+//     open files (/proc/1/fd): the kernel's ptrace access check refuses
+//     them all, under runc and in gVisor's kernel alike;
+//   - it is the PID namespace's init, so the kernel drops SIGKILL and
+//     SIGSTOP sent to it from inside and every signal it has no handler
+//     for; its one handler, SIGALRM's, ends the sandbox only once its life
+//     is over, and ignores a SIGALRM that comes early;
+//   - the run's tag lives in its memory alone: init reads the header from
+//     standard input itself and never puts the tag on a command line, in
+//     an environment or in a file.
 //
-// script is the launcher. After $1 it takes the options of a warm
-// sandbox (WarmCommand: "--warm -", or "--warm <language> <hook file>
-// <variable> <hook source>"), with which it writes the ready mark, or
-// starts the language's interpreter ahead (see Warm), before it waits.
-// It waits, at most $1, for a header line on
-// standard input ("<seconds> <language> <tag> <snapshot>"), unpacks the
-// workspace tar that follows into /workspace (exiting with 125, and no end
-// marks, when it cannot), then, under coreutils `timeout -s KILL
-// <seconds>`, runs the rest of its arguments (env -i and the program's
-// environment) with the language's interpreter and main file, standard
-// input from /dev/null. When the program has exited it ends every other
-// process of the sandbox (kill -9 -1 reaches all of them but PID 1 and the
-// launcher itself, all running as the sandbox user) and waits, briefly,
-// until none is left but zombies, so that nothing writes to the streams or
-// the workspace after: first for its own children (the shell's wait, which
-// returns as soon as the killed ones are gone), then by looking at /proc,
-// with short sleeps only while a killed orphan is still on its way out.
-// (Looking at /proc at once found a process still dying after most kills,
-// so nearly every run slept 10 ms there; waiting for the children first
-// took that off a warm run's end, 31 → 22 ms for a hello world in
-// python-data.) Then it writes the end mark with the program's exit
-// status to both streams (see EndMarks). With a snapshot asked for
-// (<snapshot> 1) it then writes, on standard output, a tar of /workspace
-// and the snapshot mark "\x1egatekeeper-snap <tag> <tar's exit
-// status>\x1e" (see Snapshot), having first given the owner read and
-// write access to everything there (the program may have taken it away).
-// It exits with the program's status. So a sandbox waits for its code
-// without a clock running (a warm sandbox of a pool waits this way), the
-// run's backstop starts when the code arrives, and a sandbox whose sidecar
-// died ends by itself either way. The header is read byte by byte (the
-// shell's read), so the tar that follows stays on standard input; the tag
-// stays in the launcher's own variables, never on a command line or in an
-// environment the program can read. The program is started through env -i
-// because the shell adds variables of its own (PWD).
+// What the program can reach (it runs as the same uid) are the launcher
+// shell and the run's own timeout: they hold nothing the program could not
+// know, and all the launcher reports (the program's exit status) the
+// program decides anyway.
+//
+// init: makes itself undumpable (or exits with 125), arms SIGALRM for the
+// sandbox's life (<life> seconds, after which it exits with 137 and the
+// kernel kills every process of the sandbox), starts the launcher shell
+// with a pipe to it (fd 5, the run's "<seconds> <language> <snapshot>")
+// and one from it (fd 4, the program's exit status), and waits, at most
+// <wait> seconds, for the header line on standard input
+// ("<seconds> <language> <tag> <snapshot>"), read byte by byte so that the
+// tar that follows stays on standard input for the launcher. It then
+// waits for the launcher's exit, kills every other process of the sandbox
+// (kill -9 -1 from PID 1 reaches them all) and reaps them until it has no
+// child left: as init it inherits every orphan, so then nothing but itself
+// is left to write to the streams or the workspace, without polling
+// /proc and however the program tried to outlive its run. With a status
+// from the launcher it writes the end mark with it to both streams (see
+// EndMarks) and, with a snapshot asked for, a tar of /workspace on
+// standard output and the snapshot mark
+// "\x1egatekeeper-snap <tag> <tar's exit status>\x1e" (see Snapshot),
+// having first given the owner read and write access to everything there
+// (the program may have taken it away); it exits with the program's
+// status. Without one (the launcher could not unpack the workspace, or was
+// killed) it writes no marks and exits with the launcher's status. Being
+// no init system it reaps nothing before the run's end: orphaned zombies
+// count towards the pids limit until then.
+//
+// script is the launcher shell. It takes the options of a warm sandbox
+// (WarmCommand: "--warm -", or "--warm <language> <hook file> <variable>
+// <hook source>"), with which it writes the ready mark, or starts the
+// language's interpreter ahead (see Warm), before it waits for init's line
+// on fd 5. It unpacks the workspace tar on standard input into /workspace
+// (exiting with 125 when it cannot), then, under coreutils `timeout -s
+// KILL <seconds>`, runs the rest of its arguments (env -i and the
+// program's environment) with the language's interpreter and main file,
+// standard input from /dev/null and neither of init's pipes open, and
+// writes the program's exit status to fd 4. So a sandbox waits for its
+// code without a clock running (a warm sandbox of a pool waits this way),
+// the run's backstop starts when the code arrives, and a sandbox whose
+// sidecar died ends by itself either way. The program is started through
+// env -i because the shell adds variables of its own (PWD).
 var script = func() string {
 	var cases strings.Builder
 	names := make([]string, 0, len(programs))
@@ -141,8 +160,6 @@ var script = func() string {
 ` + cases.String() + `  *) return 1;;
   esac
 }
-hold=$1
-shift
 wlang=
 if [ "${1-}" = --warm ]; then
   wlang=$2
@@ -156,29 +173,25 @@ wdir=` + warmDir + `
 wpid=
 if [ -n "$wlang" ] && [ "$wlang" != - ] && prog "$wlang" && mkdir -m 0700 "$wdir" && printf '%s' "$whook" >"$wdir/$wfile" && mkfifo -m 0600 "$wdir/go"; then
   exec 3<>"$wdir/go"
-  timeout -s KILL 0 "$@" "$wenv" $cmd </dev/null 3>&- &
+  timeout -s KILL 0 "$@" "$wenv" $cmd </dev/null 3>&- 4>&- 5<&- &
   wpid=$!
 elif [ -n "$wlang" ]; then
   rm -rf "$wdir"
   printf '` + readyMarkPrintf + `'
 fi
-h=$(timeout -s KILL "$hold" /bin/sh -c 'IFS= read -r h && printf %s "$h"') || { echo "gatekeeper: no run arrived" >&2; exit 125; }
+IFS= read -r h <&5 || exit 125
+exec 5<&-
 secs=${h%% *}
 h=${h#* }
 lang=${h%% *}
-h=${h#* }
-tag=${h%% *}
 snap=${h#* }
-case $secs in ''|*[!0-9]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
-case $tag in ''|*[!0-9a-f]*) echo "gatekeeper: bad run header" >&2; exit 125;; esac
-case $snap in 0|1) ;; *) echo "gatekeeper: bad run header" >&2; exit 125;; esac
 prog "$lang" || { echo "gatekeeper: bad run header" >&2; exit 125; }
-tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
+tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner 4>&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
 if [ -n "$wpid" ] && [ "$lang" = "$wlang" ] && kill -0 "$wpid" 2>/dev/null; then
   [ ! -e "$wdir" ] || rm -rf "$wdir"
   printf 'go\n' >&3
   exec 3>&-
-  (sleep "$secs"; kill -ALRM "$wpid") </dev/null >/dev/null 2>&1 &
+  (sleep "$secs"; kill -ALRM "$wpid") </dev/null >/dev/null 2>&1 4>&- &
   wait "$wpid"
   c=$?
 else
@@ -187,35 +200,74 @@ else
     wait "$wpid"
   fi
   rm -rf "$wdir"
-  timeout -s KILL "${secs}s" "$@" $cmd </dev/null 3>&-
+  timeout -s KILL "${secs}s" "$@" $cmd </dev/null 3>&- 4>&-
   c=$?
 fi
-kill -9 -1 2>/dev/null
-wait
-n=0
-while [ "$n" -lt 200 ]; do
-  left=
-  for f in /proc/[0-9]*/stat; do
-    p=${f#/proc/}
-    p=${p%/stat}
-    if [ "$p" = 1 ] || [ "$p" = "$$" ]; then continue; fi
-    read -r l 2>/dev/null <"$f" || continue
-    l=${l##*) }
-    case ${l%% *} in Z|X|x) ;; *) left=1; break;; esac
-  done
-  [ -z "$left" ] && break
-  n=$((n+1))
-  sleep 0.01
-done
-printf '\036gatekeeper-end %s %03d\036' "$tag" "$c"
-printf '\036gatekeeper-end %s %03d\036' "$tag" "$c" >&2
-if [ "$snap" = 1 ]; then
-  chmod -R u+rwX ` + WorkspaceDir + ` 2>/dev/null
-  tar -c -f - -C ` + WorkspaceDir + ` --hard-dereference . 2>/dev/null
-  printf '\036gatekeeper-snap %s %03d\036' "$tag" "$?"
-fi
+printf '%d\n' "$c" >&4
 exit "$c"`
 }()
+
+// initProgram is PID 1's program, init (see script). Its arguments: the prctl system
+// call's number, the sandbox's life and the longest wait for the header,
+// in whole seconds, then the launcher's command line.
+const initProgram = `my ($nr, $life, $hold, @launcher) = @ARGV;
+sub fail { syswrite STDERR, "gatekeeper: $_[0]\n"; exit 125 }
+sub status { $_[0] & 127 ? 128 + ($_[0] & 127) : $_[0] >> 8 }
+$$ == 1 or fail("the launcher is not the sandbox's PID 1");
+syscall($nr, 4, 0, 0, 0, 0) == 0 && syscall($nr, 3, 0, 0, 0, 0) == 0 or fail("cannot make PID 1 undumpable");
+my $end = time + $life;
+$SIG{ALRM} = sub { exit 137 if time >= $end };
+alarm $life;
+$^F = 6;
+pipe(SR, SW) && pipe(IR, IW) or fail("no pipe: $!");
+fileno(SR) == 3 && fileno(SW) == 4 && fileno(IR) == 5 && fileno(IW) == 6 or fail("a file other than standard input, output and error is open");
+my $sh = fork;
+defined $sh or fail("cannot fork: $!");
+if (!$sh) {
+  close SR; close IW;
+  exec { $launcher[0] } @launcher;
+  exit 125;
+}
+close SW; close IR;
+my ($h, $c, $rin, $until) = ('', '', '', time + $hold);
+vec($rin, 0, 1) = 1;
+for (;;) {
+  my $left = $until - time;
+  $left > 0 or fail("no run arrived");
+  select(my $r = $rin, undef, undef, $left) > 0 or next;
+  my $n = sysread STDIN, $c, 1;
+  next if !defined $n && $! == 4;
+  $n or fail("no run arrived");
+  last if $c eq "\n";
+  $h .= $c;
+  length $h < 256 or fail("bad run header");
+}
+$h =~ /^([0-9]+) ([a-z0-9_-]+) ([0-9a-f]+) ([01])\z/ or fail("bad run header");
+my ($tag, $snap) = ($3, $4);
+close STDIN;
+syswrite IW, "$1 $2 $4\n";
+close IW;
+waitpid $sh, 0;
+my $st = $?;
+kill 'KILL', -1;
+1 while waitpid(-1, 0) > 0;
+my $got = '';
+1 while length $got < 64 && sysread SR, $got, 64, length $got;
+$got =~ /^([0-9]{1,3})\n\z/ && $1 <= 255 or exit status($st);
+my $code = $1;
+my $m = sprintf "\x1egatekeeper-end %s %03d\x1e", $tag, $code;
+syswrite STDOUT, $m;
+syswrite STDERR, $m;
+if ($snap) {
+  system '/bin/sh', '-c', 'chmod -R u+rwX ` + WorkspaceDir + ` 2>/dev/null; exec tar -c -f - -C ` + WorkspaceDir + ` --hard-dereference . 2>/dev/null';
+  syswrite STDOUT, sprintf "\x1egatekeeper-snap %s %03d\x1e", $tag, status($?);
+}
+exit $code;`
+
+// prctl is the prctl system call's number for the architectures the
+// images are built for; init refuses to start (exit 125) with any other
+// number, for it checks that it is undumpable.
+var prctl = map[string]int{"amd64": 157, "arm64": 167}
 
 // readyMarkPrintf is ReadyMark as printf(1) writes it.
 var readyMarkPrintf = strings.ReplaceAll(ReadyMark, "\x1e", `\036`)
@@ -224,29 +276,38 @@ var readyMarkPrintf = strings.ReplaceAll(ReadyMark, "\x1e", `\036`)
 func Script() string { return script }
 
 // Command is the sandbox's whole command line: env -i with Env, then PID
-// 1's `timeout -s KILL <life>`, the launcher, which waits at most wait for
-// its header, and env -i with env, the program's environment. Durations
-// are rounded up to whole seconds. An image needs /bin/sh, /usr/bin/env,
-// tar and coreutils' timeout, plus the language's interpreter in PATH.
+// 1 (init: perl), which ends the sandbox after life and waits at most wait
+// for its header, then the launcher shell and env -i with env, the
+// program's environment. Durations are rounded up to whole seconds. An
+// image needs /bin/sh, /usr/bin/env, /usr/bin/perl (perl-base), tar and
+// coreutils' timeout, plus the language's interpreter in PATH.
 func Command(life, wait time.Duration, env []string) []string {
 	return command(life, wait, nil, env)
 }
 
 // command is Command with the launcher's options (see WarmCommand) after
-// the wait.
+// its name.
 func command(life, wait time.Duration, opts, env []string) []string {
+	nr, ok := prctl[goruntime.GOARCH]
+	if !ok {
+		nr = -1 // init fails closed: no such system call
+	}
 	argv := []string{"/usr/bin/env", "-i"}
 	argv = append(argv, Env()...)
-	argv = append(argv, "timeout", "-s", "KILL", Seconds(life), // PID 1: env and timeout exec
-		"/bin/sh", "-c", script, "gatekeeper-launcher", Seconds(wait))
+	argv = append(argv, "/usr/bin/perl", "-e", initProgram, "--", strconv.Itoa(nr), wholeSeconds(life), wholeSeconds(wait), // PID 1: env execs perl
+		"/bin/sh", "-c", script, "gatekeeper-launcher")
 	argv = append(argv, opts...)
 	argv = append(argv, "/usr/bin/env", "-i")
 	return append(argv, env...)
 }
 
-// Seconds formats d as whole seconds, rounded up, for timeout(1): "17s".
-func Seconds(d time.Duration) string {
-	return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10) + "s"
+// Init returns PID 1's program (see Command), for tests that check a
+// backend's command line.
+func Init() string { return initProgram }
+
+// wholeSeconds is d in whole seconds, rounded up.
+func wholeSeconds(d time.Duration) string {
+	return strconv.FormatInt(int64(math.Ceil(d.Seconds())), 10)
 }
 
 // Header is the line the launcher waits for: the backstop in whole

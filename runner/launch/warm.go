@@ -34,7 +34,7 @@ import (
 // seconds, which makes it kill the group as a cold run's timeout does.
 // When the header names another language (or the interpreter died), the
 // launcher kills the interpreter's group and starts the run cold. The tag
-// never leaves the launcher either way; see docs/SANDBOX.md, "Interpreters
+// never leaves PID 1 (init) either way; see docs/SANDBOX.md, "Interpreters
 // started ahead", for what a program can and cannot tell.
 
 // ReadyMark is what a warm sandbox writes on standard output when it is

@@ -7,7 +7,7 @@
 // ready mark and waits for the launcher's go, which comes once the run's
 // workspace is unpacked. Then it returns and Node goes on as `node main.js`
 // does from there. Nothing of the run passes through here: the go line is
-// a constant, and the run's tag stays with the launcher.
+// a constant, and the run's tag stays with the sandbox's PID 1 (init).
 'use strict';
 {
   const fs = require('fs');

@@ -25,7 +25,7 @@
 # 0 and that those objects are not in gc.get_objects().
 #
 # Nothing of the run passes through here: the go line is a constant, and
-# the run's tag stays with the launcher.
+# the run's tag stays with the sandbox's PID 1 (init).
 
 
 def _gatekeeper_warm(preload, reads):

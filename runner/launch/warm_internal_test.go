@@ -1,7 +1,9 @@
 package launch
 
 import (
+	goruntime "runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -77,9 +79,9 @@ func TestWarmCheckFindsEveryProblem(t *testing.T) {
 	}
 }
 
-// TestWarmCommandPassesItsOptionsAfterTheWait: the launcher reads $1 (the
-// wait), then --warm and its operands, then the program's env -i; a cold
-// sandbox's command has no --warm at all.
+// TestWarmCommandPassesItsOptionsAfterTheWait: PID 1 (init) takes the
+// wait after the life; the launcher takes --warm and its operands, then
+// the program's env -i; a cold sandbox's command has no --warm at all.
 func TestWarmCommandPassesItsOptionsAfterTheWait(t *testing.T) {
 	t.Parallel()
 	env := []string{"PATH=/bin", "HOME=/workspace"}
@@ -103,11 +105,14 @@ func TestWarmCommandPassesItsOptionsAfterTheWait(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			i := slices.Index(argv, "gatekeeper-launcher")
-			if i < 0 || argv[i+1] != "5s" {
-				t.Fatalf("argv %q: no launcher with its wait of 5s", argv)
+			if j := slices.Index(argv, initProgram); j < 0 || !slices.Equal(argv[j+1:j+5], []string{"--", strconv.Itoa(prctl[goruntime.GOARCH]), "60", "5"}) {
+				t.Fatalf("argv %.200q: no init with its life of 60s and its wait of 5s", argv)
 			}
-			rest := argv[i+2:]
+			i := slices.Index(argv, "gatekeeper-launcher")
+			if i < 0 {
+				t.Fatalf("argv %.200q: no launcher", argv)
+			}
+			rest := argv[i+1:]
 			if !slices.Equal(rest[:len(tc.opts)], tc.opts) {
 				t.Errorf("options %q, want %q", rest[:len(tc.opts)], tc.opts)
 			}

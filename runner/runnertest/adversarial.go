@@ -23,14 +23,14 @@ import (
 // advSyscalls are the system call numbers the probe calls through perl's
 // syscall(), per architecture.
 var advSyscalls = map[string]map[string]int{
-	"amd64": {"mount": 165, "umount2": 166, "unshare": 272, "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "init_module": 175, "pivot_root": 155, "open_by_handle_at": 304, "reboot": 169},
-	"arm64": {"mount": 40, "umount2": 39, "unshare": 97, "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "init_module": 105, "pivot_root": 41, "open_by_handle_at": 265, "reboot": 142},
+	"amd64": {"mount": 165, "umount2": 166, "unshare": 272, "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "init_module": 175, "pivot_root": 155, "open_by_handle_at": 304, "reboot": 169, "process_vm_readv": 310},
+	"arm64": {"mount": 40, "umount2": 39, "unshare": 97, "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "init_module": 105, "pivot_root": 41, "open_by_handle_at": 265, "reboot": 142, "process_vm_readv": 270},
 }
 
 // advProbe is the probe program; NR is replaced by the architecture's
 // system call numbers. The image's python has no ctypes, so raw system
 // calls go through perl (perl-base is in the image).
-const advProbe = `import errno, os, socket, stat, subprocess, time
+const advProbe = `import errno, os, signal, socket, stat, subprocess, time
 NR = %s
 PERL = r'''
 use Errno;
@@ -83,6 +83,74 @@ sysc("ptrace:own-child", "ptrace", 16, child.pid, 0, 0)
 sysc("ptrace:absent-pid", "ptrace", 16, 99999, 0, 0)
 child.kill()
 child.wait()
+
+# the sandbox's own processes: PID 1 (init, which holds the run's tag and
+# writes the end marks and the snapshot) and the launcher shell (the
+# ancestor whose parent is PID 1)
+def ppid(pid):
+    return int(open("/proc/%%d/stat" %% pid).read().rsplit(")", 1)[1].split()[1])
+def state(pid):
+    return open("/proc/%%d/stat" %% pid).read().rsplit(")", 1)[1].split()[0]
+launcher = os.getppid()
+while ppid(launcher) != 1:
+    launcher = ppid(launcher)
+for who, pid in (("init", 1), ("launcher", launcher)):
+    sysc("ptrace:attach-" + who, "ptrace", 16, pid, 0, 0)
+    # PTRACE_ATTACH stopped it, and the tracer (perl) is gone
+    os.kill(pid, signal.SIGCONT)
+    p("mem:read-" + who, lambda: open("/proc/%%d/mem" %% pid, "rb").close())
+p("mem:write-init", lambda: open("/proc/1/mem", "r+b").close())
+p("environ:init", lambda: open("/proc/1/environ", "rb").read())
+p("maps:init", lambda: open("/proc/1/maps").read())
+p("fd:write-init-stdout", lambda: open("/proc/1/fd/1", "wb").close())
+VM = r'''
+my ($nr, $pid) = @ARGV;
+my $buf = "\0" x 8;
+my $local = pack("QQ", unpack("Q", pack("p", $buf)), 8);
+my $remote = pack("QQ", 0x400000, 8);
+my $r = syscall($nr + 0, $pid + 0, $local, 1, $remote, 1, 0);
+if ($r == -1) { my ($n) = grep { $!{$_} } sort keys %%!; print $n // ($! + 0) } else { print "ok" }
+'''
+out = subprocess.run(["perl", "-e", VM, str(NR["process_vm_readv"]), "1"], capture_output=True, text=True)
+print("process_vm_readv:init", out.stdout.strip() or "perl-failed")
+# the run's tag on a command line, in an environment, or in any memory
+# the program can read: the header line ("<seconds> <language> <tag>
+# <snapshot>") or an end mark
+import re
+tagged = re.compile(rb"[0-9]+ [a-z]+ [0-9a-f]{16} [01]|gatekeeper-end [0-9a-f]{16}")
+where = []
+for d in sorted((d for d in os.listdir("/proc") if d.isdigit() and int(d) != os.getpid()), key=int):
+    for f in ("cmdline", "environ"):
+        try:
+            if tagged.search(open("/proc/%%s/%%s" %% (d, f), "rb").read()):
+                where.append(d + ":" + f)
+        except OSError:
+            pass
+    try:
+        regions = open("/proc/%%s/maps" %% d).read().splitlines()
+        mem = open("/proc/%%s/mem" %% d, "rb")
+    except OSError:
+        continue
+    with mem:
+        for l in regions:
+            lo, hi = (int(x, 16) for x in l.split()[0].split("-"))
+            if "r" not in l.split()[1] or hi - lo > 64 << 20:
+                continue
+            try:
+                mem.seek(lo)
+                if tagged.search(mem.read(hi - lo)):
+                    where.append(d + ":mem")
+            except (OSError, OverflowError, ValueError):
+                pass
+print("tag:readable", ",".join(where) or "nowhere")
+# signals: init has a handler for SIGALRM only (its life), and ignores it
+# when it comes early; the kernel drops SIGSTOP (and SIGKILL) sent to a
+# PID namespace's init from inside it
+p("signal:alrm-init", lambda: os.kill(1, signal.SIGALRM))
+p("signal:stop-init", lambda: os.kill(1, signal.SIGSTOP))
+time.sleep(0.2)
+print("signal:stop-init-state", state(1))
+os.kill(1, signal.SIGCONT)
 
 # privileges and setuid binaries
 p("setuid:0", lambda: os.setuid(0))
@@ -176,7 +244,9 @@ func advCases(sb runner.Sandbox, o Options) []advCase {
 	}
 	return []advCase{
 		{"/proc/self/exe cannot be opened for writing", "exe:write-self", "EROFS", "EACCES"},
-		{"/proc/1/exe (the init) cannot be opened for writing", "exe:write-init", "EROFS", "EACCES"},
+		// PID 1 is undumpable (see launch's init): its /proc links refuse
+		// access before the read-only root could.
+		{"/proc/1/exe (the init) cannot be opened for writing", "exe:write-init", "EACCES", ""},
 		{"/proc/self/fd holds only stdin, stdout, stderr and the listing itself", "fd:list", "0,1,2,3", ""},
 		{"stdin is /dev/null", "fd:0", "/dev/null", ""},
 		{"mount of a tmpfs is refused", "mount:tmpfs", "EPERM", ""},
@@ -201,6 +271,27 @@ func advCases(sb runner.Sandbox, o Options) []advCase {
 		// PID namespace. gVisor refuses it.
 		{"ptrace of its own child stays inside the sandbox (runc allows it, gVisor refuses)", "ptrace:own-child", "ok", "EPERM"},
 		{"ptrace of a pid outside the sandbox finds nothing", "ptrace:absent-pid", "ESRCH", ""},
+		// The sandbox's PID 1 (launch's init) holds the run's tag and writes
+		// the end marks and the snapshot: it is undumpable, so the kernel's
+		// ptrace access check refuses every way into it. The launcher shell
+		// holds nothing the program does not know; under runc the program
+		// can trace it, gVisor refuses (it traces only descendants).
+		{"ptrace of PID 1 is refused", "ptrace:attach-init", "EPERM", ""},
+		{"PID 1's memory cannot be opened for reading", "mem:read-init", "EACCES", ""},
+		{"PID 1's memory cannot be opened for writing", "mem:write-init", "EACCES", ""},
+		{"PID 1's environment cannot be read", "environ:init", "EACCES", ""},
+		{"PID 1's memory map cannot be read", "maps:init", "EACCES", ""},
+		{"PID 1's open files cannot be opened", "fd:write-init-stdout", "EACCES", ""},
+		{"process_vm_readv of PID 1 is refused", "process_vm_readv:init", "EPERM", ""},
+		{"ptrace of the launcher shell (which holds no secret) works under runc only", "ptrace:attach-launcher", "ok", "EPERM"},
+		{"the launcher shell's memory is readable under runc (gVisor refuses)", "mem:read-launcher", "ok", "EACCES"},
+		{"the run's tag is on no command line, in no environment and in no memory the program can read", "tag:readable", "nowhere", ""},
+		{"a SIGALRM to PID 1 is delivered, and ignored before the sandbox's life is over (the probe runs on)", "signal:alrm-init", "ok", ""},
+		{"a SIGSTOP to PID 1 is sent", "signal:stop-init", "ok", ""},
+		// gVisor delivers it: PID 1 stops until the probe's SIGCONT. A
+		// program that does not send one stops its own run's end marks,
+		// and the sidecar ends the run at its timeout (see SECURITY.md).
+		{"PID 1 is not stopped by it under runc (gVisor stops it)", "signal:stop-init-state", "S", "T"},
 		{"setuid(0) is refused", "setuid:0", "EPERM", ""},
 		{"setgroups([0]) is refused", "setgroups:0", "EPERM", ""},
 		{"chown to root is refused", "chown:0", "EPERM", ""},

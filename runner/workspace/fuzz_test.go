@@ -63,6 +63,7 @@ func FuzzReceive(f *testing.F) {
 		}
 		out.Seek(0, io.SeekStart)
 		tr := tar.NewReader(out)
+		dirs := map[string]bool{".": true}
 		for {
 			h, err := tr.Next()
 			if errors.Is(err, io.EOF) {
@@ -77,6 +78,12 @@ func FuzzReceive(f *testing.F) {
 			}
 			if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeSymlink {
 				t.Fatalf("stored entry %q of type %q", h.Name, h.Typeflag)
+			}
+			if !dirs[path.Dir(name)] {
+				t.Fatalf("stored entry %q is not below a directory stored before it", h.Name)
+			}
+			if h.Typeflag == tar.TypeDir {
+				dirs[name] = true
 			}
 		}
 	})

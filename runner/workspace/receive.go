@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -64,7 +65,9 @@ type Received struct {
 // ErrRefused, a stream that is not such a tar, whose files take more than
 // size bytes of tmpfs space (sparse files count at their length, and
 // every name of a hard link counts), or that holds more than MaxEntries
-// entries, a name leaving the workspace, or a hard link entry. It then
+// entries, a name leaving the workspace, an entry whose parent is not a
+// directory earlier in the stream (it would break every later unpack of
+// the workspace), or a hard link entry. It then
 // picks the files want asks for, reading their content back from out.
 // Receive reads r up to the tar's end (its two zero blocks): what follows
 // is the caller's to read; when it refuses, it stops where it refused.
@@ -108,6 +111,7 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 		return before
 	}
 	seen := map[string]bool{}
+	dirs := map[string]bool{".": true} // the workspace itself, and every directory accepted so far
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -127,6 +131,12 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 		if seen[clean] {
 			return refuse("entry %q appears twice", clean)
 		}
+		// tar -c writes a directory before what it holds; an entry below
+		// anything else (a file, a link, nothing) would stop every later
+		// unpack of the workspace ("Cannot open: Not a directory").
+		if parent := path.Dir(clean); !dirs[parent] {
+			return refuse("entry %q is not below a directory earlier in the stream (%q is none)", clean, parent)
+		}
 		var typ byte
 		switch hdr.Typeflag {
 		case tar.TypeReg, tar.TypeDir, tar.TypeSymlink:
@@ -137,6 +147,9 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 			continue // a fifo, socket or device: no tool keeps one in a workspace
 		}
 		seen[clean] = true
+		if typ == tar.TypeDir {
+			dirs[clean] = true
+		}
 		if rec.Entries++; rec.Entries > MaxEntries {
 			return refuse("more than %d entries", MaxEntries)
 		}

@@ -197,7 +197,7 @@ func TestReceiveNormalizesAndReturnsTheChangedFiles(t *testing.T) {
 		file("./same.txt", "same"), file("./changed.txt", "v2"),
 		dir("./.local/"), file("./.local/dep.py", "# dependency"),
 		dir("./node_modules/"), file("./node_modules/m.js", "//"),
-		dir("./pkg/__pycache__/"), file("./pkg/__pycache__/m.pyc", "\x00"),
+		dir("./pkg/"), dir("./pkg/__pycache__/"), file("./pkg/__pycache__/m.pyc", "\x00"),
 		entry{name: "./fifo", typ: tar.TypeFifo, mode: 0o644},
 		entry{name: "./ln", link: "/etc/passwd", typ: tar.TypeSymlink, mode: 0o777},
 	)
@@ -215,8 +215,8 @@ func TestReceiveNormalizesAndReturnsTheChangedFiles(t *testing.T) {
 	if !slices.Equal(got, want) || rec.Omitted != 0 {
 		t.Errorf("files %q (%d omitted), want %q", got, rec.Omitted, want)
 	}
-	if rec.Entries != 12 || rec.Bytes != 7*pageSize {
-		t.Errorf("%d entries taking %d bytes, want 12 (no fifo, no root) and 7 pages (a page per file)", rec.Entries, rec.Bytes)
+	if rec.Entries != 13 || rec.Bytes != 7*pageSize {
+		t.Errorf("%d entries taking %d bytes, want 13 (no fifo, no root) and 7 pages (a page per file)", rec.Entries, rec.Bytes)
 	}
 	if _, err := out.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
@@ -303,6 +303,10 @@ func TestReceiveRefuses(t *testing.T) {
 		{name: "a name leaving the workspace", stream: tarOf(t, file("../escape", "x")), size: 1 << 20, want: "leaves /workspace"},
 		{name: "an absolute name", stream: tarOf(t, file("/etc/cron.d/x", "x")), size: 1 << 20, want: "is absolute"},
 		{name: "a hard link", stream: tarOf(t, file("a", "x"), entry{name: "b", link: "a", typ: tar.TypeLink}), size: 1 << 20, want: "hard link"},
+		{name: "an entry below a file (a forged snapshot that no later run could unpack)", stream: tarOf(t, file("a", "x"), file("a/b", "y")), size: 1 << 20, want: `entry "a/b" is not below a directory`},
+		{name: "an entry below a symbolic link", stream: tarOf(t, entry{name: "l", link: "/etc", typ: tar.TypeSymlink}, file("l/passwd", "y")), size: 1 << 20, want: `entry "l/passwd" is not below a directory`},
+		{name: "an entry before its directory", stream: tarOf(t, file("d/f", "x"), dir("d/")), size: 1 << 20, want: `entry "d/f" is not below a directory`},
+		{name: "an entry below a directory the stream never holds", stream: tarOf(t, dir("d/"), file("d/e/f", "x")), size: 1 << 20, want: `("d/e" is none)`},
 		{name: "a name twice", stream: tarOf(t, file("a", "x"), file("./a", "y")), size: 1 << 20, want: "appears twice"},
 		{name: "more entries than MaxEntries", stream: tarOf(t, many...), size: 1 << 30, want: "more than 50000 entries"},
 		{name: "a stream cut short", stream: tarOf(t, file("a", strings.Repeat("x", 4000)))[:1000], size: 1 << 20, want: "reading"},
