@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { query as sdkQuery, type AgentDefinition, type CanUseTool, type SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
 import { AGENT_RULES } from '../src/agent-config.js';
@@ -17,7 +17,7 @@ import { connect, GatekeeperConfigError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox } from './helpers/agent.js';
 import { declaredFields } from './helpers/sdk-types.js';
-import { policyYaml, startSidecar } from './helpers/sidecar.js';
+import { policyYaml, readAudit, startSidecar } from './helpers/sidecar.js';
 import { agent, bare, closeWorld, modelSaw, only, tree, world, type World } from './helpers/world.js';
 
 function write(path: string, text: string): void {
@@ -50,19 +50,9 @@ function gitRepo(dir: string): void {
   git(dir, 'commit', '-qm', 'init');
 }
 
-interface AuditLine {
-  kind: string;
-  event?: string;
-  tool?: string;
-  decision?: string;
-}
-
 /** decided lists the tools the sidecar decided, as "event tool decision". */
 function decided(w: World): string[] {
-  return readFileSync(w.sidecar.auditLog, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AuditLine)
+  return readAudit(w.sidecar.auditLog)
     .filter((a) => a.kind === 'decision')
     .map((a) => `${a.event ?? ''} ${a.tool ?? ''} ${a.decision ?? ''}`);
 }
