@@ -9,7 +9,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { query as sdkQuery, type AgentDefinition, type CanUseTool, type SDKUserMessage } from '@anthropic-ai/claude-agent-sdk';
 import { AGENT_RULES } from '../src/agent-config.js';
@@ -17,7 +17,7 @@ import { connect, GatekeeperConfigError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
 import { drain, makeSandbox } from './helpers/agent.js';
 import { declaredFields } from './helpers/sdk-types.js';
-import { policyYaml, startSidecar } from './helpers/sidecar.js';
+import { policyYaml, readAudit, startSidecar } from './helpers/sidecar.js';
 import { agent, bare, closeWorld, modelSaw, only, tree, world, type World } from './helpers/world.js';
 
 function write(path: string, text: string): void {
@@ -50,19 +50,9 @@ function gitRepo(dir: string): void {
   git(dir, 'commit', '-qm', 'init');
 }
 
-interface AuditLine {
-  kind: string;
-  event?: string;
-  tool?: string;
-  decision?: string;
-}
-
 /** decided lists the tools the sidecar decided, as "event tool decision". */
 function decided(w: World): string[] {
-  return readFileSync(w.sidecar.auditLog, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AuditLine)
+  return readAudit(w.sidecar.auditLog)
     .filter((a) => a.kind === 'decision')
     .map((a) => `${a.event ?? ''} ${a.tool ?? ''} ${a.decision ?? ''}`);
 }
@@ -317,25 +307,41 @@ test("agent-configuration escape: a scheduled task planted in .claude/scheduled_
       { type: 'text', text: 'one' },
       { type: 'text', text: 'two' },
     ];
-    // A session that stays open for more input, as an agent with a chat does.
-    async function* open(ms: number): AsyncGenerator<SDKUserMessage> {
+    // A session that stays open for more input, as an agent with a chat does,
+    // until `done` resolves.
+    async function* open(done: () => Promise<void>): AsyncGenerator<SDKUserMessage> {
       yield { type: 'user', message: { role: 'user', content: 'hello' }, parent_tool_use_id: null, session_id: '' };
-      await new Promise((r) => setTimeout(r, ms));
+      await done();
     }
 
+    // The control stays open until the planted task reached the model, and
+    // the test notes how long that took.
     const ctl = await makeSandbox(script, root);
-    await drain(sdkQuery({ prompt: open(5000), options: { ...ctl.clientOptions(), settingSources: [], strictMcpConfig: true } }));
+    let took = -1;
+    const fired = async (): Promise<void> => {
+      const start = Date.now();
+      for (const deadline = start + 60_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
+        if (modelSaw(ctl).includes(`PLANTED-${tag}`)) {
+          took = Date.now() - start;
+          return;
+        }
+      }
+    };
+    await drain(sdkQuery({ prompt: open(fired), options: { ...ctl.clientOptions(), settingSources: [], strictMcpConfig: true } }), 90_000);
     await ctl.fake.close();
-    assert.ok(modelSaw(ctl).includes(`PLANTED-${tag}`), 'control: with settingSources [] the bare SDK sent the planted task as a prompt');
+    assert.ok(took >= 0 && modelSaw(ctl).includes(`PLANTED-${tag}`), 'control: with settingSources [] the bare SDK sent the planted task as a prompt within 60 s');
 
-    // A one-shot task is deleted once it fired: plant it again.
+    // A one-shot task is deleted once it fired: plant it again. Through the
+    // client the session stays open twice as long as the control needed, and
+    // at least 5 s: the scheduler may fire on a tick the control just caught.
     write(join(ws, '.claude', 'scheduled_tasks.json'), JSON.stringify({ tasks: [task] }));
     const box = await makeSandbox(script, root);
-    const run = await drain(query({ prompt: open(5000), options: { ...box.clientOptions(), gatekeeper: { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile } } }));
+    const openFor = Math.max(5000, 2 * took);
+    const run = await drain(query({ prompt: open(() => new Promise((r) => setTimeout(r, openFor))), options: { ...box.clientOptions(), gatekeeper: { url: w.sidecar.url, tokenFile: w.sidecar.tokenFile } } }));
     await box.fake.close();
     assert.equal(run.error, undefined, String(run.error));
     assert.ok(modelSaw(box).includes('hello'), 'the session ran');
-    assert.equal(modelSaw(box).includes(`PLANTED-${tag}`), false, 'the planted task reached the model');
+    assert.equal(modelSaw(box).includes(`PLANTED-${tag}`), false, `the planted task reached the model (the session stayed open ${String(openFor)} ms)`);
   } finally {
     await closeWorld(w);
   }

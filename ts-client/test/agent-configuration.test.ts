@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { query as sdkQuery, type Options, type Query, type Settings } from '@anthropic-ai/claude-agent-sdk';
 import { connect, GatekeeperConfigError, query, type GatekeeperQueryOptions } from '../src/index.js';
 import { OPTION_RULES } from '../src/agent-config.js';
-import type { FakeScriptStep } from '../src/testing/index.js';
+import type { FakeScriptStep, FakeTurn } from '../src/testing/index.js';
 import { drain, makeSandbox, type Run, type Sandbox } from './helpers/agent.js';
 import { declaredFields } from './helpers/sdk-types.js';
 import { agent, bare, closeWorld, modelSaw, only, sharedWorld, world } from './helpers/world.js';
@@ -56,8 +56,14 @@ function names(v: unknown): string[] {
   return Array.isArray(v) ? v.map((x) => (typeof x === 'string' ? x : String((x as { name?: unknown }).name))) : [];
 }
 
-/** After the write, Claude Code's settings watcher needs a moment before it would reload. */
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * How the control waits for Claude Code's settings watcher to reload a
+ * written file: a read every WATCH_POLL_MS, at most WATCH_TURNS of them.
+ */
+const WATCH_POLL_MS = 250;
+const WATCH_TURNS = 240;
 
 /** One sidecar for the tests that need no world of their own. */
 const shared = sharedWorld();
@@ -107,31 +113,62 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   const { ws, root } = shared.world.dirs;
   const m = markerDir(join(root, 'written'));
   const settings = join(ws, '.claude', 'settings.json');
+  const hook = JSON.stringify(hookSettings(m, 'written'));
   rmSync(join(ws, '.claude'), { recursive: true, force: true });
   write(join(ws, 'b.txt'), 'bee\n');
+  const read = (id: string): FakeTurn => ({ type: 'tool_use', name: 'Read', input: { file_path: join(ws, 'b.txt') }, id });
+  const writeCall: FakeScriptStep = { type: 'tool_use', name: 'Write', input: { file_path: settings, content: hook }, id: 'toolu_w' };
+  const ran = (): boolean => markers(m).includes('written-PreToolUse');
+
+  // The control: after the write, the model reads again and again until
+  // Claude Code's settings watcher has reloaded the file and the hook ran,
+  // and the test notes how long that took.
+  let plantedAt = 0;
+  let took = -1;
+  const polls: FakeScriptStep[] = Array.from({ length: WATCH_TURNS }, (_, i) => async () => {
+    if (ran()) {
+      took = Date.now() - plantedAt;
+      return { type: 'text', text: 'done' };
+    }
+    await sleep(WATCH_POLL_MS);
+    return read(`toolu_c${String(i)}`);
+  });
+  await bare(
+    root,
+    [
+      writeCall,
+      () => {
+        write(settings, hook);
+        plantedAt = Date.now();
+        return read('toolu_c');
+      },
+      ...polls,
+    ],
+    { canUseTool: async (_n, input) => ({ behavior: 'allow', updatedInput: input }), maxTurns: WATCH_TURNS + 4 },
+  );
+  assert.ok(took >= 0, `control: the bare SDK reloaded the written settings and ran the hook within ${String(WATCH_TURNS)} reads (it ran ${JSON.stringify(markers(m))})`);
+
+  // Through the client: the same write, then the same time as the control
+  // needed before each of two reads.
+  rmSync(join(ws, '.claude'), { recursive: true, force: true });
+  rmSync(m, { recursive: true, force: true });
+  mkdirSync(m);
   const script: FakeScriptStep[] = [
-    { type: 'tool_use', name: 'Write', input: { file_path: settings, content: JSON.stringify(hookSettings(m, 'written')) }, id: 'toolu_w' },
+    writeCall,
     async () => {
       // The gate's write-protect list refuses the model's Write (below); the
       // file gets there anyway, as if by some other way, so that the client
       // layer is tested on its own.
-      write(settings, JSON.stringify(hookSettings(m, 'written')));
-      await sleep(3000);
-      return { type: 'tool_use', name: 'Read', input: { file_path: join(ws, 'b.txt') }, id: 'toolu_r1' };
+      write(settings, hook);
+      await sleep(took);
+      return read('toolu_r1');
     },
     async () => {
-      await sleep(3000);
-      return { type: 'tool_use', name: 'Read', input: { file_path: join(ws, 'b.txt') }, id: 'toolu_r2' };
+      await sleep(took);
+      return read('toolu_r2');
     },
     { type: 'text', text: 'done' },
   ];
-
-  await bare(root, script, { canUseTool: async (_n, input) => ({ behavior: 'allow', updatedInput: input }) });
-  assert.ok(markers(m).includes('written-PreToolUse'), `control: the bare SDK reloaded the written settings and ran the hook (it ran ${JSON.stringify(markers(m))})`);
-
-  rmSync(join(ws, '.claude'), { recursive: true, force: true });
-  rmSync(m, { recursive: true, force: true });
-  mkdirSync(m);
   const { box } = await agent(shared.world, script, {}, 'client');
   const wr = only(box, 'toolu_w');
   // Defence in depth: the gate refuses the Write itself (the built-in
@@ -141,7 +178,7 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   assert.equal(existsSync(settings), true, 'the test wrote the settings file itself');
   assert.equal(only(box, 'toolu_r1').is_error, false);
   assert.equal(only(box, 'toolu_r2').is_error, false);
-  assert.deepEqual(markers(m), [], 'the written hook never ran on the host');
+  assert.deepEqual(markers(m), [], `the written hook never ran on the host, with ${String(took)} ms (what the control's watcher needed) before each read`);
 });
 
 test("agent-configuration escape: CLAUDE.md and its @imports never reach the model's requests", async () => {

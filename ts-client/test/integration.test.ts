@@ -10,7 +10,8 @@ import { createSdkMcpServer, query as sdkQuery, tool, type HookCallback } from '
 import { z } from 'zod';
 import { connect, GatekeeperError, query } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
-import { drain, initTools, makeSandbox } from './helpers/agent.js';
+import { drain, initTools, makeSandbox, spawnWatch } from './helpers/agent.js';
+import { readAudit } from './helpers/sidecar.js';
 import { agent, closeWorld, only, sharedWorld, world } from './helpers/world.js';
 import { resolveConfig } from '../src/config.js';
 import { Connection } from '../src/connection.js';
@@ -105,11 +106,12 @@ test('Read inside the workspace is allowed and the model gets the content', asyn
 
 test('a rejected override fails the query before any request reaches the model, listing the violations', async () => {
   const box = await makeSandbox([{ type: 'text', text: 'never' }], shared.world.dirs.root);
+  const claude = spawnWatch();
   try {
     const run = await drain(
       query({
         prompt: 'hi',
-        options: { ...box.sdkOptions(), gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
+        options: { ...box.sdkOptions(), spawnClaudeCodeProcess: claude.spawnClaudeCodeProcess, gatekeeper: { url: shared.world.sidecar.url, tokenFile: shared.world.sidecar.tokenFile }, sandboxPolicy: { proc: { memory: '8g', timeout: '10m' } } },
       }),
     );
     assert.ok(run.error instanceof GatekeeperError, String(run.error));
@@ -117,6 +119,7 @@ test('a rejected override fails the query before any request reaches the model, 
     assert.ok(run.error.violations.some((v) => /sandbox.proc.memory 8g exceeds ceiling 1g/.test(v)), run.error.violations.join('\n'));
     assert.ok(run.error.violations.some((v) => /timeout/.test(v)), run.error.violations.join('\n'));
     assert.equal(run.messages.length, 0);
+    assert.deepEqual(claude.spawned, [], 'Claude Code was never started, so no request can reach the model later');
     assert.equal(box.fake.requests.length, 0, 'no request reached the model');
   } finally {
     await box.fake.close();
@@ -174,6 +177,55 @@ test('sidecar killed mid-query: the next call is denied as unavailable; restarte
     assert.match(r4?.text ?? '', /host_fs.deny_glob/);
   } finally {
     await closeWorld(w);
+  }
+});
+
+test('sidecar frozen (SIGSTOP) mid-query: a Write and a run get no answer in time, are denied saying so, and neither happens; thawed: the same calls are allowed and happen', async () => {
+  const w = await world();
+  try {
+    const frozen = join(w.dirs.ws, 'while-frozen.txt');
+    const thawed = join(w.dirs.ws, 'after-thaw.txt');
+    const write = (id: string, file: string) => ({ type: 'tool_use' as const, name: 'Write', input: { file_path: file, content: 'written\n' }, id });
+    const run = (id: string) => ({ type: 'tool_use' as const, name: RUN, input: { language: 'python', code: `print("ran ${id}")` }, id });
+    const { box } = await agent(w, [
+      // The query is open (before the first model request): the connection
+      // stands, and the sidecar stops answering on it.
+      () => {
+        w.sidecar.freeze();
+        return write('toolu_fw', frozen);
+      },
+      run('toolu_fr'),
+      () => {
+        w.sidecar.thaw();
+        return write('toolu_tw', thawed);
+      },
+      run('toolu_tr'),
+      { type: 'text', text: 'done' },
+    ]);
+    for (const id of ['toolu_fw', 'toolu_fr']) {
+      const r = only(box, id);
+      assert.equal(r.is_error, true, `${id}: ${r.text}`);
+      assert.match(r.text, /gatekeeper is unavailable \(no decision within 2000 ms: .*\), so this tool call is denied \[gatekeeper rule: client.gatekeeper_unavailable\]/, id);
+    }
+    assert.equal(existsSync(frozen), false, 'the Write denied for want of an answer wrote nothing');
+    // The control: the same calls, once the sidecar answers, are allowed and happen.
+    const tw = only(box, 'toolu_tw');
+    assert.equal(tw.is_error, false, tw.text);
+    assert.equal(existsSync(thawed), true, 'control: the thawed sidecar allows the same Write, and it writes');
+    const tr = only(box, 'toolu_tr');
+    assert.equal(tr.is_error, false, tr.text);
+    assert.equal((JSON.parse(tr.text) as { stdout: string }).stdout, 'ran toolu_tr\n', 'control: the thawed sidecar runs the same code');
+    // The run after the thaw ended (its record is in the log), and anything
+    // the client had sent about toolu_fr was read before it, on the same
+    // connection: a run of toolu_fr would have its record by now.
+    const runs = readAudit(w.sidecar.auditLog).filter((a) => a.kind === 'run');
+    assert.deepEqual(
+      runs.map((a) => a.tool_use_id),
+      ['toolu_tr'],
+      'only the run after the thaw was started: none for the call denied while the sidecar was frozen',
+    );
+  } finally {
+    await closeWorld(w); // thaws it first
   }
 });
 

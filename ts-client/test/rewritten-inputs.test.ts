@@ -16,29 +16,14 @@ import { join } from 'node:path';
 import type { CanUseTool, HookCallback, Options, PermissionUpdate } from '@anthropic-ai/claude-agent-sdk';
 import type { GatekeeperQueryOptions } from '../src/index.js';
 import type { FakeScriptStep } from '../src/testing/index.js';
+import { readAudit } from './helpers/sidecar.js';
 import { agent, bare, only, sharedWorld } from './helpers/world.js';
 
 const shared = sharedWorld();
 
-interface AuditLine {
-  kind: string;
-  event?: string;
-  tool?: string;
-  decision?: string;
-  rule?: string;
-  tool_input?: { file_path?: string };
-}
-
-function audit(file: string): AuditLine[] {
-  return readFileSync(file, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '')
-    .map((l) => JSON.parse(l) as AuditLine);
-}
-
 /** decisionsOn lists the sidecar's decisions on a Write to `path`, as [event, decision, rule]. */
 function decisionsOn(path: string): string[][] {
-  return audit(shared.world.sidecar.auditLog)
+  return readAudit(shared.world.sidecar.auditLog)
     .filter((a) => a.kind === 'decision' && a.tool === 'Write' && a.tool_input?.file_path === path)
     .map((a) => [a.event ?? '', a.decision ?? '', a.rule ?? '']);
 }

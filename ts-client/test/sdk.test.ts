@@ -10,10 +10,15 @@ import { join } from 'node:path';
 import { createSdkMcpServer, query as sdkQuery, tool } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
 import { connect, GatekeeperConfigError, GatekeeperError, query } from '../src/index.js';
-import { drain, initTools, makeSandbox, resultOf } from './helpers/agent.js';
+import { drain, initTools, makeSandbox, resultOf, spawnWatch } from './helpers/agent.js';
 import { DEFAULT_POLICY, startFakeSidecar, type FakeSidecarOptions } from './helpers/fake-sidecar.js';
 
 const RUN = 'mcp__sandboxed_code__run';
+
+/** until polls cond every 50 ms until it holds or 15 s passed; the caller asserts it. */
+async function until(cond: () => boolean): Promise<void> {
+  for (const deadline = Date.now() + 15_000; !cond() && Date.now() < deadline; ) await new Promise((r) => setTimeout(r, 50));
+}
 
 async function setup(sidecar: FakeSidecarOptions, script: Parameters<typeof makeSandbox>[0]) {
   const gk = await startFakeSidecar(sidecar);
@@ -95,15 +100,16 @@ test('a rejected override fails the iteration at once with the violations, and n
   const s = await setup({ onOpen: () => ({ type: 'error', code: 'policy_override_rejected', message: 'sandbox policy override rejected: 1 violations', violations }) }, [
     { type: 'text', text: 'should never be asked' },
   ]);
+  const claude = spawnWatch();
   try {
-    const q = query({ prompt: 'hello', options: { ...s.box.sdkOptions(), gatekeeper: s.gatekeeper, sandboxPolicy: { proc: { memory: '8g' } } } });
+    const q = query({ prompt: 'hello', options: { ...s.box.sdkOptions(), spawnClaudeCodeProcess: claude.spawnClaudeCodeProcess, gatekeeper: s.gatekeeper, sandboxPolicy: { proc: { memory: '8g' } } } });
     const run = await drain(q);
     assert.ok(run.error instanceof GatekeeperError, String(run.error));
     assert.equal(run.error.code, 'policy_override_rejected');
     assert.deepEqual(run.error.violations, violations);
     assert.match(run.error.message, /8g exceeds ceiling 1g/);
     assert.equal(run.messages.length, 0);
-    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(claude.spawned, [], 'Claude Code was never started, so no request can reach the model later');
     assert.equal(s.box.fake.requests.length, 0, 'no request reached the model');
   } finally {
     await s.cleanup();
@@ -276,7 +282,7 @@ test('connect(): options() spread into a plain SDK query() decides through the s
     assert.match(r.text, /nope \[gatekeeper rule: test.deny\]/);
     assert.deepEqual(s.gk.frames.find((f) => f.type === 'open_query')?.sandbox_policy, { proc: { timeout: '30s' } });
     assert.equal(s.gk.frames.filter((f) => f.type === 'run').length, 0);
-    for (let i = 0; i < 20 && !s.gk.frames.some((f) => f.type === 'close_query'); i++) await new Promise((r) => setTimeout(r, 100));
+    await until(() => s.gk.frames.some((f) => f.type === 'close_query'));
     assert.ok(s.gk.frames.some((f) => f.type === 'close_query'), 'the end of the SDK query closed the sidecar query');
   } finally {
     await client.close();
@@ -311,7 +317,7 @@ test('aborting the query closes the sidecar query and ends the iteration', async
     abortController.abort();
     const run = await drain(q, 10_000);
     assert.match(String(run.error), /abort/i, 'the iteration ends with the abort');
-    for (let i = 0; i < 20 && !s.gk.frames.some((f) => f.type === 'close_query'); i++) await new Promise((r) => setTimeout(r, 50));
+    await until(() => s.gk.frames.some((f) => f.type === 'close_query'));
     assert.equal(s.gk.frames.filter((f) => f.type === 'close_query').length, 1);
   } finally {
     await s.cleanup();

@@ -56,14 +56,12 @@ test('mcp_server is sent for MCP tools and left out otherwise', async () => {
 });
 
 test('no reply within decisionTimeoutMs is a deny saying gatekeeper is unavailable', async () => {
-  await withSidecar({ onDecide: () => null }, async (sq) => {
-    const t0 = Date.now();
+  await withSidecar({ onDecide: () => null }, async (sq, fake) => {
     const d = await sq.decide('PreToolUse', 'Read', { file_path: '/x' }, 'toolu_1');
-    const took = Date.now() - t0;
+    assert.deepEqual(fake.frames.filter((f) => f.type === 'decide').map((f) => f.tool_use_id), ['toolu_1'], 'the sidecar was asked, and never answered');
     assert.equal(d.decision, 'deny');
     assert.equal(d.rule, UNAVAILABLE_RULE);
     assert.match(d.reason, /gatekeeper is unavailable \(no decision within 300 ms/);
-    assert.ok(took >= 250 && took < 2000, `took ${String(took)} ms`);
   });
 });
 
@@ -108,13 +106,15 @@ test('a tool input that is not an object is denied without asking', async () => 
 });
 
 test('an unreachable sidecar is a prompt deny saying why', async () => {
-  const conn = new Connection(resolveConfig({ url: 'unix:///nonexistent/gk.sock', token: 't', decisionTimeoutMs: 1500 }, {}));
+  // A deadline far beyond what any machine needs to fail a connect: a
+  // decision that waited for it instead of failing with the attempt shows.
+  const conn = new Connection(resolveConfig({ url: 'unix:///nonexistent/gk.sock', token: 't', decisionTimeoutMs: 60_000 }, {}));
   const sq = new SidecarQuery(conn, undefined);
   const first = await sq.firstOpen(1500);
   assert.match(first.unavailable ?? '', /ENOENT|ECONNREFUSED/);
   const t0 = Date.now();
   const d = await sq.decide('PreToolUse', 'Read', { file_path: '/x' }, 'toolu_1');
-  assert.ok(Date.now() - t0 < 1000, 'an attempt that fails fails the decision at once');
+  assert.ok(Date.now() - t0 < 30_000, `an attempt that fails fails the decision at once, not at its 60 s deadline (it took ${String(Date.now() - t0)} ms)`);
   assert.equal(d.decision, 'deny');
   assert.match(d.reason, /gatekeeper is unavailable \(.*(ENOENT|ECONNREFUSED)/);
   await sq.close();

@@ -1,10 +1,11 @@
 // Runs the real Agent SDK against the loopback fake model, in a temp cwd
 // with a fake HOME, so that the machine's own config never takes part.
 
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Options, Query, SDKMessage } from '@anthropic-ai/claude-agent-sdk';
+import type { Options, Query, SDKMessage, SpawnedProcess, SpawnOptions } from '@anthropic-ai/claude-agent-sdk';
 import { startFakeModel, type FakeModel, type FakeScriptStep } from '../../src/testing/index.js';
 
 export interface Sandbox {
@@ -92,4 +93,20 @@ export function resultOf(run: Run): SDKMessage | undefined {
 export function initTools(run: Run): string[] {
   const init = run.messages.find((m) => m.type === 'system' && m.subtype === 'init');
   return init !== undefined && 'tools' in init ? init.tools : [];
+}
+
+/**
+ * spawnWatch is a spawnClaudeCodeProcess that starts Claude Code as the SDK
+ * would and notes each start: a test that Claude Code never started knows
+ * that no request to the model can still come, without waiting for one.
+ */
+export function spawnWatch(): { spawned: string[]; spawnClaudeCodeProcess: (o: SpawnOptions) => SpawnedProcess } {
+  const spawned: string[] = [];
+  return {
+    spawned,
+    spawnClaudeCodeProcess: (o) => {
+      spawned.push([o.command, ...o.args].join(' '));
+      return spawn(o.command, o.args, { cwd: o.cwd, env: o.env, stdio: ['pipe', 'pipe', 'ignore'] });
+    },
+  };
 }

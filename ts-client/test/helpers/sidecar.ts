@@ -22,8 +22,15 @@ export interface Sidecar {
   kill(): Promise<void>;
   /** Starts it again on the same socket, token and policy. */
   restart(): Promise<void>;
-  /** Stops it (SIGTERM, then SIGKILL). */
+  /** Stops it (SIGTERM, then SIGKILL); a frozen sidecar is thawed first. */
   stop(): Promise<void>;
+  /**
+   * Freezes the process with SIGSTOP: its socket stays open and accepts
+   * bytes, but nothing is read, decided or answered until thaw().
+   */
+  freeze(): void;
+  /** Lets a frozen process go on (SIGCONT). */
+  thaw(): void;
   /** The sidecar's own output so far. */
   log(): string;
 }
@@ -156,9 +163,36 @@ export async function startSidecar(o: SidecarOptions): Promise<Sidecar> {
     restart: up,
     stop: async () => {
       const c = child;
+      c?.kill('SIGCONT');
       c?.kill('SIGTERM');
       await waitExit(c, 5000);
     },
+    freeze: () => {
+      if (child?.kill('SIGSTOP') !== true) throw new Error('gatekeeper serve could not be sent SIGSTOP');
+    },
+    thaw: () => {
+      if (child?.kill('SIGCONT') !== true) throw new Error('gatekeeper serve could not be sent SIGCONT');
+    },
     log: () => (existsSync(logFile) ? readFileSync(logFile, 'utf8') : ''),
   };
+}
+
+/** AuditRecord is the part of an audit line the tests read. */
+export interface AuditRecord {
+  kind: string;
+  event?: string;
+  tool?: string;
+  tool_use_id?: string;
+  decision?: string;
+  rule?: string;
+  outcome?: string;
+  tool_input?: { file_path?: string };
+}
+
+/** readAudit parses a sidecar's audit log, one record per line. */
+export function readAudit(file: string): AuditRecord[] {
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as AuditRecord);
 }
