@@ -70,6 +70,8 @@ import (
 	"net"
 	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -182,7 +184,7 @@ type Runner struct {
 	metrics   poolmetrics.Metrics
 	closeCli  func() error
 	mu        sync.Mutex
-	runtimes  map[string]bool          // nil until the engine was asked
+	runtimes  map[string]error         // per registered runtime, why it is unusable; nil until the engine was asked
 	languages map[langKey]languageInfo // per image ID and language
 	removals  sync.WaitGroup           // removals of ended runs' containers
 	retry     *retrier                 // removals that failed, tried again
@@ -388,26 +390,65 @@ func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
 	return list, nil
 }
 
-// runtimeAvailable reports whether the engine has the OCI runtime. The
-// engine's list is asked once and cached; a failed ask is not cached.
-func (r *Runner) runtimeAvailable(ctx context.Context, rt runner.Runtime) (bool, error) {
+// runtimeUsable returns nil when the engine has the OCI runtime rt
+// registered as this package needs it, else why not, wrapping
+// runner.ErrRuntimeUnavailable: missing, or runsc registered without
+// --oci-seccomp (see runscSeccomp). The engine's list is asked once and
+// cached; a failed ask is not cached.
+func (r *Runner) runtimeUsable(ctx context.Context, rt runner.Runtime) error {
 	r.mu.Lock()
 	known := r.runtimes
 	r.mu.Unlock()
 	if known == nil {
 		info, err := r.cli.Info(ctx)
 		if err != nil {
-			return false, engineErr("engine info", err)
+			return engineErr("engine info", err)
 		}
-		known = make(map[string]bool, len(info.Runtimes))
-		for name := range info.Runtimes {
-			known[name] = true
+		known = make(map[string]error, len(info.Runtimes))
+		for name, reg := range info.Runtimes {
+			known[name] = registrationProblem(runner.Runtime(name), reg.Runtime)
 		}
 		r.mu.Lock()
 		r.runtimes = known
 		r.mu.Unlock()
 	}
-	return known[string(rt)], nil
+	problem, ok := known[string(rt)]
+	if !ok {
+		return fmt.Errorf("runtime %s is not installed in the engine: %w", rt, runner.ErrRuntimeUnavailable)
+	}
+	return problem
+}
+
+// registrationProblem says what is wrong with how the engine registered rt.
+// runsc must load the container's seccomp profile (Docker's default) inside
+// gVisor (--oci-seccomp): without it gVisor's kernel is the only filter of
+// the program's system calls, and a run is refused rather than run so.
+func registrationProblem(rt runner.Runtime, reg system.Runtime) error {
+	if rt != runner.Runsc || runscSeccomp(reg.Args) {
+		return nil
+	}
+	return fmt.Errorf("runtime runsc is registered in the engine without --oci-seccomp (runtimeArgs %q), so gVisor would not load the container's seccomp profile; register it with \"runtimeArgs\": [\"--oci-seccomp\"] in daemon.json (scripts/ensure-docker does) and reload dockerd: %w",
+		reg.Args, runner.ErrRuntimeUnavailable)
+}
+
+// runscSeccomp reports whether runsc's arguments turn --oci-seccomp on, as
+// runsc's flag parsing (Go's flag package) reads them: -oci-seccomp or
+// --oci-seccomp, bare or =BOOL, the last one winning.
+func runscSeccomp(args []string) bool {
+	on := false
+	for _, a := range args {
+		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "oci-seccomp" {
+			continue
+		}
+		if !hasValue {
+			on = true
+			continue
+		}
+		b, err := strconv.ParseBool(value)
+		on = err == nil && b
+	}
+	return on
 }
 
 // engineErr wraps err from the engine with op; an engine that cannot be
