@@ -55,8 +55,9 @@
 // each): the pids cgroup counts gVisor's own threads, so it is set to
 // 2*PIDs+RunscPIDsExtra and the per-run process bound is RLIMIT_NPROC,
 // which gVisor's kernel counts per sandbox; the default seccomp profile is
-// not loaded into the sandbox (gVisor's kernel serves the system calls,
-// under its own filter); a write to a root-owned path of a read-only mount
+// loaded into gVisor's kernel, which runsc does only with --oci-seccomp, so
+// a runsc the engine registered without it is refused
+// (runner.ErrRuntimeUnavailable); a write to a root-owned path of a read-only mount
 // fails with EACCES rather than EROFS (gVisor checks permission first);
 // and the engine occasionally misses the OOM event of a sandbox the memory
 // limit killed (reported as exited with 137).
