@@ -26,7 +26,7 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/gatekeeper
 
-# engine: a Docker engine that answers, with gVisor's runsc registered.
+# engine: a Docker engine that answers, with gVisor's runsc (pinned version) registered with --oci-seccomp.
 engine:
 	scripts/ensure-docker
 

@@ -23,15 +23,18 @@ import (
 // the same runtime, so the difference is the filter alone.
 type SeccompResult struct {
 	// Cold is `docker run --rm` of a hello world, end to end.
-	Cold, ColdOff Summary
+	Cold    Summary `json:"cold"`
+	ColdOff Summary `json:"cold_unconfined"`
 	// Started is the same hello world in a container already started and
 	// waiting for its run, as a warm pool's is: from the code sent to the
 	// end mark (the interpreter is not preloaded).
-	Started, StartedOff Summary
+	Started    Summary `json:"started"`
+	StartedOff Summary `json:"started_unconfined"`
 	// Loop is a program making LoopCalls getppid system calls, in a
 	// started container: where a per-call cost would show.
-	Loop, LoopOff Summary
-	LoopCalls     int `json:"loop_calls"`
+	Loop      Summary `json:"loop"`
+	LoopOff   Summary `json:"loop_unconfined"`
+	LoopCalls int     `json:"loop_calls"`
 	// Seccomp is the Seccomp field of /proc/self/status in each variant,
 	// checked before measuring: "2" with the profile, "0" without.
 	Seccomp    map[string]string `json:"seccomp_status"`
