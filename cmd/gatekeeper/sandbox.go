@@ -214,7 +214,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	if o.backend == "kube" {
 		s, checks, err = newKubeRunner(o, proxy)
 	} else {
-		s, err = newDockerRunner(o, proxy)
+		s, checks, err = newDockerRunner(o, proxy)
 	}
 	if err != nil {
 		return nil, err
@@ -241,15 +241,23 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	return s, nil
 }
 
-// newDockerRunner makes the Docker backend.
-func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
+// newDockerRunner makes the Docker backend, and the start-up check that
+// logs each runtime the engine cannot run as registered.
+func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(context.Context), error) {
 	pool := docker.PoolConfig{Size: o.pool.size, Min: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all, Interpreters: o.pool.interpreters}
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
 	}
 	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: pool, Logger: o.log})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	checks := func(ctx context.Context) {
+		for rt, err := range d.Check(ctx) {
+			if err != nil && rt != "" {
+				o.log.Warn("runtime refused: its runs answer runner_unavailable", "runtime", rt, "err", err)
+			}
+		}
 	}
 	return &sandboxRunner{backend: d, collectors: d.Collectors(), status: func(ctx context.Context) console.RunnerStatus {
 		st := console.RunnerStatus{Backend: "docker", Instance: o.instance, DefaultImage: defaultImageTag()}
@@ -259,7 +267,7 @@ func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, erro
 		}
 		st.Engine, st.Runtimes = es.Version, es.Runtimes
 		return st
-	}}, nil
+	}}, checks, nil
 }
 
 // openWorkspaces opens the store of the queries' workspaces of instance

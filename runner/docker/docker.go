@@ -420,6 +420,29 @@ func (r *Runner) runtimeUsable(ctx context.Context, rt runner.Runtime) error {
 	return problem
 }
 
+// Check returns, for each runtime this package runs that the engine has,
+// why it cannot run it as registered (nil when it can), or the error of
+// asking the engine under the key ""; for the sidecar's start-up log, as
+// runs check for themselves anyway. What the engine said is cached as for
+// runs: a registration fixed later needs a new Runner.
+func (r *Runner) Check(ctx context.Context) map[runner.Runtime]error {
+	out := map[runner.Runtime]error{}
+	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
+		err := r.runtimeUsable(ctx, rt)
+		r.mu.Lock()
+		_, installed := r.runtimes[string(rt)]
+		asked := r.runtimes != nil
+		r.mu.Unlock()
+		switch {
+		case !asked:
+			return map[runner.Runtime]error{"": err}
+		case installed:
+			out[rt] = err
+		}
+	}
+	return out
+}
+
 // registrationProblem says what is wrong with how the engine registered rt.
 // runsc must load the container's seccomp profile (Docker's default) inside
 // gVisor (--oci-seccomp): without it gVisor's kernel is the only filter of

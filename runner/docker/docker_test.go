@@ -168,6 +168,20 @@ func TestRunscWithoutOCISeccompIsRefused(t *testing.T) {
 	}
 }
 
+func TestCheckNamesTheRegistrationProblem(t *testing.T) {
+	t.Parallel()
+	f := newFake("runc", "runsc")
+	f.runtimeArgs = map[string][]string{"runsc": {"--platform=systrap"}}
+	got := newFakeRunner(t, f).Check(t.Context())
+	if len(got) != 2 || got[runner.Runc] != nil || !errors.Is(got[runner.Runsc], runner.ErrRuntimeUnavailable) || !strings.Contains(got[runner.Runsc].Error(), "--oci-seccomp") {
+		t.Errorf("Check = %v, want runc usable and runsc refused for lacking --oci-seccomp", got)
+	}
+	got = newFakeRunner(t, newFake("runc")).Check(t.Context())
+	if len(got) != 1 || got[runner.Runc] != nil {
+		t.Errorf("Check of an engine without runsc = %v, want only runc, usable", got)
+	}
+}
+
 func TestRuntimesAreAskedOnce(t *testing.T) {
 	t.Parallel()
 	f := newFake("runc")
