@@ -244,12 +244,16 @@ func TestIdleConnectionsHoldNoDecisionWorkers(t *testing.T) {
 	}
 }
 
-// holdingAuditor holds every decision's audit write until the test
-// releases it, saying on entered that one arrived; other records pass.
-type holdingAuditor struct{ entered, release chan struct{} }
+// holdingAuditor holds the audit write of every decision (of tool, if
+// set) until the test releases it, saying on entered that one arrived;
+// other records pass.
+type holdingAuditor struct {
+	tool             string
+	entered, release chan struct{}
+}
 
 func (a *holdingAuditor) Write(r audit.Record) error {
-	if r.Kind == audit.KindDecision {
+	if r.Kind == audit.KindDecision && (a.tool == "" || r.Tool == a.tool) {
 		a.entered <- struct{}{}
 		<-a.release
 	}

@@ -792,30 +792,46 @@ func readAuditLines(t *testing.T, path string) []audit.Record {
 }
 
 // TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt sends a Grep of a
-// large directory (its decision walks every entry below it for files
-// fs.deny forbids) and then, at once, a Read. The reader decides a Read
-// itself but leaves a decision that walks to a worker, so the Read is
-// answered first; were the Grep decided on the reader, the Read would not
-// even be read before the walk ended.
+// directory (its decision walks every entry below it for files fs.deny
+// forbids) and then a Read. The reader decides a Read itself but leaves a
+// decision that walks to a worker. The Grep's audit write is held until
+// the Read is answered, standing for a walk as long as any: were the Grep
+// decided on the reader, the Read would never be read. (A race of the
+// Read against a real 10,000-file walk was one a loaded machine could
+// lose.)
 func TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt(t *testing.T) {
 	t.Parallel()
 	policy := strings.Replace(testPolicy, "allow: [Read,", "allow: [Read, Grep,", 1)
-	h := start(t, options{policy: policy})
+	held := &holdingAuditor{tool: "Grep", entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, options{policy: policy, auditor: held})
 	big := filepath.Join(h.dir, "ws", "big")
-	for i := range 40 {
+	for i := range 4 {
 		d := filepath.Join(big, fmt.Sprint(i))
 		must(t, os.MkdirAll(d, 0o755))
-		for j := range 250 {
+		for j := range 25 {
 			must(t, os.WriteFile(filepath.Join(d, fmt.Sprint(j)), nil, 0o644))
 		}
 	}
 	c := h.connect(t)
 	q := c.open("")
 	c.send(fmt.Sprintf(`{"type":"decide","id":"grep","query_id":%q,"event":"PreToolUse","tool_name":"Grep","tool_input":{"pattern":"x","path":%q},"tool_use_id":"t1"}`, q, big))
+	select {
+	case <-held.entered: // the Grep is decided and held
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Grep's decision never reached the audit log")
+	}
 	c.send(fmt.Sprintf(`{"type":"decide","id":"read","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_input":{"file_path":%q},"tool_use_id":"t2"}`, q, filepath.Join(h.dir, "ws", "a.txt")))
-	first, second := c.recv(), c.recv()
+	_ = c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var first map[string]any
+	_, data, err := c.ws.ReadMessage()
+	held.release <- struct{}{}
+	if err != nil {
+		t.Fatalf("no reply to the Read while the Grep's decision was held: %v", err)
+	}
+	must(t, json.Unmarshal(data, &first))
+	second := c.recv()
 	if first["id"] != "read" || second["id"] != "grep" {
-		t.Fatalf("replies came as %v then %v: want the Read answered before the Grep's walk ended", first["id"], second["id"])
+		t.Fatalf("replies came as %v then %v: want the Read answered while the Grep was held", first["id"], second["id"])
 	}
 	if first["decision"] != "allow" || second["decision"] != "allow" || second["rule"] != "host_fs.inside_workspace" {
 		t.Fatalf("decisions %v and %v, want both allowed", first, second)
