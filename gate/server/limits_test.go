@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gorilla/websocket"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 )
 
@@ -198,9 +200,14 @@ func TestGoldenTooManyQueries(t *testing.T) {
 // workers every connection started at once, each holding a stack grown
 // for Rego. Workers now start with a connection's first decision and end
 // when it has been idle a while; a decision after that starts one again.
+// A Grep, which may walk a tree, is decided by a worker (a Bash, decided
+// on the reader, never started one: the test could not fail). The
+// auditor holds each decision inside its worker, so the test reads the
+// gauge while the worker surely runs.
 func TestIdleConnectionsHoldNoDecisionWorkers(t *testing.T) {
 	t.Parallel()
-	h := start(t, options{tune: func(c *server.Config) { c.DecisionWorkerIdle = 20 * time.Millisecond }})
+	held := &holdingAuditor{entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, options{auditor: held, tune: func(c *server.Config) { c.DecisionWorkerIdle = 20 * time.Millisecond }})
 	clients := make([]*client, 20)
 	for i := range clients {
 		clients[i] = h.connect(t)
@@ -212,7 +219,19 @@ func TestIdleConnectionsHoldNoDecisionWorkers(t *testing.T) {
 	c := clients[0]
 	q := c.open("")
 	for round := range 3 {
-		if d := c.decide(q, "Bash", `{}`, "t", ""); d["rule"] != "tools.deny_list" {
+		c.send(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":"Grep","tool_input":{"pattern":"x","path":%q},"tool_use_id":"t"}`, q, filepath.Join(h.dir, "ws")))
+		select {
+		case <-held.entered:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the decision never reached the audit log", round)
+		}
+		// The decision is held in its worker: the worker runs now.
+		got := h.metric(t, "gatekeeper_decision_workers")
+		held.release <- struct{}{}
+		if got != "1" {
+			t.Errorf("round %d: %s decision workers while a decision is being made, want 1", round, got)
+		}
+		if d := c.recv(); d["rule"] != "tools.not_allowlisted" {
 			t.Fatalf("round %d: %v", round, d)
 		}
 		// The worker ends once idle; poll, as its end is the server's to time.
@@ -223,4 +242,20 @@ func TestIdleConnectionsHoldNoDecisionWorkers(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// holdingAuditor holds the audit write of every decision (of tool, if
+// set) until the test releases it, saying on entered that one arrived;
+// other records pass.
+type holdingAuditor struct {
+	tool             string
+	entered, release chan struct{}
+}
+
+func (a *holdingAuditor) Write(r audit.Record) error {
+	if r.Kind == audit.KindDecision && (a.tool == "" || r.Tool == a.tool) {
+		a.entered <- struct{}{}
+		<-a.release
+	}
+	return nil
 }

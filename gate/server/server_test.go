@@ -621,7 +621,9 @@ func TestKeepAlive(t *testing.T) {
 	// Margins wide enough that a stall of a loaded machine cannot make a
 	// live client miss its pongs: pings every 100 ms, dropped after 2 s
 	// without one.
-	h := start(t, options{ping: 100 * time.Millisecond, read: 2 * time.Second})
+	const readTimeout = 2 * time.Second
+	ends := &readEnds{}
+	h := start(t, options{ping: 100 * time.Millisecond, read: readTimeout, tune: func(c *server.Config) { c.Logger = slog.New(ends) }})
 
 	// A client that reads answers the server's pings and stays connected
 	// well past the read timeout.
@@ -635,21 +637,88 @@ func TestKeepAlive(t *testing.T) {
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("idle reading client: %v, want its own read timeout after 5s", err)
 	}
+	if got := ends.errs(); len(got) != 0 {
+		t.Fatalf("the server ended connections %v while only a ponging client was connected", got)
+	}
+	// The live client leaves (it no longer reads, so it would soon miss
+	// pongs too); its end is not for a read deadline.
+	live.ws.Close()
+	for i := 0; len(ends.errs()) == 0; i++ {
+		if i == 1000 {
+			t.Fatal("the server never saw the live client leave")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := ends.errs(); len(got) != 1 || errors.Is(got[0], os.ErrDeadlineExceeded) {
+		t.Fatalf("the live client's end was seen as %v, want one end that is not a read deadline", got)
+	}
 
-	// A client that answers no ping (it reads, but ignores them) is
-	// dropped by the server once its read timeout passes.
+	// A client that answers no ping (it reads, but ignores them) and is
+	// otherwise the same is dropped by the server, for its read timeout,
+	// and no sooner than that after its last frame.
 	dead, _, err := h.dial(t, http.Header{"Authorization": {"Bearer " + h.token}})
 	must(t, err)
 	defer dead.Close()
-	dead.SetPingHandler(func(string) error { return nil })
+	pings := 0
+	dead.SetPingHandler(func(string) error { pings++; return nil })
+	lastFrame := time.Now()
 	must(t, dead.WriteMessage(websocket.TextMessage, []byte(`{"type":"hello","id":"h","v":1}`)))
 	_ = dead.SetReadDeadline(time.Now().Add(15 * time.Second))
+	var frames []string
 	for err == nil { // the welcome, then the drop
-		_, _, err = dead.ReadMessage()
+		var data []byte
+		if _, data, err = dead.ReadMessage(); err == nil {
+			frames = append(frames, string(data))
+		}
 	}
+	dropped := time.Since(lastFrame)
 	if strings.Contains(err.Error(), "timeout") {
 		t.Fatalf("a client that answered no ping was not disconnected within 15 s: %v", err)
 	}
+	if len(frames) != 1 || !strings.Contains(frames[0], `"welcome"`) || !websocket.IsCloseError(err, websocket.CloseNormalClosure) {
+		t.Errorf("the client got %q, then %v; want the welcome, then a close frame", frames, err)
+	}
+	if dropped < readTimeout {
+		t.Errorf("the client was dropped %v after its last frame, before the read timeout of %v", dropped, readTimeout)
+	}
+	if pings < 2 {
+		t.Errorf("the client was sent %d pings before the drop, want several", pings)
+	}
+	if got := ends.errs()[1:]; len(got) != 1 || !errors.Is(got[0], os.ErrDeadlineExceeded) {
+		t.Errorf("the server ended the client's connection for %v, want its read deadline", got)
+	}
+}
+
+// readEnds is a log handler that keeps the error of each connection whose
+// reading ended ("connection read ended"), and drops the other records.
+type readEnds struct {
+	mu  sync.Mutex
+	got []error
+}
+
+func (h *readEnds) Enabled(context.Context, slog.Level) bool { return true }
+func (h *readEnds) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *readEnds) WithGroup(string) slog.Handler            { return h }
+
+func (h *readEnds) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != "connection read ended" {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if err, ok := a.Value.Any().(error); ok && a.Key == "err" {
+			h.mu.Lock()
+			h.got = append(h.got, err)
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h *readEnds) errs() []error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]error(nil), h.got...)
 }
 
 // blockingRunner runs until its context ends, then reports the run
@@ -723,30 +792,46 @@ func readAuditLines(t *testing.T, path string) []audit.Record {
 }
 
 // TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt sends a Grep of a
-// large directory (its decision walks every entry below it for files
-// fs.deny forbids) and then, at once, a Read. The reader decides a Read
-// itself but leaves a decision that walks to a worker, so the Read is
-// answered first; were the Grep decided on the reader, the Read would not
-// even be read before the walk ended.
+// directory (its decision walks every entry below it for files fs.deny
+// forbids) and then a Read. The reader decides a Read itself but leaves a
+// decision that walks to a worker. The Grep's audit write is held until
+// the Read is answered, standing for a walk as long as any: were the Grep
+// decided on the reader, the Read would never be read. (A race of the
+// Read against a real 10,000-file walk was one a loaded machine could
+// lose.)
 func TestADecisionThatWalksDoesNotHoldUpTheFramesBehindIt(t *testing.T) {
 	t.Parallel()
 	policy := strings.Replace(testPolicy, "allow: [Read,", "allow: [Read, Grep,", 1)
-	h := start(t, options{policy: policy})
+	held := &holdingAuditor{tool: "Grep", entered: make(chan struct{}), release: make(chan struct{})}
+	h := start(t, options{policy: policy, auditor: held})
 	big := filepath.Join(h.dir, "ws", "big")
-	for i := range 40 {
+	for i := range 4 {
 		d := filepath.Join(big, fmt.Sprint(i))
 		must(t, os.MkdirAll(d, 0o755))
-		for j := range 250 {
+		for j := range 25 {
 			must(t, os.WriteFile(filepath.Join(d, fmt.Sprint(j)), nil, 0o644))
 		}
 	}
 	c := h.connect(t)
 	q := c.open("")
 	c.send(fmt.Sprintf(`{"type":"decide","id":"grep","query_id":%q,"event":"PreToolUse","tool_name":"Grep","tool_input":{"pattern":"x","path":%q},"tool_use_id":"t1"}`, q, big))
+	select {
+	case <-held.entered: // the Grep is decided and held
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Grep's decision never reached the audit log")
+	}
 	c.send(fmt.Sprintf(`{"type":"decide","id":"read","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_input":{"file_path":%q},"tool_use_id":"t2"}`, q, filepath.Join(h.dir, "ws", "a.txt")))
-	first, second := c.recv(), c.recv()
+	_ = c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var first map[string]any
+	_, data, err := c.ws.ReadMessage()
+	held.release <- struct{}{}
+	if err != nil {
+		t.Fatalf("no reply to the Read while the Grep's decision was held: %v", err)
+	}
+	must(t, json.Unmarshal(data, &first))
+	second := c.recv()
 	if first["id"] != "read" || second["id"] != "grep" {
-		t.Fatalf("replies came as %v then %v: want the Read answered before the Grep's walk ended", first["id"], second["id"])
+		t.Fatalf("replies came as %v then %v: want the Read answered while the Grep was held", first["id"], second["id"])
 	}
 	if first["decision"] != "allow" || second["decision"] != "allow" || second["rule"] != "host_fs.inside_workspace" {
 		t.Fatalf("decisions %v and %v, want both allowed", first, second)

@@ -11,16 +11,24 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/network"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
@@ -692,5 +700,98 @@ open("fetched.txt", "wb").write(reply.split(b"\r\n\r\n", 1)[1])`, hs.httpPort, h
 	res = run(`print(open("fetched.txt").read())`)
 	if res.Stdout != "hello from upstream /kept\n" {
 		t.Errorf("the next networked run read %q (stderr %q), want what the first fetched", res.Stdout, res.Stderr)
+	}
+}
+
+// noNetAdminEnv names the instance a re-executed test process runs
+// TestAFirewallThatCannotBeInstalledRefusesTheRun's run under, without
+// CAP_NET_ADMIN.
+const noNetAdminEnv = "GATEKEEPER_TEST_NO_NET_ADMIN_INSTANCE"
+
+// TestAFirewallThatCannotBeInstalledRefusesTheRun runs a networked spec on
+// the real engine from a sidecar without CAP_NET_ADMIN (the test binary
+// re-executed under setpriv with it dropped from its bounding and
+// inheritable sets), whose real iptables therefore cannot install the
+// network's firewall. The run must be refused before any container
+// exists, and its network removed; the parent, which has the capability,
+// then checks that nothing of the instance is left, firewall rules
+// included.
+func TestAFirewallThatCannotBeInstalledRefusesTheRun(t *testing.T) {
+	if instance := os.Getenv(noNetAdminEnv); instance != "" {
+		runWithoutNetAdmin(t, instance)
+		return
+	}
+	t.Parallel()
+	requireEngine(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Fatalf("setpriv (util-linux) is needed to drop CAP_NET_ADMIN: %v", err)
+	}
+	instance := fmt.Sprintf("test-%d-%d", os.Getpid(), instanceSeq.Add(1))
+	cmd := exec.CommandContext(t.Context(), setpriv, "--bounding-set=-net_admin", "--inh-caps=-net_admin", "--",
+		os.Args[0], "-test.run=^TestAFirewallThatCannotBeInstalledRefusesTheRun$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), noNetAdminEnv+"="+instance)
+	out, err := cmd.CombinedOutput()
+	t.Logf("the run without CAP_NET_ADMIN:\n%s", out)
+	if err != nil || !strings.Contains(string(out), "--- PASS: TestAFirewallThatCannotBeInstalledRefusesTheRun") {
+		t.Fatalf("the test process without CAP_NET_ADMIN failed: %v", err)
+	}
+	p, err := egress.New(egress.Config{Auditor: &egresstest.Recorder{}, Resolver: testResolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Instance: instance, DefaultImage: testImage, Egress: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n, err := r.Leftovers(t.Context()); err != nil || n != 0 {
+		t.Errorf("the refused run's instance left %d containers, networks or firewall rules (%v); want none", n, err)
+	}
+}
+
+// runWithoutNetAdmin is the re-executed half: it checks it really lacks
+// CAP_NET_ADMIN, then runs a networked spec that must be refused.
+func runWithoutNetAdmin(t *testing.T, instance string) {
+	requireEngine(t)
+	status, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const capNetAdmin = 12
+	for line := range strings.Lines(string(status)) {
+		if hex, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			eff, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+			if err != nil || eff&(1<<capNetAdmin) != 0 {
+				t.Fatalf("effective capabilities %q (%v): CAP_NET_ADMIN was not dropped", strings.TrimSpace(hex), err)
+			}
+		}
+	}
+	p, err := egress.New(egress.Config{Auditor: &egresstest.Recorder{}, Resolver: testResolver})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New(Config{Instance: instance, DefaultImage: testImage, Egress: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	spec := runnertest.Spec(`print("ran")`)
+	spec.Sandbox.Network = egressPolicy()
+	res, err := r.Run(t.Context(), spec)
+	if !errors.Is(err, runner.ErrNetworkUnsupported) || !strings.Contains(fmtErr(err), "iptables") {
+		t.Fatalf("Run = %+v, %v; want an error wrapping %v from iptables", res, err, runner.ErrNetworkUnsupported)
+	}
+	t.Logf("refused: %v", err)
+	// Without the capability the firewall cannot be listed either: ask
+	// the engine directly for what the instance has.
+	filter := filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+instance))
+	cs, err := r.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filter})
+	if err != nil || len(cs) != 0 {
+		t.Errorf("containers of the refused run: %d, %v; want none", len(cs), err)
+	}
+	ns, err := r.cli.NetworkList(t.Context(), network.ListOptions{Filters: filter})
+	if err != nil || len(ns) != 0 {
+		t.Errorf("networks of the refused run: %d, %v; want none (removed with the refusal)", len(ns), err)
 	}
 }

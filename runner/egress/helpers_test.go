@@ -175,8 +175,19 @@ var testNames = map[string]string{
 // nil and that nothing but loopback was dialed.
 func startProxy(t *testing.T, cfg Config) *harness {
 	t.Helper()
-	h := &harness{audit: &recorder{}, res: newResolver(testNames), dialer: &loopbackDialer{}, done: make(chan error, 1)}
-	cfg.Auditor, cfg.Resolver, cfg.Dialer = h.audit, h.res, h.dialer
+	return startProxyResolving(t, cfg, newResolver(testNames))
+}
+
+// startProxyResolving is startProxy with res as the resolver; nil leaves
+// the proxy its default, the system's resolver (h.res is then nil).
+func startProxyResolving(t *testing.T, cfg Config, res *fakeResolver) *harness {
+	t.Helper()
+	h := &harness{audit: &recorder{}, res: res, dialer: &loopbackDialer{}, done: make(chan error, 1)}
+	cfg.Auditor, cfg.Dialer = h.audit, h.dialer
+	cfg.Resolver = nil
+	if res != nil {
+		cfg.Resolver = res
+	}
 	p, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)

@@ -269,6 +269,50 @@ func TestProxyRefusesNamesResolvingToPrivateAddresses(t *testing.T) {
 	}
 }
 
+// TestProxyThroughTheSystemResolverRefusesLoopback takes the proxy's
+// default path, the system's resolver (every other test stubs it): a name
+// the host resolves to loopback ("localhost", from its hosts file) is
+// refused without the literal and never dialed, and reached once the
+// literal of every address it resolves to is allowed. Traffic goes to
+// loopback only.
+func TestProxyThroughTheSystemResolverRefusesLoopback(t *testing.T) {
+	t.Parallel()
+	port := startHTTP(t)
+	addrs, err := net.DefaultResolver.LookupNetIP(t.Context(), "ip", "localhost")
+	if err != nil || len(addrs) == 0 {
+		t.Fatalf("the system resolves localhost to %v, %v; want loopback addresses", addrs, err)
+	}
+	literals := []string{"localhost"}
+	for _, a := range addrs {
+		if !a.IsLoopback() {
+			t.Fatalf("the system resolves localhost to %v, which is not loopback", addrs)
+		}
+		literals = append(literals, hp(a.Unmap().String(), port))
+	}
+	target := fmt.Sprintf("http://localhost:%d/", port)
+
+	h := startProxyResolving(t, Config{}, nil)
+	h.register(t, []string{"localhost"}, nil)
+	for _, method := range []string{http.MethodGet, http.MethodConnect} {
+		tgt := target
+		if method == http.MethodConnect {
+			tgt = fmt.Sprintf("localhost:%d", port)
+		}
+		resp, body := h.raw(t, method, tgt)
+		wantRefusal(t, method+" "+tgt, resp, body, http.StatusForbidden, RulePrivateAddress)
+	}
+	if got := h.dialer.addresses(); len(got) != 0 {
+		t.Errorf("a refused request dialed %v", got)
+	}
+
+	h = startProxyResolving(t, Config{}, nil)
+	h.register(t, literals, nil)
+	resp, body := h.raw(t, http.MethodGet, target)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(body, "upstream ok") {
+		t.Fatalf("GET %s with %v allowed = %q %q; want 200 from upstream", target, literals, resp.Status, body)
+	}
+}
+
 func TestProxyDialsTheAddressItCheckedWithoutResolvingAgain(t *testing.T) {
 	t.Parallel()
 	port := startHTTP(t)

@@ -646,44 +646,48 @@ func refusedCases(t *testing.T, o Options) []refusedCase {
 	return cases
 }
 
+// testStreaming cancels the run when its first chunk arrives. The program
+// would run until its timeout after printing it, so a backend that held
+// output until the program ended could never deliver the chunk in time:
+// the run would end timed out with nothing streamed. No wall-clock margin
+// is involved (the first chunk used to have to arrive 1 s before the end of
+// a 2 s program, which a loaded machine could miss).
 func testStreaming(t *testing.T, r Runner) {
-	spec := Spec("import time\nprint('first', flush=True)\ntime.sleep(2)\nprint('second')")
+	spec := Spec("import time\nprint('first', flush=True)\ntime.sleep(120)\nprint('second')")
 	type chunk struct {
 		stream runner.Stream
 		data   string
-		at     time.Time
 	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	var mu sync.Mutex
 	var chunks []chunk
 	spec.OnOutput = func(s runner.Stream, b []byte) {
 		mu.Lock()
-		chunks = append(chunks, chunk{s, string(b), time.Now()})
+		chunks = append(chunks, chunk{s, string(b)})
 		mu.Unlock()
+		if strings.Contains(string(b), "first") {
+			cancel()
+		}
 	}
-	res, err := r.Run(t.Context(), spec)
+	res, err := r.Run(ctx, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	end := time.Now()
-	wantExit(t, res, runner.Exited, 0)
+	if res.Reason != runner.Cancelled {
+		t.Errorf("the run ended %s, want cancelled by its first streamed chunk while the program still ran", res.Reason)
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	var all strings.Builder
-	var firstAt time.Time
 	for _, c := range chunks {
 		if c.stream != runner.Stdout {
 			t.Errorf("chunk %q on %s, want stdout", c.data, c.stream)
 		}
 		all.WriteString(c.data)
-		if firstAt.IsZero() && strings.Contains(all.String(), "first") {
-			firstAt = c.at
-		}
 	}
-	wantEqual(t, "streamed output", all.String(), "first\nsecond\n")
-	wantEqual(t, "stdout", res.Stdout, "first\nsecond\n")
-	if firstAt.IsZero() || end.Sub(firstAt) < time.Second {
-		t.Errorf("first chunk arrived %v before the run ended, want at least 1s (streamed, not at exit)", end.Sub(firstAt))
-	}
+	wantEqual(t, "streamed output", all.String(), "first\n")
+	wantEqual(t, "stdout", res.Stdout, "first\n")
 }
 
 // floodMu serializes the output flood cases of the suites one test
@@ -820,7 +824,6 @@ except OSError as e:
 			}
 		}
 	}()
-	start := time.Now()
 	res, err := r.Run(t.Context(), spec)
 	close(stop)
 	<-done
@@ -836,10 +839,12 @@ except OSError as e:
 	if code != "EAGAIN" || n >= int(spec.Sandbox.PIDs) {
 		t.Errorf("fork stopped with %s after %d children, want EAGAIN before %d", code, n, spec.Sandbox.PIDs)
 	}
-	if took := time.Since(start); took > 20*time.Second {
-		t.Errorf("the bomb's run took %v, want it to end promptly", took)
-	}
-	if gap := time.Duration(worst.Load()); gap > 2*time.Second {
+	// That the run ended by itself (above, not timed out after 30 s) says
+	// the bomb's children did not hold it. The stall bound only catches a
+	// host brought to a halt: a loaded 2-core machine can stall a process
+	// for a few seconds on its own (it was 2 s, which such a machine could
+	// miss); the pids limit itself is checked by the count above.
+	if gap := time.Duration(worst.Load()); gap > 10*time.Second {
 		t.Errorf("the test process stalled for %v during the bomb", gap)
 	}
 	// The backend answers promptly afterwards.
