@@ -22,8 +22,9 @@
 #   tool_use_id    the SDK's tool use id
 #   mcp_server     {"name", "source"} for mcp__ tools, or absent; source is how an
 #                  SDK client configured the server ("sdk" = its in-process server),
-#                  the scope a Claude Code CLI loaded it from ("enterprise", "project",
-#                  ...), or "gatekeeper": the sidecar's own attestation that the CLI
+#                  the scope a Claude Code CLI loaded it from, prefixed
+#                  ("claude-code:enterprise", "claude-code:sdk", ...), or "gatekeeper":
+#                  the sidecar's own attestation that the CLI
 #                  session's sandboxed_code server is `gatekeeper mcp`
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved

@@ -225,22 +225,20 @@ func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSes
 	return sess, nil
 }
 
-// provenance turns the CLI's mcp_server into the decision's: the CLI's
-// scope is passed on as the source, except that the sandboxed_code server
-// of managed-mcp.json in a session `gatekeeper mcp` attested is
-// gate.SourceGatekeeper, the one source besides the SDK's in-process
-// server that the built-in policy trusts to run code. A CLI that reports
-// that value itself gets "unknown".
+// provenance turns the CLI's mcp_server into the decision's. Only one value
+// is trusted: the sandboxed_code server of managed-mcp.json ("enterprise")
+// in a session `gatekeeper mcp` attested becomes gate.SourceGatekeeper.
+// Every other scope the CLI reports, whatever it is, is passed on inside
+// the CLI's own namespace (wire.SourceCLIPrefix + scope), so that a CLI
+// reporting "sdk" (as it does for a server configured with type "sdk"),
+// "gatekeeper" or any other word of the WebSocket's vocabulary cannot be
+// taken for it.
 func (v sessionView) provenance(srv *wire.MCPServer) *gate.MCPServer {
 	if srv == nil {
 		return nil
 	}
-	src := srv.Source
-	switch {
-	case src == gate.SourceGatekeeper:
-		src = wire.SourceUnknown
-	case src == managedScope && srv.Name == gate.SandboxServer && v.attested:
-		src = gate.SourceGatekeeper
+	if srv.Source == managedScope && srv.Name == gate.SandboxServer && v.attested {
+		return &gate.MCPServer{Name: srv.Name, Source: gate.SourceGatekeeper}
 	}
-	return &gate.MCPServer{Name: srv.Name, Source: src}
+	return &gate.MCPServer{Name: srv.Name, Source: wire.SourceCLIPrefix + srv.Source}
 }

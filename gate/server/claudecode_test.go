@@ -292,6 +292,16 @@ func TestSandboxToolOfACLISessionNeedsGatekeeperMCP(t *testing.T) {
 		{"a project server named sandboxed_code", `{"name":"sandboxed_code","source":"project"}`},
 		{"a user server named sandboxed_code", `{"name":"sandboxed_code","source":"user"}`},
 		{"a CLI claiming the sidecar's own source", `{"name":"sandboxed_code","source":"gatekeeper"}`},
+		// A server of type "sdk" in a CLI's configuration is reported as
+		// "sdk": not the SDK client's in-process server.
+		{"a CLI claiming the SDK's source", `{"name":"sandboxed_code","source":"sdk"}`},
+		{"a CLI claiming the SDK's source in capitals", `{"name":"sandboxed_code","source":"SDK"}`},
+		{"a CLI claiming the SDK's source with a space", `{"name":"sandboxed_code","source":"sdk "}`},
+		{"a CLI claiming the CLI's own prefix", `{"name":"sandboxed_code","source":"claude-code:sdk"}`},
+		{"a CLI claiming the prefixed managed scope", `{"name":"sandboxed_code","source":"claude-code:enterprise"}`},
+		{"a CLI claiming the sidecar's source in capitals", `{"name":"sandboxed_code","source":"Gatekeeper"}`},
+		{"a CLI reporting stdio", `{"name":"sandboxed_code","source":"stdio"}`},
+		{"a CLI reporting an empty source", `{"name":"sandboxed_code","source":""}`},
 		{"no mcp_server at all", ""},
 	} {
 		if d, reason := pre("toolu_"+tc.name, tc.mcp); d != "deny" || !strings.Contains(reason, "mcp.untrusted_sandboxed_code") {
