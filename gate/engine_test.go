@@ -3,6 +3,7 @@ package gate_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -433,5 +434,53 @@ func TestADecisionCarriesThePolicyItWasDecidedUnder(t *testing.T) {
 	}
 	if before.Revision == after.Revision {
 		t.Fatal("the reload did not change the revision")
+	}
+}
+
+// TestSubagentCallsReachThePolicy: agent_id and agent_type of a call made
+// inside a Claude Code subagent are in the Rego input, so an operator who
+// allows the Agent tool can still hold a subagent's calls to other rules;
+// the main thread's calls carry no agent_id.
+func TestSubagentCallsReachThePolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	must(t, os.WriteFile(filepath.Join(e.regoDir, "agents.rego"), []byte(`package gatekeeper
+
+deny contains {"rule": "team.subagents_do_not_write", "reason": sprintf("subagent %s (%s) may not write", [input.agent_id, input.agent_type])} if {
+	input.tool_name == "Write"
+	input.agent_id
+}
+
+deny contains {"rule": "team.no_reviewer_reads", "reason": "the reviewer reads nothing"} if {
+	input.tool_name == "Read"
+	input.agent_type == "code-reviewer"
+}
+`), 0o644))
+	q, err := e.engine(t).OpenQuery(t.Context(), "q", nil)
+	must(t, err)
+	write := json.RawMessage(fmt.Sprintf(`{"file_path":%q,"content":"x"}`, e.ws+"/a.txt"))
+	read := json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, e.ws+"/notes.txt"))
+	tests := []struct {
+		name                               string
+		tool                               string
+		input                              json.RawMessage
+		agentID, agentType                 string
+		wantDecision, wantRule, wantReason string
+	}{
+		{"the main thread writes", "Write", write, "", "", "allow", "host_fs.inside_workspace", ""},
+		{"a session started with --agent writes on its main thread (agent_type alone)", "Write", write, "", "general-purpose", "allow", "host_fs.inside_workspace", ""},
+		{"a subagent's write is denied by the operator's rule", "Write", write, "a1b2c3", "general-purpose", "deny", "team.subagents_do_not_write", "subagent a1b2c3 (general-purpose) may not write"},
+		{"a subagent reads", "Read", read, "a1b2c3", "general-purpose", "allow", "host_fs.inside_workspace", ""},
+		{"the reviewer subagent's read is denied", "Read", read, "d4e5", "code-reviewer", "deny", "team.no_reviewer_reads", ""},
+		{"the reviewer type on the main thread is judged by type too", "Read", read, "", "code-reviewer", "deny", "team.no_reviewer_reads", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: tc.tool, ToolInput: tc.input, ToolUseID: "toolu_1", AgentID: tc.agentID, AgentType: tc.agentType})
+			must(t, err)
+			if d.Decision != tc.wantDecision || d.Rule != tc.wantRule || !strings.Contains(d.Reason, tc.wantReason) {
+				t.Errorf("got %s %s %q, want %s %s %q", d.Decision, d.Rule, d.Reason, tc.wantDecision, tc.wantRule, tc.wantReason)
+			}
+		})
 	}
 }

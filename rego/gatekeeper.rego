@@ -26,6 +26,10 @@
 #                  ("claude-code:enterprise", "claude-code:sdk", ...), or "gatekeeper":
 #                  the sidecar's own attestation that the CLI
 #                  session's sandboxed_code server is `gatekeeper mcp`
+#   agent_id       the subagent making the call (Claude Code's agent_id), absent on
+#                  the main thread
+#   agent_type     the subagent's type ("general-purpose", ...), or the agent of a
+#                  session started with --agent; absent when neither
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   run_languages  the languages a sandboxed run may use (runner.Languages)

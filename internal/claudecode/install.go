@@ -15,6 +15,7 @@ import (
 	"strconv"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // The files install writes into the managed settings directory, and the
@@ -84,8 +85,9 @@ var denied = []string{"Bash", "PowerShell"}
 // Files returns the managed settings files for o, by name.
 //
 // managed-settings.json puts a hook on every tool call (PreToolUse, and
-// PermissionRequest where the CLI would prompt) and on SessionEnd, with
-// onFailure "block", and locks the CLI so no other settings file can
+// PermissionRequest where the CLI would prompt), on its end (PostToolUse,
+// PostToolUseFailure), on SessionEnd, and on the events gatekeeper refuses
+// (Elicitation, ConfigChange), all with onFailure "block", and locks the CLI so no other settings file can
 // change that: allowManagedHooksOnly (user and project hooks do not run),
 // allowManagedPermissionRulesOnly (their permissions.allow rules are
 // ignored), allowManagedMcpServersOnly with an empty allowedMcpServers
@@ -113,18 +115,24 @@ func Files(o InstallOptions) (map[string][]byte, error) {
 			"timeout":        o.HookTimeout, "onFailure": "block",
 		}
 	}
-	every := []any{map[string]any{"matcher": "*", "hooks": []any{hook}}}
+	// Every event gatekeeper acts on (wire.HookEvents) goes to the same
+	// hook; the tool events on every tool.
+	hooks := map[string]any{}
+	for ev, h := range wire.HookEvents() {
+		switch h {
+		case wire.HandleDecide, wire.HandleRecord:
+			hooks[ev] = []any{map[string]any{"matcher": "*", "hooks": []any{hook}}}
+		case wire.HandleClose, wire.HandleRefuse:
+			hooks[ev] = []any{map[string]any{"hooks": []any{hook}}}
+		}
+	}
 	settings := map[string]any{
 		"allowManagedHooksOnly":           true,
 		"allowManagedPermissionRulesOnly": true,
 		"allowManagedMcpServersOnly":      true,
 		"allowedMcpServers":               []string{},
 		"permissions":                     map[string]any{"deny": denied},
-		"hooks": map[string]any{
-			"PreToolUse":        every,
-			"PermissionRequest": every,
-			"SessionEnd":        []any{map[string]any{"hooks": []any{hook}}},
-		},
+		"hooks":                           hooks,
 	}
 	if o.Hook == HookHTTP {
 		settings["allowedHttpHookUrls"] = []string{o.HookURL}

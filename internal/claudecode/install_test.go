@@ -6,10 +6,14 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -70,13 +74,24 @@ func TestFilesLockTheCLIToGatekeeper(t *testing.T) {
 			if !strings.Contains(strings.Join(s.Permissions.Deny, ","), "Bash") {
 				t.Errorf("Bash is not denied: %v", s.Permissions.Deny)
 			}
-			for _, ev := range []string{"PreToolUse", "PermissionRequest", "SessionEnd"} {
+			// Exactly the events gatekeeper acts on are hooked.
+			var acted []string
+			for ev, h := range wire.HookEvents() {
+				if h != wire.HandleNone {
+					acted = append(acted, ev)
+				}
+			}
+			if got := slices.Sorted(maps.Keys(s.Hooks)); !slices.Equal(got, slices.Sorted(slices.Values(acted))) {
+				t.Errorf("hooked events %v, want %v", got, slices.Sorted(slices.Values(acted)))
+			}
+			for _, ev := range []string{"PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "SessionEnd", "Elicitation", "ConfigChange"} {
 				m := s.Hooks[ev]
 				if len(m) != 1 || len(m[0].Hooks) != 1 || m[0].Hooks[0]["type"] != hook || m[0].Hooks[0]["onFailure"] != "block" {
 					t.Errorf("%s: %+v, want one %s hook with onFailure block", ev, m, hook)
 				}
-				if ev != "SessionEnd" && m[0].Matcher != "*" {
-					t.Errorf("%s matches %q, not every tool", ev, m[0].Matcher)
+				want := map[string]string{"PreToolUse": "*", "PermissionRequest": "*", "PostToolUse": "*", "PostToolUseFailure": "*"}[ev]
+				if len(m) == 1 && m[0].Matcher != want {
+					t.Errorf("%s matches %q, want %q (every tool, or no matcher for an event without tools)", ev, m[0].Matcher, want)
 				}
 			}
 			if (hook == HookHTTP) != (len(s.AllowedHttpHookUrls) == 1 && len(s.HttpHookAllowedEnvVars) == 1) {
