@@ -18,6 +18,14 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
+// installable is options naming a binary that passes SecurePath on any
+// machine: /usr/bin/env, root's, in root's directories.
+func installable(dir string) InstallOptions {
+	o := options(dir)
+	o.Gatekeeper = "/usr/bin/env"
+	return o
+}
+
 func options(dir string) InstallOptions {
 	return InstallOptions{Dir: dir, Hook: HookCommand, Gatekeeper: "/usr/local/bin/gatekeeper", Sidecar: "unix:///run/gatekeeper/gk.sock",
 		TokenFile: "/etc/gatekeeper/token", HookURL: "http://127.0.0.1:7778/v1/claude-code/hook", HookTimeout: 30}
@@ -189,21 +197,21 @@ func TestInstallThenUninstallRestoresExactly(t *testing.T) {
 			tc.prepare(t, dir)
 			before := snapshot(t, dir)
 			if tc.force {
-				if _, err := Install(options(dir), false); !errors.Is(err, ErrNotOurs) {
+				if _, err := Install(installable(dir), false); !errors.Is(err, ErrNotOurs) {
 					t.Fatalf("Install over foreign settings without force: %v, want ErrNotOurs", err)
 				}
 				if got := snapshot(t, dir); !equalSnapshots(got, before) {
 					t.Fatalf("a refused install changed the directory: %v", got)
 				}
 			}
-			changes, err := Install(options(dir), tc.force)
+			changes, err := Install(installable(dir), tc.force)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(changes) != 2 {
 				t.Errorf("install reported %d changes, want 2", len(changes))
 			}
-			files, _ := Files(options(dir))
+			files, _ := Files(installable(dir))
 			for name, want := range files {
 				got, err := os.ReadFile(filepath.Join(dir, name))
 				if err != nil || !bytes.Equal(got, want) {
@@ -211,7 +219,7 @@ func TestInstallThenUninstallRestoresExactly(t *testing.T) {
 				}
 			}
 			// Installing again (with other options) is an update, not foreign.
-			o := options(dir)
+			o := installable(dir)
 			o.Hook = HookHTTP
 			if _, err := Install(o, false); err != nil {
 				t.Fatalf("a second install: %v", err)
@@ -232,12 +240,12 @@ func TestUninstallRefusesWhatChangedSinceInstall(t *testing.T) {
 	if _, err := Uninstall(dir, false); err == nil || !strings.Contains(err.Error(), "has not installed") {
 		t.Fatalf("uninstall with nothing installed: %v", err)
 	}
-	if _, err := Install(options(dir), false); err != nil {
+	if _, err := Install(installable(dir), false); err != nil {
 		t.Fatal(err)
 	}
 	edited := filepath.Join(dir, SettingsFile)
 	must(t, os.WriteFile(edited, []byte(`{"edited":true}`), 0o644))
-	if _, err := Install(options(dir), false); !errors.Is(err, ErrNotOurs) {
+	if _, err := Install(installable(dir), false); !errors.Is(err, ErrNotOurs) {
 		t.Fatalf("install over a file edited since: %v, want ErrNotOurs", err)
 	}
 	changes, err := Uninstall(dir, false)
