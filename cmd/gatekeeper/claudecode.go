@@ -199,7 +199,7 @@ gatekeeper sidecar and code runs in its sandbox; see docs/CLAUDE-CODE.md.`, stde
 			problems = claudecode.SecureDir(o.Dir)
 		}
 		if len(problems) > 0 {
-			fmt.Fprintf(stderr, "warning: installing anyway (--force), but %s is not root's alone: %s. Root's Claude Code runs it on every tool call, so whoever can replace it can turn gatekeeper off.\n",
+			fmt.Fprintf(stderr, "warning: installing anyway (--force), but %s is not root's alone: %s. Claude Code runs it under root's managed settings on every tool call, so whoever can replace it can turn gatekeeper off.\n",
 				o.Gatekeeper, strings.Join(problems, "; "))
 		}
 	}

@@ -383,7 +383,7 @@ func Uninstall(dir string, force bool) ([]Change, error) {
 }
 
 func insecure(path string, problems []string) error {
-	return fmt.Errorf("%w: %s: %s (root's Claude Code would run it on every tool call, so whoever can replace it can turn gatekeeper off; "+
+	return fmt.Errorf("%w: %s: %s (Claude Code runs it under root's managed settings on every tool call, so whoever can replace it can turn gatekeeper off; "+
 		"install it where only root can write, e.g. sudo install -o root -m 0755 bin/gatekeeper /usr/local/bin/, or pass --copy-binary; --force installs anyway)",
 		ErrInsecure, path, strings.Join(problems, "; "))
 }
