@@ -59,6 +59,11 @@ type Call struct {
 	// Cwd is the agent's working directory, against which its tools resolve
 	// relative paths; empty means the workspace root.
 	Cwd string
+	// AgentID and AgentType name the subagent making the call, as Claude
+	// Code's hook input does (agent_id only inside a subagent); empty when
+	// absent. They reach the policy as input.agent_id and input.agent_type,
+	// present only when not empty.
+	AgentID, AgentType string
 }
 
 // MCPServer is where an mcp__ tool comes from, as the client reports it.
@@ -433,7 +438,7 @@ var (
 	kField, kRaw, kAbs, kResolved, kCovered              = ast.StringTerm("field"), ast.StringTerm("raw"), ast.StringTerm("abs"), ast.StringTerm("resolved"), ast.StringTerm("covered")
 	kDenyMatches, kWriteProtectMatches, kDenyWithin      = ast.StringTerm("deny_matches"), ast.StringTerm("write_protect_matches"), ast.StringTerm("deny_within")
 	kWithinError, kError, kHost, kPort, kAllowMatches    = ast.StringTerm("within_error"), ast.StringTerm("error"), ast.StringTerm("host"), ast.StringTerm("port"), ast.StringTerm("allow_matches")
-	kBuiltin, kGitRepository                             = ast.StringTerm("builtin"), ast.StringTerm("git_repository")
+	kBuiltin, kGitRepository, kAgentID, kAgentType       = ast.StringTerm("builtin"), ast.StringTerm("git_repository"), ast.StringTerm("agent_id"), ast.StringTerm("agent_type")
 )
 
 func buildInput(eff *Effective, call Call) (ast.Value, error) {
@@ -456,6 +461,12 @@ func buildInput(eff *Effective, call Call) (ast.Value, error) {
 	in.Insert(kRunLanguages, eff.runLanguages)
 	in.Insert(kDenyGlobs, eff.globsTerms[0])
 	in.Insert(kWriteProtectGlobs, eff.globsTerms[1])
+	if call.AgentID != "" {
+		in.Insert(kAgentID, ast.StringTerm(call.AgentID))
+	}
+	if call.AgentType != "" {
+		in.Insert(kAgentType, ast.StringTerm(call.AgentType))
+	}
 	if call.MCPServer != nil {
 		in.Insert(kMCPServer, ast.ObjectTerm(
 			ast.Item(kName, ast.StringTerm(call.MCPServer.Name)),

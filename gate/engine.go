@@ -42,6 +42,12 @@ type Config struct {
 	DecisionTimeout time.Duration
 	// Logger receives reload outcomes; nil means slog.Default().
 	Logger *slog.Logger
+	// Protect, when set, returns absolute paths that every policy
+	// write-protects in the non-liftable group policy.InstallGroup: the
+	// binaries and files that Claude Code's installed managed settings
+	// name. It is called at every load and reload check, and a change in
+	// what it returns is a new revision; an error refuses the load.
+	Protect func() ([]string, error)
 }
 
 // Engine holds the current policy snapshot. It is safe for concurrent use;
@@ -77,8 +83,9 @@ type snapshot struct {
 	policy      *policy.Policy
 	decide      oparego.PreparedEvalQuery
 	constraints oparego.PreparedEvalQuery
-	root        string // workspace root, symlinks resolved
-	home        string // home directory for ~
+	root        string   // workspace root, symlinks resolved
+	home        string   // home directory for ~
+	installed   []string // Config.Protect's paths at load
 	base        *Effective
 }
 
@@ -182,6 +189,10 @@ func (e *Engine) Watch(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// protectSource names the source holding Config.Protect's paths, one a
+// line.
+const protectSource = "claude-code install (write-protected paths)"
+
 type source struct {
 	name     string
 	data     []byte
@@ -205,6 +216,13 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 	})
 	if err != nil {
 		return pol, nil, err
+	}
+	if e.cfg.Protect != nil {
+		paths, err := e.cfg.Protect()
+		if err != nil {
+			return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+		}
+		mods = append(mods, source{name: protectSource, data: []byte(strings.Join(paths, "\n"))})
 	}
 	if e.cfg.RegoDir != "" {
 		names, err := filepath.Glob(filepath.Join(e.cfg.RegoDir, "*.rego"))
@@ -266,6 +284,11 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 		).PrepareForEval(ctx)
 	}
 	s := &snapshot{revision: revisionOf(pol, mods), policy: p, home: e.cfg.Home}
+	for _, m := range mods {
+		if m.name == protectSource && len(m.data) > 0 {
+			s.installed = strings.Split(string(m.data), "\n")
+		}
+	}
 	if s.decide, err = prep("data.gatekeeper.decision"); err != nil {
 		return nil, fmt.Errorf("%w: prepare decision: %w", ErrPolicy, err)
 	}

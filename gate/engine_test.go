@@ -3,10 +3,12 @@ package gate_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -433,5 +435,118 @@ func TestADecisionCarriesThePolicyItWasDecidedUnder(t *testing.T) {
 	}
 	if before.Revision == after.Revision {
 		t.Fatal("the reload did not change the revision")
+	}
+}
+
+// TestSubagentCallsReachThePolicy: agent_id and agent_type of a call made
+// inside a Claude Code subagent are in the Rego input, so an operator who
+// allows the Agent tool can still hold a subagent's calls to other rules;
+// the main thread's calls carry no agent_id.
+func TestSubagentCallsReachThePolicy(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	must(t, os.WriteFile(filepath.Join(e.regoDir, "agents.rego"), []byte(`package gatekeeper
+
+deny contains {"rule": "team.subagents_do_not_write", "reason": sprintf("subagent %s (%s) may not write", [input.agent_id, input.agent_type])} if {
+	input.tool_name == "Write"
+	input.agent_id
+}
+
+deny contains {"rule": "team.no_reviewer_reads", "reason": "the reviewer reads nothing"} if {
+	input.tool_name == "Read"
+	input.agent_type == "code-reviewer"
+}
+`), 0o644))
+	q, err := e.engine(t).OpenQuery(t.Context(), "q", nil)
+	must(t, err)
+	write := json.RawMessage(fmt.Sprintf(`{"file_path":%q,"content":"x"}`, e.ws+"/a.txt"))
+	read := json.RawMessage(fmt.Sprintf(`{"file_path":%q}`, e.ws+"/notes.txt"))
+	tests := []struct {
+		name                               string
+		tool                               string
+		input                              json.RawMessage
+		agentID, agentType                 string
+		wantDecision, wantRule, wantReason string
+	}{
+		{"the main thread writes", "Write", write, "", "", "allow", "host_fs.inside_workspace", ""},
+		{"a session started with --agent writes on its main thread (agent_type alone)", "Write", write, "", "general-purpose", "allow", "host_fs.inside_workspace", ""},
+		{"a subagent's write is denied by the operator's rule", "Write", write, "a1b2c3", "general-purpose", "deny", "team.subagents_do_not_write", "subagent a1b2c3 (general-purpose) may not write"},
+		{"a subagent reads", "Read", read, "a1b2c3", "general-purpose", "allow", "host_fs.inside_workspace", ""},
+		{"the reviewer subagent's read is denied", "Read", read, "d4e5", "code-reviewer", "deny", "team.no_reviewer_reads", ""},
+		{"the reviewer type on the main thread is judged by type too", "Read", read, "", "code-reviewer", "deny", "team.no_reviewer_reads", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := q.Decide(t.Context(), gate.Call{Event: gate.EventPreToolUse, ToolName: tc.tool, ToolInput: tc.input, ToolUseID: "toolu_1", AgentID: tc.agentID, AgentType: tc.agentType})
+			must(t, err)
+			if d.Decision != tc.wantDecision || d.Rule != tc.wantRule || !strings.Contains(d.Reason, tc.wantReason) {
+				t.Errorf("got %s %s %q, want %s %s %q", d.Decision, d.Rule, d.Reason, tc.wantDecision, tc.wantRule, tc.wantReason)
+			}
+		})
+	}
+}
+
+// TestInstalledPathsAreWriteProtectedInEveryPolicy: the paths Config.Protect
+// returns (the binaries and files Claude Code's installed settings name)
+// cannot be written by a host file tool, even inside the workspace and
+// whatever the policy lifts, as the path given or through a link to it;
+// a change in them takes effect at the next reload check.
+func TestInstalledPathsAreWriteProtectedInEveryPolicy(t *testing.T) {
+	t.Parallel()
+	liftAll := strings.Replace(testPolicy, "    deny:", "    write_protect_allow: [agent_memory, git_dir, git_config, ide_config]\n    deny:", 1)
+	for name, pol := range map[string]string{"the test policy": testPolicy, "a policy lifting every liftable group": liftAll} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, pol)
+			bin := filepath.Join(e.ws, "tools", "gate[1]keeper")
+			token := filepath.Join(e.ws, "token")
+			must(t, os.MkdirAll(filepath.Dir(bin), 0o755))
+			must(t, os.WriteFile(bin, []byte("bin"), 0o755))
+			must(t, os.Symlink(bin, filepath.Join(e.ws, "link-to-gatekeeper")))
+			var installed atomic.Pointer[[]string]
+			installed.Store(&[]string{bin})
+			eng, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home,
+				Protect: func() ([]string, error) { return *installed.Load(), nil }})
+			must(t, err)
+			q, err := eng.OpenQuery(t.Context(), "q", nil)
+			must(t, err)
+			write := func(tool, path string) gate.Decision {
+				in := map[string]any{"file_path": path, "content": "#!/bin/sh\nexit 0\n", "old_string": "bin", "new_string": "x"}
+				return decide(t, q, tool, in, nil)
+			}
+			for _, tc := range []struct{ tool, path string }{
+				{"Write", bin}, {"Edit", bin}, {"Write", filepath.Join(e.ws, "link-to-gatekeeper")},
+				{"Write", filepath.Join(e.ws, "tools", "..", "tools", "gate[1]keeper")},
+			} {
+				if d := write(tc.tool, tc.path); d.Decision != "deny" || d.Rule != "host_fs.write_protected" || !strings.Contains(d.Reason, "gatekeeper's Claude Code installation") {
+					t.Errorf("%s %s: %s %s %q, want host_fs.write_protected", tc.tool, tc.path, d.Decision, d.Rule, d.Reason)
+				}
+			}
+			if d := write("Write", filepath.Join(e.ws, "tools", "gate1keeper")); d.Decision != "allow" {
+				t.Errorf("a sibling the brackets would match as a glob: %s %s", d.Decision, d.Rule)
+			}
+			if d := write("Write", token); d.Decision != "allow" {
+				t.Fatalf("the token before it is installed: %s %s", d.Decision, d.Rule)
+			}
+			installed.Store(&[]string{bin, token})
+			must(t, eng.Reload(t.Context()))
+			q2, err := eng.OpenQuery(t.Context(), "q2", nil)
+			must(t, err)
+			if d := decide(t, q2, "Write", map[string]any{"file_path": token, "content": "x"}, nil); d.Rule != "host_fs.write_protected" {
+				t.Errorf("the token after the reload: %s %s", d.Decision, d.Rule)
+			}
+		})
+	}
+	// The group cannot be lifted.
+	e := newEnv(t, testPolicy)
+	must(t, os.WriteFile(e.policyFile, []byte(strings.Replace(testPolicy, "    deny:", "    write_protect_allow: [claude_code_install]\n    deny:", 1)), 0o644))
+	if _, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, Home: e.home}); err == nil || !strings.Contains(err.Error(), "claude_code_install") {
+		t.Errorf("a policy lifting claude_code_install: %v, want refused", err)
+	}
+	// A Protect that fails refuses the load: no policy without the list.
+	e = newEnv(t, testPolicy)
+	if _, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, Home: e.home,
+		Protect: func() ([]string, error) { return nil, errors.New("managed settings unreadable") }}); err == nil || !strings.Contains(err.Error(), "managed settings unreadable") {
+		t.Errorf("a failing Protect: %v", err)
 	}
 }

@@ -71,7 +71,7 @@ type writeEntry struct {
 
 // writeProtectList returns the effective write-protect globs of sb, home
 // expanded, with where each comes from.
-func writeProtectList(sb policy.Sandbox, home string) ([]string, []writeEntry) {
+func writeProtectList(sb policy.Sandbox, home string, installed []string) ([]string, []writeEntry) {
 	var globs []string
 	var entries []writeEntry
 	// The groups that cannot be lifted come first, so that a path in both
@@ -94,12 +94,30 @@ func writeProtectList(sb policy.Sandbox, home string) ([]string, []writeEntry) {
 			globs = append(globs, glob)
 			entries = append(entries, writeEntry{entry: g.Name, why: g.Why})
 		}
+		if g.Name == policy.InstallGroup {
+			for _, p := range installed {
+				globs = append(globs, escapeGlob(p))
+				entries = append(entries, writeEntry{entry: g.Name, why: g.Why})
+			}
+		}
 	}
 	for _, glob := range sb.FS.WriteProtect {
 		globs = append(globs, hostpath.ExpandHome(glob, home))
 		entries = append(entries, writeEntry{entry: "sandbox.fs.write_protect", why: "the policy lists it"})
 	}
 	return globs, entries
+}
+
+// escapeGlob makes a path a glob that matches only itself.
+func escapeGlob(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if strings.ContainsRune(`\*?[]{}!`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
@@ -122,7 +140,7 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox.fs.deny: %w", err)
 	}
-	wpGlobs, wpEntries := writeProtectList(sb, s.home)
+	wpGlobs, wpEntries := writeProtectList(sb, s.home, s.installed)
 	wp, err := pathglob.Compile(wpGlobs)
 	if err != nil {
 		return nil, fmt.Errorf("sandbox.fs.write_protect: %w", err)

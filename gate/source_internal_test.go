@@ -2,6 +2,7 @@ package gate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
@@ -23,5 +24,24 @@ func TestTrustedSandboxSourcesAgreeWithRego(t *testing.T) {
 	}
 	if SandboxTool != "mcp__"+SandboxServer+"__run" {
 		t.Errorf("SandboxTool %q is not the run tool of SandboxServer %q", SandboxTool, SandboxServer)
+	}
+}
+
+// TestCLISourcesAreANamespaceOfTheirOwn pins that no source a Claude Code
+// CLI's hook input can produce (wire.SourceCLIPrefix followed by whatever
+// the CLI reports) equals a source the WebSocket's decoder accepts, the
+// sidecar's own attestation, or a source the built-in policy trusts to run
+// code: a CLI that reports "sdk" for a server of type "sdk" is not the SDK
+// client's in-process server.
+func TestCLISourcesAreANamespaceOfTheirOwn(t *testing.T) {
+	t.Parallel()
+	if wire.SourceCLIPrefix == "" {
+		t.Fatal("the CLI's sources have no prefix")
+	}
+	vocabulary := []string{wire.SourceSDK, wire.SourceStdio, wire.SourceSSE, wire.SourceHTTP, wire.SourceUnknown, SourceGatekeeper}
+	for _, v := range append(vocabulary, builtinSet(t, "trusted_sandbox_sources")...) {
+		if strings.HasPrefix(v, wire.SourceCLIPrefix) {
+			t.Errorf("source %q is inside the CLI's namespace %q", v, wire.SourceCLIPrefix)
+		}
 	}
 }

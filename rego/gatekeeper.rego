@@ -22,9 +22,14 @@
 #   tool_use_id    the SDK's tool use id
 #   mcp_server     {"name", "source"} for mcp__ tools, or absent; source is how an
 #                  SDK client configured the server ("sdk" = its in-process server),
-#                  the scope a Claude Code CLI loaded it from ("enterprise", "project",
-#                  ...), or "gatekeeper": the sidecar's own attestation that the CLI
+#                  the scope a Claude Code CLI loaded it from, prefixed
+#                  ("claude-code:enterprise", "claude-code:sdk", ...), or "gatekeeper":
+#                  the sidecar's own attestation that the CLI
 #                  session's sandboxed_code server is `gatekeeper mcp`
+#   agent_id       the subagent making the call (Claude Code's agent_id), absent on
+#                  the main thread
+#   agent_type     the subagent's type ("general-purpose", ...), or the agent of a
+#                  session started with --agent; absent when neither
 #   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
 #   workspace_root the workspace root with symlinks resolved
 #   run_languages  the languages a sandboxed run may use (runner.Languages)

@@ -140,7 +140,7 @@ test_sandbox_tool_from_attested_gatekeeper_mcp_is_allowed if {
 }
 
 test_sandbox_tool_from_a_cli_scope_is_denied if {
-	every scope in ["enterprise", "project", "user", "local", "plugin", "dynamic", "stdio", "unknown"] {
+	every scope in ["claude-code:enterprise", "claude-code:project", "claude-code:user", "claude-code:local", "claude-code:plugin", "claude-code:dynamic", "claude-code:stdio", "claude-code:sdk", "claude-code:gatekeeper", "claude-code:", "enterprise", "project", "stdio", "unknown"] {
 		d := gatekeeper.decision with input as _in("mcp__sandboxed_code__run", {"tool_input": {"language": "python"}, "mcp_server": {"name": "sandboxed_code", "source": scope}})
 		d.rule == "mcp.untrusted_sandboxed_code"
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
@@ -126,7 +127,7 @@ func cmdClaudeCode(sub string, args []string, env envLookup, stdout, stderr io.W
 		fmt.Fprintf(stdout, "Claude Code's managed settings in %s are as they were before gatekeeper installed them\n", *dir)
 		return nil
 	}
-	fs := newFlags("claude-code install", `claude-code install [--path DIR] [--hook command|http] [--print] [--force]
+	fs := newFlags("claude-code install", `claude-code install [--path DIR] [--hook command|http] [--copy-binary] [--print] [--check] [--force]
 
 Writes Claude Code's managed settings (managed-settings.json and
 managed-mcp.json in DIR) so every tool call of the CLI is decided by the
@@ -136,12 +137,29 @@ gatekeeper sidecar and code runs in its sandbox; see docs/CLAUDE-CODE.md.`, stde
 	url := fs.String("url", defaultSocket(), "the sidecar address the command hook and the MCP server use")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "the token file the command hook and the MCP server read")
 	hookURL := fs.String("hook-url", "", "the HTTP hook URL: the address of `gatekeeper serve --hook-listen` with path "+wire.HookPath)
-	bin := fs.String("gatekeeper", "", "the gatekeeper binary the CLI runs (default: this one)")
+	bin := fs.String("gatekeeper", "", "the gatekeeper binary the CLI runs (default: this one); it must be root's, in directories only root can write")
+	copyBinary := fs.Bool("copy-binary", false, "copy the binary into the managed settings directory (as "+claudecode.BinaryFile+", root's) and name the copy")
+	check := fs.Bool("check", false, "report on the installation in --path: the settings files, and who can replace each binary and file they name")
 	timeout := fs.Int("hook-timeout", 30, "seconds the CLI waits for one hook call before blocking it")
 	print := fs.Bool("print", false, "print the files instead of writing them")
-	force := fs.Bool("force", false, "replace settings gatekeeper did not write (uninstall restores them)")
+	force := fs.Bool("force", false, "replace settings gatekeeper did not write (uninstall restores them), or name a binary that is not root's alone")
 	if err := parse(fs, args, env); err != nil {
 		return err
+	}
+	if *check {
+		dir := *dir
+		if a, err := filepath.Abs(dir); err == nil {
+			dir = a
+		}
+		r := claudecode.Check(dir)
+		for _, l := range r.Lines {
+			fmt.Fprintln(stdout, l)
+		}
+		if len(r.Problems) > 0 {
+			return fmt.Errorf("claude-code install --check: %d problem(s) in %s", len(r.Problems), dir)
+		}
+		fmt.Fprintf(stdout, "Claude Code is under gatekeeper, and only root can replace the gate\n")
+		return nil
 	}
 	if *bin == "" {
 		exe, err := os.Executable()
@@ -157,6 +175,9 @@ gatekeeper sidecar and code runs in its sandbox; see docs/CLAUDE-CODE.md.`, stde
 		return p
 	}
 	o := claudecode.InstallOptions{Dir: abs(*dir), Hook: *hook, Gatekeeper: abs(*bin), Sidecar: *url, TokenFile: abs(*tokenFile), HookURL: *hookURL, HookTimeout: *timeout}
+	if *copyBinary {
+		o.CopyFrom, o.Gatekeeper = o.Gatekeeper, filepath.Join(o.Dir, claudecode.BinaryFile)
+	}
 	if *print {
 		files, err := claudecode.Files(o)
 		if err != nil {
@@ -171,6 +192,16 @@ gatekeeper sidecar and code runs in its sandbox; see docs/CLAUDE-CODE.md.`, stde
 			fmt.Fprintf(stdout, "# %s\n%s", filepath.Join(o.Dir, n), files[n])
 		}
 		return nil
+	}
+	if *force && !*print {
+		problems := claudecode.SecurePath(o.Gatekeeper)
+		if *copyBinary {
+			problems = claudecode.SecureDir(o.Dir)
+		}
+		if len(problems) > 0 {
+			fmt.Fprintf(stderr, "warning: installing anyway (--force), but %s is not root's alone: %s. Claude Code runs it under root's managed settings on every tool call, so whoever can replace it can turn gatekeeper off.\n",
+				o.Gatekeeper, strings.Join(problems, "; "))
+		}
 	}
 	changes, err := claudecode.Install(o, *force)
 	printChanges(stdout, changes)

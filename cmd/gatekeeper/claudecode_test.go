@@ -55,7 +55,7 @@ func TestClaudeCodeInstallPrintsAndRoundTrips(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	managed := filepath.Join(dir, "claude-code")
-	args := []string{"--path", managed, "--url", "unix:///run/gk.sock", "--token-file", "/etc/gatekeeper/token", "--gatekeeper", "/usr/local/bin/gatekeeper"}
+	args := []string{"--path", managed, "--url", "unix:///run/gk.sock", "--token-file", "/etc/gatekeeper/token", "--gatekeeper", "/usr/bin/env"}
 	out, err := cli(t, "", append([]string{"claude-code", "install", "--print"}, args...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -82,5 +82,52 @@ func TestClaudeCodeInstallPrintsAndRoundTrips(t *testing.T) {
 	out, err = cli(t, "", append([]string{"claude-code", "install"}, args...)...)
 	if err == nil || !strings.Contains(out, "holds settings gatekeeper did not write") || !strings.Contains(out, `-{"model":"mine"}`) || !strings.Contains(err.Error(), "--force") {
 		t.Fatalf("install over foreign settings: %v\n%s", err, out)
+	}
+}
+
+// TestClaudeCodeInstallChecksTheBinary: install refuses a binary another
+// user can replace and says why; --force installs it with a warning that
+// says why; --check reports it on the installation.
+func TestClaudeCodeInstallChecksTheBinary(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "home", "u", "gatekeeper")
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(bin, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	managed := filepath.Join(dir, "claude-code")
+	args := []string{"claude-code", "install", "--path", managed, "--url", "unix:///run/gk.sock", "--token-file", "/etc/gatekeeper/token", "--gatekeeper", bin}
+	out, err := cli(t, "", args...)
+	if err == nil || !strings.Contains(err.Error(), "not safe to run as root") || !strings.Contains(err.Error(), "--copy-binary") {
+		t.Fatalf("install of a user's binary: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(managed); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused install wrote %s", managed)
+	}
+	out, err = cli(t, "", append(args, "--force")...)
+	if err != nil || !strings.Contains(out, "warning: installing anyway (--force)") || !strings.Contains(out, "whoever can replace it can turn gatekeeper off") {
+		t.Fatalf("install --force: %v\n%s", err, out)
+	}
+	out, err = cli(t, "", "claude-code", "install", "--check", "--path", managed)
+	if err == nil || !strings.Contains(out, "binary "+bin+": ") || !strings.Contains(out, "managed-settings.json: as gatekeeper wrote it") {
+		t.Fatalf("install --check of a forced install: %v\n%s", err, out)
+	}
+	if os.Geteuid() == 0 && !strings.Contains(out, "owned by uid 65534, not root") {
+		t.Errorf("--check does not say who owns the binary:\n%s", out)
+	}
+	if _, err := cli(t, "", "claude-code", "uninstall", "--path", managed); err != nil {
+		t.Fatal(err)
+	}
+	out, err = cli(t, "", "claude-code", "install", "--check", "--path", managed)
+	if err == nil || !strings.Contains(out, "no record of a gatekeeper install") {
+		t.Fatalf("--check with nothing installed: %v\n%s", err, out)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
@@ -32,6 +33,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
 	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
+	claudeCodeDir := fs.String("claude-code-dir", claudecode.DefaultManagedDir(), "Claude Code's managed settings directory: every binary and token file its settings name for gatekeeper is write-protected in every policy (\"\" for none)")
 	auditOpts := auditFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
@@ -73,7 +75,12 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		debug.SetGCPercent(*gcPercent)
 	}
 
-	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, DecisionTimeout: *decisionTimeout, Logger: log})
+	var protect func() ([]string, error)
+	if *claudeCodeDir != "" {
+		dir := *claudeCodeDir
+		protect = func() ([]string, error) { return claudecode.InstalledPaths(dir) }
+	}
+	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, DecisionTimeout: *decisionTimeout, Logger: log, Protect: protect})
 	if err != nil {
 		return err
 	}

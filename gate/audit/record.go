@@ -11,7 +11,14 @@ const (
 	KindRun      Kind = "run"      // a sandbox run ended
 	KindEgress   Kind = "egress"   // a sandbox run made a network request
 	KindQuery    Kind = "query"    // a query was opened or closed
-	KindRotate   Kind = "rotate"   // the first line of a file that continues the chain of an earlier file
+	// KindToolResult: a tool call the CLI ran ended (its PostToolUse or
+	// PostToolUseFailure hook); DecisionID names the decision that let it
+	// run, or is empty when none did.
+	KindToolResult Kind = "tool_result"
+	// KindEvent: a Claude Code hook event that is no tool call, and what
+	// gatekeeper answered (Elicitation, ConfigChange).
+	KindEvent  Kind = "event"
+	KindRotate Kind = "rotate" // the first line of a file that continues the chain of an earlier file
 )
 
 // Outcome says how a sandbox run ended.
@@ -72,6 +79,11 @@ type Record struct {
 	Client string `json:"client,omitempty"`
 	// Session is the Claude Code CLI session a query serves (Kind "query").
 	Session string `json:"session,omitempty"`
+	// AgentID and AgentType name the subagent that made a call (Kind
+	// "decision" and "tool_result"), as Claude Code reports it: AgentID only
+	// inside a subagent.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
 	// ToolInput is the tool's input. Write masks values under secret-looking
 	// keys (see Write) in a copy; the caller's value is never modified.
 	ToolInput any `json:"tool_input,omitempty"`

@@ -23,6 +23,11 @@ type ProtectGroup struct {
 	Within string
 }
 
+// InstallGroup is the write-protect group of the binaries and files that
+// Claude Code's installed managed settings name for gatekeeper; its paths
+// are known only at run time.
+const InstallGroup = "claude_code_install"
+
 // BuiltinWriteProtect returns the built-in write-protect list, always in
 // force unless sandbox.fs.write_protect_allow lifts a liftable group. It
 // covers every "mandatory deny" write path of Anthropic's sandbox runtime
@@ -96,6 +101,13 @@ func BuiltinWriteProtect() []ProtectGroup {
 			Name:  "ripgrep_config",
 			Globs: []string{"**/.ripgreprc"},
 			Why:   "ripgrep, the search behind Claude Code's Grep, takes options from it, and its --pre option runs a command on every file searched",
+		},
+		{
+			// Its paths are those the installed managed settings name, which
+			// the sidecar reads (gate.Config.Protect): no glob of its own.
+			Name: InstallGroup,
+			Why: "gatekeeper's Claude Code installation names it: the hook and MCP server binary the CLI runs on every tool call, " +
+				"or the token they read, and replacing it would replace the gate",
 		},
 		{
 			Name:     "ide_config",

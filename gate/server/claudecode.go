@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
@@ -81,6 +83,12 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		s.answer(w, wire.HookAnswer{Event: event})
 		return
 	case wire.HookPreToolUse, wire.HookPermissionRequest:
+	case wire.HookPostToolUse, wire.HookPostToolUseFailure:
+		s.toolEnded(w, r, in)
+		return
+	case wire.HookElicitation, wire.HookConfigChange:
+		s.refuseEvent(w, r, in)
+		return
 	default:
 		s.answer(w, wire.HookAnswer{Event: event})
 		return
@@ -91,9 +99,76 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	call := gate.Call{Event: event, ToolName: in.ToolName, ToolInput: in.ToolInput, ToolUseID: in.ToolUseID, Cwd: in.Cwd,
-		MCPServer: sess.provenance(in.MCPServer)}
+		MCPServer: sess.provenance(in.MCPServer), AgentID: in.AgentID, AgentType: in.AgentType}
 	_, d := s.decide(r.Context(), sess.q, HookClient, call)
 	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: forModel(d.Reason, d.Rule)})
+}
+
+// Rules of the hook events gatekeeper refuses whatever they ask.
+const (
+	RuleElicitation  = "claude_code.elicitation"
+	RuleConfigChange = "claude_code.config_change"
+)
+
+// maxErrorBytes bounds the tool error a tool_result audit line keeps.
+const maxErrorBytes = 4096
+
+// toolEnded writes the audit line of a tool call the CLI ran
+// (PostToolUse) or that failed (PostToolUseFailure), tied to the latest
+// decision of its tool_use_id in the session's query; an empty decision_id
+// says that no decision of this query is known for it. The answer is no
+// opinion. When the line cannot be written (or the session cannot be
+// opened) the answer is an HTTP error, which the CLI's onFailure "block"
+// reports to the model.
+func (s *Server) toolEnded(w http.ResponseWriter, r *http.Request, in *wire.HookInput) {
+	sess, werr := s.cli.get(r.Context(), in.SessionID)
+	if werr != nil {
+		hookFailed(w, http.StatusServiceUnavailable, werr.Message)
+		return
+	}
+	rec := audit.Record{Kind: audit.KindToolResult, QueryID: sess.q.q.ID, ToolUseID: in.ToolUseID, Tool: in.ToolName, Event: in.Event,
+		Client: HookClient, AgentID: in.AgentID, AgentType: in.AgentType, Error: truncateUTF8(in.Error, maxErrorBytes)}
+	if d, ok := sess.q.decisionOf(in.ToolUseID); ok {
+		rec.DecisionID, rec.Decision = d.id, d.decision
+	} else {
+		rec.Reason = "no decision of this session is known for this tool_use_id"
+	}
+	if err := s.cfg.Auditor.Write(rec); err != nil {
+		s.log.Error("audit write failed", "err", err)
+		hookFailed(w, http.StatusInternalServerError, "could not write the audit log")
+		return
+	}
+	s.answer(w, wire.HookAnswer{Event: in.Event})
+}
+
+// refuseEvent answers an Elicitation (an MCP server asking the person for
+// input: declined) or a ConfigChange (a settings file changed mid-session:
+// blocked, so the session keeps the settings it started with) and audits
+// it. The refusal does not depend on the audit write: it is the answer
+// either way.
+func (s *Server) refuseEvent(w http.ResponseWriter, r *http.Request, in *wire.HookInput) {
+	rule, reason, detail := RuleElicitation, "gatekeeper declines every MCP server's request for input: the sandbox's server asks for none, and no other server may run", map[string]any{"mcp_server_name": in.ServerName}
+	if in.Event == wire.HookConfigChange {
+		rule, reason, detail = RuleConfigChange, "gatekeeper blocks settings changes during a session under its managed settings; restart the session to apply them", map[string]any{"source": in.ConfigSource, "file_path": in.FilePath}
+	}
+	if sess, werr := s.cli.get(r.Context(), in.SessionID); werr == nil {
+		if err := s.cfg.Auditor.Write(audit.Record{Kind: audit.KindEvent, QueryID: sess.q.q.ID, Event: in.Event, Decision: gate.Deny, Rule: rule, Reason: reason,
+			Client: HookClient, AgentID: in.AgentID, AgentType: in.AgentType, ToolInput: detail}); err != nil {
+			s.log.Error("audit write failed", "err", err)
+		}
+	}
+	s.answer(w, wire.HookAnswer{Event: in.Event, Decision: gate.Deny, Reason: forModel(reason, rule)})
+}
+
+// truncateUTF8 cuts s to at most n bytes on a character boundary.
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // forModel is the text the model reads for a deny or an ask, naming the
@@ -225,22 +300,20 @@ func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSes
 	return sess, nil
 }
 
-// provenance turns the CLI's mcp_server into the decision's: the CLI's
-// scope is passed on as the source, except that the sandboxed_code server
-// of managed-mcp.json in a session `gatekeeper mcp` attested is
-// gate.SourceGatekeeper, the one source besides the SDK's in-process
-// server that the built-in policy trusts to run code. A CLI that reports
-// that value itself gets "unknown".
+// provenance turns the CLI's mcp_server into the decision's. Only one value
+// is trusted: the sandboxed_code server of managed-mcp.json ("enterprise")
+// in a session `gatekeeper mcp` attested becomes gate.SourceGatekeeper.
+// Every other scope the CLI reports, whatever it is, is passed on inside
+// the CLI's own namespace (wire.SourceCLIPrefix + scope), so that a CLI
+// reporting "sdk" (as it does for a server configured with type "sdk"),
+// "gatekeeper" or any other word of the WebSocket's vocabulary cannot be
+// taken for it.
 func (v sessionView) provenance(srv *wire.MCPServer) *gate.MCPServer {
 	if srv == nil {
 		return nil
 	}
-	src := srv.Source
-	switch {
-	case src == gate.SourceGatekeeper:
-		src = wire.SourceUnknown
-	case src == managedScope && srv.Name == gate.SandboxServer && v.attested:
-		src = gate.SourceGatekeeper
+	if srv.Source == managedScope && srv.Name == gate.SandboxServer && v.attested {
+		return &gate.MCPServer{Name: srv.Name, Source: gate.SourceGatekeeper}
 	}
-	return &gate.MCPServer{Name: srv.Name, Source: src}
+	return &gate.MCPServer{Name: srv.Name, Source: wire.SourceCLIPrefix + srv.Source}
 }

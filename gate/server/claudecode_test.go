@@ -248,7 +248,7 @@ func TestHookFailsClosed(t *testing.T) {
 func TestHookAnswersOtherEventsWithNoOpinion(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{})
-	for _, ev := range []string{"Stop", "PostToolUse", "SessionStart", "UserPromptSubmit"} {
+	for _, ev := range []string{"Stop", "SessionStart", "UserPromptSubmit", "SubagentStart", "ElicitationResult", "WorktreeCreate"} {
 		if m := h.hookOK(t, hookInput("s", ev, "", "", "", "")); len(m) != 0 {
 			t.Errorf("%s: %v, want {}", ev, m)
 		}
@@ -292,6 +292,16 @@ func TestSandboxToolOfACLISessionNeedsGatekeeperMCP(t *testing.T) {
 		{"a project server named sandboxed_code", `{"name":"sandboxed_code","source":"project"}`},
 		{"a user server named sandboxed_code", `{"name":"sandboxed_code","source":"user"}`},
 		{"a CLI claiming the sidecar's own source", `{"name":"sandboxed_code","source":"gatekeeper"}`},
+		// A server of type "sdk" in a CLI's configuration is reported as
+		// "sdk": not the SDK client's in-process server.
+		{"a CLI claiming the SDK's source", `{"name":"sandboxed_code","source":"sdk"}`},
+		{"a CLI claiming the SDK's source in capitals", `{"name":"sandboxed_code","source":"SDK"}`},
+		{"a CLI claiming the SDK's source with a space", `{"name":"sandboxed_code","source":"sdk "}`},
+		{"a CLI claiming the CLI's own prefix", `{"name":"sandboxed_code","source":"claude-code:sdk"}`},
+		{"a CLI claiming the prefixed managed scope", `{"name":"sandboxed_code","source":"claude-code:enterprise"}`},
+		{"a CLI claiming the sidecar's source in capitals", `{"name":"sandboxed_code","source":"Gatekeeper"}`},
+		{"a CLI reporting stdio", `{"name":"sandboxed_code","source":"stdio"}`},
+		{"a CLI reporting an empty source", `{"name":"sandboxed_code","source":""}`},
 		{"no mcp_server at all", ""},
 	} {
 		if d, reason := pre("toolu_"+tc.name, tc.mcp); d != "deny" || !strings.Contains(reason, "mcp.untrusted_sandboxed_code") {
@@ -358,5 +368,125 @@ func TestHookListenerServesOnlyTheHookEndpoint(t *testing.T) {
 		if rec.Code != tc.status {
 			t.Errorf("%s %s on the hook listener: %d, want %d", tc.method, tc.path, rec.Code, tc.status)
 		}
+	}
+}
+
+// TestHookRecordsWhatBecameOfEachCall: a PostToolUse or PostToolUseFailure
+// is an audit line tied to the decision that let the call run (its
+// decision_id), with the subagent that made it; a call the session never
+// decided is recorded with no decision, which an operator can look for.
+func TestHookRecordsWhatBecameOfEachCall(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	const sid = "3c3b2a8e-post"
+	read := fmt.Sprintf(`{"file_path":%q}`, filepath.Join(h.dir, "ws", "a.txt"))
+	agent := `,"agent_id":"a8f3","agent_type":"general-purpose"}`
+	withAgent := func(in string) string { return strings.TrimSuffix(in, "}") + agent }
+	if d, _ := permissionDecision(h.hookOK(t, withAgent(hookInput(sid, "PreToolUse", "Read", read, "toolu_ok", "")))); d != "" {
+		t.Fatalf("the read: %q, want no opinion", d)
+	}
+	if d, _ := permissionDecision(h.hookOK(t, hookInput(sid, "PreToolUse", "Bash", `{"command":"id"}`, "toolu_bash", ""))); d != "deny" {
+		t.Fatalf("Bash: %q, want deny", d)
+	}
+	post := func(event, toolUseID, tail string) {
+		t.Helper()
+		in := fmt.Sprintf(`{"session_id":%q,"cwd":"/","hook_event_name":%q,"tool_name":"Read","tool_input":{},"tool_response":{"ok":true},"tool_use_id":%q%s}`, sid, event, toolUseID, tail)
+		if m := h.hookOK(t, in); len(m) != 0 {
+			t.Fatalf("%s: %v, want {}", event, m)
+		}
+	}
+	post("PostToolUse", "toolu_ok", `,"agent_id":"a8f3","agent_type":"general-purpose"`)
+	post("PostToolUseFailure", "toolu_bash", `,"error":"ran anyway\nFORGED"`)
+	post("PostToolUse", "toolu_never_decided", ``)
+
+	decisions := records(t, h.auditPath, audit.KindDecision)
+	if len(decisions) != 2 || decisions[0].AgentID != "a8f3" || decisions[0].AgentType != "general-purpose" || decisions[1].AgentID != "" {
+		t.Fatalf("decision lines: %+v, want the read with its subagent, then Bash without", decisions)
+	}
+	got := records(t, h.auditPath, audit.KindToolResult)
+	if len(got) != 3 {
+		t.Fatalf("tool_result lines: %+v, want 3", got)
+	}
+	want := []audit.Record{
+		{Event: "PostToolUse", ToolUseID: "toolu_ok", DecisionID: decisions[0].DecisionID, Decision: "allow", AgentID: "a8f3", AgentType: "general-purpose"},
+		{Event: "PostToolUseFailure", ToolUseID: "toolu_bash", DecisionID: decisions[1].DecisionID, Decision: "deny", Error: "ran anyway\nFORGED"},
+		{Event: "PostToolUse", ToolUseID: "toolu_never_decided", Reason: "no decision of this session is known for this tool_use_id"},
+	}
+	for i, w := range want {
+		g := got[i]
+		if g.Event != w.Event || g.ToolUseID != w.ToolUseID || g.DecisionID != w.DecisionID || g.Decision != w.Decision || g.AgentID != w.AgentID ||
+			g.AgentType != w.AgentType || g.Error != w.Error || g.Reason != w.Reason || g.QueryID != decisions[0].QueryID || g.Tool != "Read" || g.Client != "claude-code" {
+			t.Errorf("line %d: %+v, want %+v in query %s", i, g, w, decisions[0].QueryID)
+		}
+	}
+	if decisions[0].DecisionID == "" {
+		t.Error("the decision has no decision_id to tie to")
+	}
+}
+
+// TestHookRefusesElicitationAndConfigChange: an MCP server's request for
+// input is declined and a settings change mid-session is blocked, whatever
+// the input says, and each is an audit line; an input that cannot be read
+// is an HTTP error, which the CLI's onFailure "block" turns into the same
+// refusal.
+func TestHookRefusesElicitationAndConfigChange(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	const sid = "6a0f-events"
+	tests := []struct {
+		name, input, want, rule string
+	}{
+		{"an elicitation of a server asking for a secret", `{"session_id":"` + sid + `","hook_event_name":"Elicitation","mcp_server_name":"sandboxed_code","message":"token?","requested_schema":{"type":"object"}}`,
+			`{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"decline"}}`, "claude_code.elicitation"},
+		{"a URL elicitation", `{"session_id":"` + sid + `","hook_event_name":"Elicitation","mcp_server_name":"x","message":"log in","mode":"url","url":"https://example.com/"}`,
+			`{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"decline"}}`, "claude_code.elicitation"},
+		{"a project settings change", `{"session_id":"` + sid + `","hook_event_name":"ConfigChange","source":"project_settings","file_path":"/ws/.claude/settings.json"}`,
+			`"decision":"block"`, "claude_code.config_change"},
+		{"a skills change", `{"session_id":"` + sid + `","hook_event_name":"ConfigChange","source":"skills"}`, `"decision":"block"`, "claude_code.config_change"},
+		{"a change of a source no CLI has named yet", `{"session_id":"` + sid + `","hook_event_name":"ConfigChange","source":"future_settings","file_path":"/x"}`, `"decision":"block"`, "claude_code.config_change"},
+	}
+	for _, tc := range tests {
+		status, out := h.hook(t, h.token, tc.input)
+		if status != 200 || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: %d %s, want 200 holding %s", tc.name, status, out, tc.want)
+		}
+		if strings.Contains(tc.want, "block") && !strings.Contains(out, tc.rule) {
+			t.Errorf("%s: the reason does not name %s: %s", tc.name, tc.rule, out)
+		}
+	}
+	got := records(t, h.auditPath, audit.KindEvent)
+	if len(got) != len(tests) {
+		t.Fatalf("event lines: %+v, want %d", got, len(tests))
+	}
+	for i, tc := range tests {
+		if got[i].Rule != tc.rule || got[i].Decision != "deny" || got[i].Client != "claude-code" || got[i].QueryID == "" {
+			t.Errorf("%s: audit line %+v", tc.name, got[i])
+		}
+	}
+	for name, in := range map[string]string{
+		"an Elicitation with a repeated server name": `{"session_id":"s","hook_event_name":"Elicitation","mcp_server_name":"a","MCP_server_name":"b"}`,
+		"a ConfigChange whose source is an object":   `{"session_id":"s","hook_event_name":"ConfigChange","source":{}}`,
+	} {
+		if status, out := h.hook(t, h.token, in); status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", name, status, out)
+		}
+	}
+}
+
+// TestDecideFrameCarriesTheSubagent: the SDK client's decide frame names
+// the subagent the same way, and the audit line keeps it.
+func TestDecideFrameCarriesTheSubagent(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	c := h.connect(t)
+	q := c.open("")
+	read := fmt.Sprintf(`{"file_path":%q}`, filepath.Join(h.dir, "ws", "a.txt"))
+	r := c.do(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":"Read","tool_input":%s,"tool_use_id":"t1","agent_id":"sub-1","agent_type":"Explore"}`, q, read))
+	if r["decision"] != "allow" {
+		t.Fatalf("decide: %v", r)
+	}
+	got := records(t, h.auditPath, audit.KindDecision)
+	if len(got) != 1 || got[0].AgentID != "sub-1" || got[0].AgentType != "Explore" {
+		t.Fatalf("decision lines: %+v", got)
 	}
 }

@@ -114,6 +114,17 @@ type query struct {
 	mu         sync.Mutex
 	authorized []useKey
 	consumed   []useKey // ids that ran, most recent last
+	// lastDecision holds the latest decision of each of the last
+	// maxAuthorized tool_use_ids decided, decisionOrder those keys oldest
+	// first: what a Claude Code PostToolUse line ties the call's end to.
+	lastDecision  map[useKey]useDecision
+	decisionOrder []useKey
+}
+
+// useDecision is the latest decision of one tool_use_id in a query.
+type useDecision struct {
+	id       string // the decision's audit decision_id
+	decision string
 }
 
 // useKey stands for a tool_use_id in a query's memory: the first 16 bytes
@@ -467,6 +478,34 @@ func (q *query) authorize(toolUseID string) {
 		q.authorized = q.authorized[1:]
 	}
 	q.authorized = append(q.authorized, k)
+}
+
+// decided records that decision id (allow, deny or ask) was the latest on
+// toolUseID.
+func (q *query) decided(toolUseID, id, decision string) {
+	k := keyOf(toolUseID)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lastDecision == nil {
+		q.lastDecision = map[useKey]useDecision{}
+	}
+	if _, ok := q.lastDecision[k]; !ok {
+		if len(q.decisionOrder) >= maxAuthorized {
+			delete(q.lastDecision, q.decisionOrder[0])
+			q.decisionOrder = q.decisionOrder[1:]
+		}
+		q.decisionOrder = append(q.decisionOrder, k)
+	}
+	q.lastDecision[k] = useDecision{id: id, decision: decision}
+}
+
+// decisionOf returns the latest decision recorded for toolUseID by
+// decided, or false when there is none (never decided, or forgotten).
+func (q *query) decisionOf(toolUseID string) (useDecision, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	u, ok := q.lastDecision[keyOf(toolUseID)]
+	return u, ok
 }
 
 // consume removes toolUseID from the authorized list; false if absent.

@@ -122,7 +122,7 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 // Call is the gate.Call a decide frame asks about. `gatekeeper decide`
 // uses it too, so that a dry run judges the call the sidecar would.
 func Call(r *wire.Decide) gate.Call {
-	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID, Cwd: r.Cwd}
+	call := gate.Call{Event: r.Event, ToolName: r.ToolName, ToolInput: r.ToolInput, ToolUseID: r.ToolUseID, Cwd: r.Cwd, AgentID: r.AgentID, AgentType: r.AgentType}
 	if r.MCPServer != nil {
 		call.MCPServer = &gate.MCPServer{Name: r.MCPServer.Name, Source: r.MCPServer.Source}
 	}
@@ -157,6 +157,7 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 		Kind: audit.KindDecision, DecisionID: id, QueryID: q.q.ID, ToolUseID: call.ToolUseID,
 		Tool: call.ToolName, Event: call.Event, Decision: d.Decision, Rule: d.Rule, Reason: d.Reason,
 		PolicyRevision: d.Revision, PolicyHash: d.PolicyHash, Client: client, ToolInput: call.ToolInput,
+		AgentID: call.AgentID, AgentType: call.AgentType,
 	}); err != nil {
 		s.log.Error("audit write failed; denying", "err", err)
 		d.Decision, d.Rule = gate.Deny, gate.RuleError
@@ -164,6 +165,9 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 	}
 	if d.Decision == gate.Allow && call.ToolName == gate.SandboxTool && call.ToolUseID != "" {
 		q.authorize(call.ToolUseID)
+	}
+	if call.ToolUseID != "" {
+		q.decided(call.ToolUseID, id, d.Decision)
 	}
 	s.metrics.decisions.WithLabelValues(d.Decision, d.Rule).Inc()
 	s.metrics.latency.Observe(time.Since(start).Seconds())

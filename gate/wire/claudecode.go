@@ -12,13 +12,58 @@ import (
 // stdin here.
 const HookPath = "/v1/claude-code/hook"
 
-// Claude Code CLI hook events the sidecar's hook endpoint answers
+// Claude Code CLI hook events the sidecar's hook endpoint acts on
 // (docs/CLAUDE-CODE.md). Any other event is answered with no opinion.
 const (
-	HookPreToolUse        = "PreToolUse"
-	HookPermissionRequest = "PermissionRequest"
-	HookSessionEnd        = "SessionEnd"
+	HookPreToolUse         = "PreToolUse"
+	HookPermissionRequest  = "PermissionRequest"
+	HookSessionEnd         = "SessionEnd"
+	HookPostToolUse        = "PostToolUse"
+	HookPostToolUseFailure = "PostToolUseFailure"
+	HookElicitation        = "Elicitation"
+	HookConfigChange       = "ConfigChange"
 )
+
+// What the hook endpoint does with an event of the CLI, in HookEvents.
+const (
+	// HandleDecide: a tool call, decided by the policy and audited.
+	HandleDecide = "decide"
+	// HandleRecord: a tool call's end, audited and tied to the decision
+	// that let it run.
+	HandleRecord = "record"
+	// HandleClose: the session ends; its query is closed.
+	HandleClose = "close"
+	// HandleRefuse: refused whatever it asks (an MCP server's request for
+	// input is declined, a settings change mid-session is blocked), and
+	// audited.
+	HandleRefuse = "refuse"
+	// HandleNone: not hooked; the endpoint answers it with no opinion if
+	// it arrives.
+	HandleNone = "none"
+)
+
+// HookEvents returns every hook event of the pinned Claude Code CLI
+// (2.1.330) and what gatekeeper does with it: one of the Handle values.
+// `claude-code install` hooks each event that is not HandleNone.
+// testdata/hook-events.json holds the same table, which the Go tests and
+// the CLI test (against the events compiled into the pinned binary) read.
+func HookEvents() map[string]string {
+	return map[string]string{
+		HookPreToolUse: HandleDecide, HookPermissionRequest: HandleDecide,
+		HookPostToolUse: HandleRecord, HookPostToolUseFailure: HandleRecord,
+		HookSessionEnd:  HandleClose,
+		HookElicitation: HandleRefuse, HookConfigChange: HandleRefuse,
+		"PostToolBatch": HandleNone, "Notification": HandleNone, "UserPromptSubmit": HandleNone,
+		"UserPromptExpansion": HandleNone, "SessionStart": HandleNone, "Stop": HandleNone,
+		"StopFailure": HandleNone, "SubagentStart": HandleNone, "SubagentStop": HandleNone,
+		"PreCompact": HandleNone, "PostCompact": HandleNone, "PreModelSwitch": HandleNone,
+		"PostModelSwitch": HandleNone, "PermissionDenied": HandleNone, "Setup": HandleNone,
+		"TeammateIdle": HandleNone, "TaskCreated": HandleNone, "TaskCompleted": HandleNone,
+		"ElicitationResult": HandleNone, "WorktreeCreate": HandleNone, "WorktreeRemove": HandleNone,
+		"InstructionsLoaded": HandleNone, "CwdChanged": HandleNone, "FileChanged": HandleNone,
+		"DirectoryAdded": HandleNone, "MessageDisplay": HandleNone,
+	}
+}
 
 // HookInput is one call of a Claude Code hook, as the CLI writes it to a
 // command hook's stdin and POSTs it to an HTTP hook. Only the fields
@@ -44,6 +89,18 @@ type HookInput struct {
 	// managed-mcp.json, "project" for .mcp.json, "user", "local", ...),
 	// passed on unchecked. nil when absent.
 	MCPServer *MCPServer
+	// AgentID and AgentType name the subagent the event comes from
+	// (agent_id only inside a subagent; agent_type also on the main
+	// thread of a session started with --agent); "" when absent.
+	AgentID, AgentType string
+	// Error is a PostToolUseFailure's error, as the CLI reports it.
+	Error string
+	// ServerName is an Elicitation's mcp_server_name.
+	ServerName string
+	// ConfigSource and FilePath are a ConfigChange's source
+	// ("user_settings", "project_settings", "local_settings",
+	// "policy_settings", "skills") and file_path.
+	ConfigSource, FilePath string
 }
 
 // hookToolEvent reports whether event carries a tool call to decide.
@@ -90,6 +147,29 @@ func DecodeHook(data []byte) (*HookInput, *Error) {
 		if cwd := r.str(m); len(cwd) > 0 && cwd[0] == '/' {
 			in.Cwd = cwd
 		}
+	}
+	in.AgentID, in.AgentType = r.agent()
+	switch in.Event {
+	case HookPostToolUse, HookPostToolUseFailure:
+		in.ToolName = r.nonEmpty("tool_name")
+		in.ToolUseID = r.nonEmpty("tool_use_id")
+		if m := r.field("error", in.Event == HookPostToolUseFailure, kindString); m != nil {
+			in.Error = r.str(m)
+		}
+		return in, r.err
+	case HookElicitation:
+		if m := r.field("mcp_server_name", false, kindString); m != nil {
+			in.ServerName = r.str(m)
+		}
+		return in, r.err
+	case HookConfigChange:
+		if m := r.field("source", false, kindString); m != nil {
+			in.ConfigSource = r.str(m)
+		}
+		if m := r.field("file_path", false, kindString); m != nil {
+			in.FilePath = r.str(m)
+		}
+		return in, r.err
 	}
 	if !hookToolEvent(in.Event) {
 		return in, r.err
@@ -156,6 +236,14 @@ type (
 		Behavior string `json:"behavior"`
 		Message  string `json:"message,omitempty"`
 	}
+	elicitationOutput struct {
+		HookEventName string `json:"hookEventName"`
+		Action        string `json:"action"`
+	}
+	blockOutput struct {
+		Decision string `json:"decision"`
+		Reason   string `json:"reason"`
+	}
 )
 
 // EncodeHookAnswer returns the JSON the CLI reads from a hook for a:
@@ -167,6 +255,9 @@ type (
 //   - PermissionRequest: an allow or a deny is hookSpecificOutput.decision
 //     with behavior "allow" or "deny" (and the reason as message); an ask
 //     is {}, so the CLI asks the person, or denies when there is none.
+//   - Elicitation: hookSpecificOutput.action "decline", whatever a.Decision.
+//   - ConfigChange: {"decision": "block", "reason": a.Reason}, whatever
+//     a.Decision.
 //   - any other event: {}.
 //
 // Strings are written as encoding/json writes them, without HTML escaping.
@@ -179,6 +270,10 @@ func EncodeHookAnswer(a HookAnswer) []byte {
 		out = hookOutput{permissionRequestOutput{HookEventName: HookPermissionRequest, Decision: permissionDecision{Behavior: Allow}}}
 	case a.Event == HookPermissionRequest && a.Decision == Deny:
 		out = hookOutput{permissionRequestOutput{HookEventName: HookPermissionRequest, Decision: permissionDecision{Behavior: Deny, Message: a.Reason}}}
+	case a.Event == HookElicitation:
+		out = hookOutput{elicitationOutput{HookEventName: HookElicitation, Action: "decline"}}
+	case a.Event == HookConfigChange:
+		out = blockOutput{Decision: "block", Reason: a.Reason}
 	}
 	b, err := marshal(out)
 	if err != nil {

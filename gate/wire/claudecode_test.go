@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -38,6 +40,31 @@ func TestDecodeHookAccepts(t *testing.T) {
 			name:  "a SessionEnd needs only its session",
 			input: cliSessionEnd,
 			want:  HookInput{Event: HookSessionEnd, SessionID: "b51568d9-6292-475b-a498-0ec0d19eda8a", Cwd: "/ws"},
+		},
+		{
+			name:  "a subagent's PreToolUse carries agent_id and agent_type",
+			input: `{"hook_event_name":"PreToolUse","session_id":"s","agent_id":"a8f3","agent_type":"general-purpose","tool_name":"Read","tool_input":{},"tool_use_id":"t"}`,
+			want:  HookInput{Event: HookPreToolUse, SessionID: "s", ToolName: "Read", ToolInput: json.RawMessage(`{}`), ToolUseID: "t", AgentID: "a8f3", AgentType: "general-purpose"},
+		},
+		{
+			name:  "a PostToolUse names its tool and tool use, not its response",
+			input: `{"hook_event_name":"PostToolUse","session_id":"s","tool_name":"Read","tool_input":{"file_path":"/a"},"tool_response":{"x":1},"tool_use_id":"t","duration_ms":3}`,
+			want:  HookInput{Event: HookPostToolUse, SessionID: "s", ToolName: "Read", ToolUseID: "t"},
+		},
+		{
+			name:  "a PostToolUseFailure keeps its error",
+			input: `{"hook_event_name":"PostToolUseFailure","session_id":"s","agent_id":"a","tool_name":"Read","tool_input":{},"tool_use_id":"t","error":"File does not exist.","is_interrupt":false}`,
+			want:  HookInput{Event: HookPostToolUseFailure, SessionID: "s", ToolName: "Read", ToolUseID: "t", Error: "File does not exist.", AgentID: "a"},
+		},
+		{
+			name:  "an Elicitation names its server",
+			input: `{"hook_event_name":"Elicitation","session_id":"s","mcp_server_name":"evil","message":"your password?","requested_schema":{}}`,
+			want:  HookInput{Event: HookElicitation, SessionID: "s", ServerName: "evil"},
+		},
+		{
+			name:  "a ConfigChange names its source and file",
+			input: `{"hook_event_name":"ConfigChange","session_id":"s","source":"project_settings","file_path":"/ws/.claude/settings.json"}`,
+			want:  HookInput{Event: HookConfigChange, SessionID: "s", ConfigSource: "project_settings", FilePath: "/ws/.claude/settings.json"},
 		},
 		{
 			name:  "another event is read without tool fields",
@@ -103,6 +130,12 @@ func TestDecodeHookRefuses(t *testing.T) {
 		{name: "an mcp_server without a name is refused", input: pre(`,"mcp_server":{"source":"project"}`), code: CodeMissingField, event: HookPreToolUse},
 		{name: "an mcp_server that is null is refused", input: pre(`,"mcp_server":null`), code: CodeInvalidField, event: HookPreToolUse},
 		{name: "an mcp_server with two sources in different case is refused", input: pre(`,"mcp_server":{"name":"sandboxed_code","source":"project","Source":"enterprise"}`), code: CodeDuplicateKey, event: HookPreToolUse},
+		{name: "an agent_id that is not a string is refused", input: pre(`,"agent_id":7`), code: CodeInvalidField, event: HookPreToolUse},
+		{name: "an agent_type of 129 characters is refused", input: pre(`,"agent_type":"` + strings.Repeat("a", 129) + `"`), code: CodeInvalidField, event: HookPreToolUse},
+		{name: "a repeated agent_id in another case is refused", input: pre(`,"agent_id":"a","Agent_ID":"b"`), code: CodeDuplicateKey, event: HookPreToolUse},
+		{name: "a PostToolUse without tool_use_id is refused", input: `{"hook_event_name":"PostToolUse","session_id":"s","tool_name":"Read"}`, code: CodeMissingField, event: HookPostToolUse},
+		{name: "a PostToolUseFailure without its error is refused", input: `{"hook_event_name":"PostToolUseFailure","session_id":"s","tool_name":"Read","tool_use_id":"t"}`, code: CodeMissingField, event: HookPostToolUseFailure},
+		{name: "a ConfigChange whose source is not a string is refused", input: `{"hook_event_name":"ConfigChange","session_id":"s","source":["policy_settings"]}`, code: CodeInvalidField, event: HookConfigChange},
 		{name: "a tool_input nested too deep is refused", input: `{"hook_event_name":"PreToolUse","session_id":"s","tool_name":"Read","tool_input":{"a":` + nested(MaxDepth) + `},"tool_use_id":"t"}`, code: CodeInvalidField, event: HookPreToolUse},
 	}
 	for _, tc := range tests {
@@ -141,7 +174,10 @@ func TestEncodeHookAnswerIsWhatClaudeCodeReads(t *testing.T) {
 		{name: "a PermissionRequest deny", a: HookAnswer{Event: HookPermissionRequest, Decision: Deny, Reason: reason}, want: `"behavior":"deny","message":`},
 		{name: "a PermissionRequest ask has no opinion", a: HookAnswer{Event: HookPermissionRequest, Decision: Ask, Reason: reason}, want: `{}`},
 		{name: "a SessionEnd", a: HookAnswer{Event: HookSessionEnd}, want: `{}`},
-		{name: "an unknown event", a: HookAnswer{Event: "PostToolUse", Decision: Deny, Reason: reason}, want: `{}`},
+		{name: "an unknown event", a: HookAnswer{Event: "Stop", Decision: Deny, Reason: reason}, want: `{}`},
+		{name: "a PostToolUse has no opinion", a: HookAnswer{Event: HookPostToolUse, Decision: Deny, Reason: reason}, want: `{}`},
+		{name: "an Elicitation is declined", a: HookAnswer{Event: HookElicitation, Decision: Allow}, want: `{"hookSpecificOutput":{"hookEventName":"Elicitation","action":"decline"}}`},
+		{name: "a ConfigChange is blocked", a: HookAnswer{Event: HookConfigChange, Decision: Allow, Reason: reason}, want: `{"decision":"block","reason":"Bash is denied`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -210,4 +246,42 @@ func FuzzDecodeHook(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestHookEventsArePinned pins HookEvents to testdata/hook-events.json,
+// which walkthroughs/test/claude-code.test.ts compares with the hook events
+// compiled into the pinned CLI binary: an event the CLI adds fails there
+// until it is listed here with what gatekeeper does with it.
+func TestHookEventsArePinned(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("testdata", "hook-events.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pinned struct {
+		CLIVersion string            `json:"cli_version"`
+		Events     map[string]string `json:"events"`
+	}
+	if err := json.Unmarshal(data, &pinned); err != nil {
+		t.Fatal(err)
+	}
+	if got := HookEvents(); !reflect.DeepEqual(got, pinned.Events) {
+		t.Errorf("HookEvents() = %v, testdata/hook-events.json has %v", got, pinned.Events)
+	}
+	if len(pinned.Events) != 33 || pinned.CLIVersion != "2.1.330" {
+		t.Errorf("the pinned table has %d events of CLI %s, want the 33 of 2.1.330", len(pinned.Events), pinned.CLIVersion)
+	}
+	for ev, h := range HookEvents() {
+		switch h {
+		case HandleDecide, HandleRecord, HandleClose, HandleRefuse, HandleNone:
+		default:
+			t.Errorf("event %s: handling %q is not one of the Handle values", ev, h)
+		}
+	}
+	// What the hook endpoint acts on and the table agree.
+	for _, ev := range []string{HookPreToolUse, HookPermissionRequest} {
+		if HookEvents()[ev] != HandleDecide || !hookToolEvent(ev) {
+			t.Errorf("%s is decided", ev)
+		}
+	}
 }

@@ -119,7 +119,7 @@ type DryRun struct {
 }
 
 // dryRunKeys are the keys a DryRun defines.
-var dryRunKeys = []string{"event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "sandbox_policy"}
+var dryRunKeys = []string{"event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type", "sandbox_policy"}
 
 // DecodeDryRun reads a DryRun with exactly Decode's rules for a decide
 // frame (one JSON object, no repeated or case-variant keys, keys matched
@@ -165,7 +165,7 @@ func isRequestType(t string) bool {
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
 	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session"}
-	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd"}
+	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
 	closeQueryKeys = []string{"type", "id", "query_id"}
@@ -242,6 +242,24 @@ func (r *reader) call(d *Decide, onWire bool) {
 			r.fail(CodeInvalidField, `field "cwd" must be an absolute path`)
 		}
 	}
+	d.AgentID, d.AgentType = r.agent()
+}
+
+// agent reads the optional agent_id and agent_type of a call made inside a
+// subagent: strings of at most MaxIDChars characters, "" when absent.
+func (r *reader) agent() (id, typ string) {
+	read := func(key string) string {
+		m := r.field(key, false, kindString)
+		if m == nil {
+			return ""
+		}
+		s := r.str(m)
+		if utf8.RuneCountInString(s) > MaxIDChars {
+			r.fail(CodeInvalidField, fmt.Sprintf(`field %q must be at most %d characters`, key, MaxIDChars))
+		}
+		return s
+	}
+	return read("agent_id"), read("agent_type")
 }
 
 // mcpServer decodes the mcp_server object, which Decode's scan already

@@ -472,6 +472,26 @@ func TestDecodeDecideCwd(t *testing.T) {
 	}
 }
 
+// TestDecodeDecideAgent: a decide frame may name the subagent of the call,
+// as the SDK's hook input does; the fields are bounded like ids.
+func TestDecodeDecideAgent(t *testing.T) {
+	t.Parallel()
+	base := `{"type":"decide","id":"1","query_id":"q","event":"PreToolUse","tool_name":"Read","tool_input":{},"tool_use_id":"t"`
+	req, werr := Decode([]byte(base + `,"agent_id":"a8f3","agent_type":"code-reviewer"}`))
+	if werr != nil || req.(*Decide).AgentID != "a8f3" || req.(*Decide).AgentType != "code-reviewer" {
+		t.Fatalf("decode with agent fields: %#v %v", req, werr)
+	}
+	for name, tail := range map[string]string{
+		"an agent_id that is a number":         `,"agent_id":1}`,
+		"an agent_type of 129 characters":      `,"agent_type":"` + strings.Repeat("x", 129) + `"}`,
+		"an agent_id repeated in another case": `,"agent_id":"a","AGENT_ID":"b"}`,
+	} {
+		if _, werr := Decode([]byte(base + tail)); werr == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+}
+
 // textFiles is files given as text.
 func textFiles(m map[string]string) map[string]FileContent {
 	out := make(map[string]FileContent, len(m))

@@ -50,6 +50,12 @@ type Decide struct {
 	// Cwd is the agent's working directory, against which the tool resolves
 	// relative paths; "" when absent (the workspace root is assumed).
 	Cwd string `json:"cwd,omitempty"`
+	// AgentID and AgentType name the subagent that makes the call, as the
+	// SDK's hook input does: AgentID only inside a subagent, AgentType also
+	// on the main thread of a session started with an agent; "" when
+	// absent. At most MaxIDChars characters each.
+	AgentID   string `json:"agent_id,omitempty"`
+	AgentType string `json:"agent_type,omitempty"`
 }
 
 // MCPServer is the MCP server a tool belongs to.

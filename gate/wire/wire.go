@@ -64,6 +64,13 @@ const (
 	SourceUnknown = "unknown"
 )
 
+// SourceCLIPrefix begins every MCPServer.Source the sidecar passes on from a
+// Claude Code CLI hook input: the CLI's own scope ("enterprise", "project",
+// "sdk", ...) after this prefix, so that no value a CLI reports can equal a
+// value of the WebSocket's vocabulary above, which a frame's decoder
+// accepts alone, nor the sidecar's own attestation.
+const SourceCLIPrefix = "claude-code:"
+
 // Values of Decision.Decision.
 const (
 	Allow = "allow"

@@ -13,8 +13,10 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // The files install writes into the managed settings directory, and the
@@ -23,6 +25,9 @@ const (
 	SettingsFile = "managed-settings.json"
 	MCPFile      = "managed-mcp.json"
 	stateFile    = ".gatekeeper-install.json"
+	// BinaryFile is the copy of the gatekeeper binary install makes in the
+	// managed settings directory with InstallOptions.CopyFrom.
+	BinaryFile = "gatekeeper"
 )
 
 // Hook kinds install can wire.
@@ -38,6 +43,10 @@ const TokenEnv = "GATEKEEPER_TOKEN"
 // ErrNotOurs means a file install would overwrite (or uninstall would
 // restore over) holds settings gatekeeper did not write; --force overrides.
 var ErrNotOurs = errors.New("settings gatekeeper did not write")
+
+// ErrInsecure means the gatekeeper binary the settings would name is not
+// safe for root's CLI to run (SecurePath); --force overrides.
+var ErrInsecure = errors.New("the gatekeeper binary is not safe to run as root")
 
 // DefaultManagedDir is the CLI's managed settings directory on this OS,
 // as its settings documentation and the pinned binary name it.
@@ -73,6 +82,10 @@ type InstallOptions struct {
 	// HookTimeout is how long the CLI waits for one hook call, in seconds;
 	// then onFailure "block" blocks the call.
 	HookTimeout int
+	// CopyFrom, when set, is a gatekeeper binary that Install copies into
+	// Dir as BinaryFile (mode 0755, owned by the installing user) and names
+	// instead of Gatekeeper; Uninstall removes the copy.
+	CopyFrom string
 }
 
 // denied are the tools the managed settings deny outright, besides the
@@ -84,8 +97,9 @@ var denied = []string{"Bash", "PowerShell"}
 // Files returns the managed settings files for o, by name.
 //
 // managed-settings.json puts a hook on every tool call (PreToolUse, and
-// PermissionRequest where the CLI would prompt) and on SessionEnd, with
-// onFailure "block", and locks the CLI so no other settings file can
+// PermissionRequest where the CLI would prompt), on its end (PostToolUse,
+// PostToolUseFailure), on SessionEnd, and on the events gatekeeper refuses
+// (Elicitation, ConfigChange), all with onFailure "block", and locks the CLI so no other settings file can
 // change that: allowManagedHooksOnly (user and project hooks do not run),
 // allowManagedPermissionRulesOnly (their permissions.allow rules are
 // ignored), allowManagedMcpServersOnly with an empty allowedMcpServers
@@ -113,18 +127,24 @@ func Files(o InstallOptions) (map[string][]byte, error) {
 			"timeout":        o.HookTimeout, "onFailure": "block",
 		}
 	}
-	every := []any{map[string]any{"matcher": "*", "hooks": []any{hook}}}
+	// Every event gatekeeper acts on (wire.HookEvents) goes to the same
+	// hook; the tool events on every tool.
+	hooks := map[string]any{}
+	for ev, h := range wire.HookEvents() {
+		switch h {
+		case wire.HandleDecide, wire.HandleRecord:
+			hooks[ev] = []any{map[string]any{"matcher": "*", "hooks": []any{hook}}}
+		case wire.HandleClose, wire.HandleRefuse:
+			hooks[ev] = []any{map[string]any{"hooks": []any{hook}}}
+		}
+	}
 	settings := map[string]any{
 		"allowManagedHooksOnly":           true,
 		"allowManagedPermissionRulesOnly": true,
 		"allowManagedMcpServersOnly":      true,
 		"allowedMcpServers":               []string{},
 		"permissions":                     map[string]any{"deny": denied},
-		"hooks": map[string]any{
-			"PreToolUse":        every,
-			"PermissionRequest": every,
-			"SessionEnd":        []any{map[string]any{"hooks": []any{hook}}},
-		},
+		"hooks":                           hooks,
 	}
 	if o.Hook == HookHTTP {
 		settings["allowedHttpHookUrls"] = []string{o.HookURL}
@@ -185,6 +205,9 @@ type state struct {
 	Files   map[string]*fileState `json:"files"`
 	// CreatedDir means the directory did not exist before.
 	CreatedDir bool `json:"created_dir"`
+	// Binary is the digest of the copy of the binary install made in the
+	// directory (BinaryFile), "" when it made none.
+	Binary string `json:"binary_sha256,omitempty"`
 }
 
 type fileState struct {
@@ -213,7 +236,25 @@ func (c Change) Diff() string { return unifiedDiff(c.Path, c.Old, c.New) }
 // force is set; the changes are returned either way, for their diffs.
 // What each file held before the first install is kept in the directory,
 // for Uninstall.
+//
+// The binary the settings name must pass SecurePath (root's CLI runs it on
+// every tool call, so whoever can replace it can replace the gate); with
+// CopyFrom, that is the copy in Dir. One that does not is refused, and the
+// error wraps ErrInsecure and lists why, unless force is set.
 func Install(o InstallOptions, force bool) ([]Change, error) {
+	var bin []byte
+	if o.CopyFrom != "" {
+		o.Gatekeeper = filepath.Join(o.Dir, BinaryFile)
+		var err error
+		if bin, err = os.ReadFile(o.CopyFrom); err != nil {
+			return nil, fmt.Errorf("read the binary to copy: %w", err)
+		}
+		if problems := SecureDir(o.Dir); len(problems) > 0 && !force {
+			return nil, insecure(o.Gatekeeper, problems)
+		}
+	} else if problems := SecurePath(o.Gatekeeper); len(problems) > 0 && !force {
+		return nil, insecure(o.Gatekeeper, problems)
+	}
 	files, err := Files(o)
 	if err != nil {
 		return nil, err
@@ -244,11 +285,29 @@ func Install(o InstallOptions, force bool) ([]Change, error) {
 		}
 		changes = append(changes, c)
 	}
+	if bin != nil {
+		old, _, err := readFile(o.Gatekeeper)
+		if err != nil {
+			return nil, err
+		}
+		if old != nil && digest(old) != st.Binary {
+			notOurs = append(notOurs, o.Gatekeeper)
+		}
+	}
 	if len(notOurs) > 0 && !force {
 		return changes, fmt.Errorf("%w: %v (pass --force to replace them; uninstall then restores them)", ErrNotOurs, notOurs)
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("managed settings directory: %w", err)
+	}
+	if bin != nil {
+		st.Binary = digest(bin)
+		if err := writeState(o.Dir, st); err != nil {
+			return nil, err
+		}
+		if err := writeFile(o.Gatekeeper, bin, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	for _, c := range changes {
 		st.Files[filepath.Base(c.Path)].Written = digest(c.New)
@@ -309,6 +368,11 @@ func Uninstall(dir string, force bool) ([]Change, error) {
 			return nil, err
 		}
 	}
+	if st.Binary != "" {
+		if err := os.Remove(filepath.Join(dir, BinaryFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
 	if err := os.Remove(filepath.Join(dir, stateFile)); err != nil {
 		return nil, err
 	}
@@ -316,6 +380,12 @@ func Uninstall(dir string, force bool) ([]Change, error) {
 		_ = os.Remove(dir) // only if empty
 	}
 	return changes, nil
+}
+
+func insecure(path string, problems []string) error {
+	return fmt.Errorf("%w: %s: %s (Claude Code runs it under root's managed settings on every tool call, so whoever can replace it can turn gatekeeper off; "+
+		"install it where only root can write, e.g. sudo install -o root -m 0755 bin/gatekeeper /usr/local/bin/, or pass --copy-binary; --force installs anyway)",
+		ErrInsecure, path, strings.Join(problems, "; "))
 }
 
 func readState(dir string) (*state, error) {

@@ -6,13 +6,25 @@ import (
 	"errors"
 	"flag"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// installable is options naming a binary that passes SecurePath on any
+// machine: /usr/bin/env, root's, in root's directories.
+func installable(dir string) InstallOptions {
+	o := options(dir)
+	o.Gatekeeper = "/usr/bin/env"
+	return o
+}
 
 func options(dir string) InstallOptions {
 	return InstallOptions{Dir: dir, Hook: HookCommand, Gatekeeper: "/usr/local/bin/gatekeeper", Sidecar: "unix:///run/gatekeeper/gk.sock",
@@ -70,13 +82,24 @@ func TestFilesLockTheCLIToGatekeeper(t *testing.T) {
 			if !strings.Contains(strings.Join(s.Permissions.Deny, ","), "Bash") {
 				t.Errorf("Bash is not denied: %v", s.Permissions.Deny)
 			}
-			for _, ev := range []string{"PreToolUse", "PermissionRequest", "SessionEnd"} {
+			// Exactly the events gatekeeper acts on are hooked.
+			var acted []string
+			for ev, h := range wire.HookEvents() {
+				if h != wire.HandleNone {
+					acted = append(acted, ev)
+				}
+			}
+			if got := slices.Sorted(maps.Keys(s.Hooks)); !slices.Equal(got, slices.Sorted(slices.Values(acted))) {
+				t.Errorf("hooked events %v, want %v", got, slices.Sorted(slices.Values(acted)))
+			}
+			for _, ev := range []string{"PreToolUse", "PermissionRequest", "PostToolUse", "PostToolUseFailure", "SessionEnd", "Elicitation", "ConfigChange"} {
 				m := s.Hooks[ev]
 				if len(m) != 1 || len(m[0].Hooks) != 1 || m[0].Hooks[0]["type"] != hook || m[0].Hooks[0]["onFailure"] != "block" {
 					t.Errorf("%s: %+v, want one %s hook with onFailure block", ev, m, hook)
 				}
-				if ev != "SessionEnd" && m[0].Matcher != "*" {
-					t.Errorf("%s matches %q, not every tool", ev, m[0].Matcher)
+				want := map[string]string{"PreToolUse": "*", "PermissionRequest": "*", "PostToolUse": "*", "PostToolUseFailure": "*"}[ev]
+				if len(m) == 1 && m[0].Matcher != want {
+					t.Errorf("%s matches %q, want %q (every tool, or no matcher for an event without tools)", ev, m[0].Matcher, want)
 				}
 			}
 			if (hook == HookHTTP) != (len(s.AllowedHttpHookUrls) == 1 && len(s.HttpHookAllowedEnvVars) == 1) {
@@ -174,21 +197,21 @@ func TestInstallThenUninstallRestoresExactly(t *testing.T) {
 			tc.prepare(t, dir)
 			before := snapshot(t, dir)
 			if tc.force {
-				if _, err := Install(options(dir), false); !errors.Is(err, ErrNotOurs) {
+				if _, err := Install(installable(dir), false); !errors.Is(err, ErrNotOurs) {
 					t.Fatalf("Install over foreign settings without force: %v, want ErrNotOurs", err)
 				}
 				if got := snapshot(t, dir); !equalSnapshots(got, before) {
 					t.Fatalf("a refused install changed the directory: %v", got)
 				}
 			}
-			changes, err := Install(options(dir), tc.force)
+			changes, err := Install(installable(dir), tc.force)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(changes) != 2 {
 				t.Errorf("install reported %d changes, want 2", len(changes))
 			}
-			files, _ := Files(options(dir))
+			files, _ := Files(installable(dir))
 			for name, want := range files {
 				got, err := os.ReadFile(filepath.Join(dir, name))
 				if err != nil || !bytes.Equal(got, want) {
@@ -196,7 +219,7 @@ func TestInstallThenUninstallRestoresExactly(t *testing.T) {
 				}
 			}
 			// Installing again (with other options) is an update, not foreign.
-			o := options(dir)
+			o := installable(dir)
 			o.Hook = HookHTTP
 			if _, err := Install(o, false); err != nil {
 				t.Fatalf("a second install: %v", err)
@@ -217,12 +240,12 @@ func TestUninstallRefusesWhatChangedSinceInstall(t *testing.T) {
 	if _, err := Uninstall(dir, false); err == nil || !strings.Contains(err.Error(), "has not installed") {
 		t.Fatalf("uninstall with nothing installed: %v", err)
 	}
-	if _, err := Install(options(dir), false); err != nil {
+	if _, err := Install(installable(dir), false); err != nil {
 		t.Fatal(err)
 	}
 	edited := filepath.Join(dir, SettingsFile)
 	must(t, os.WriteFile(edited, []byte(`{"edited":true}`), 0o644))
-	if _, err := Install(options(dir), false); !errors.Is(err, ErrNotOurs) {
+	if _, err := Install(installable(dir), false); !errors.Is(err, ErrNotOurs) {
 		t.Fatalf("install over a file edited since: %v, want ErrNotOurs", err)
 	}
 	changes, err := Uninstall(dir, false)

@@ -313,7 +313,7 @@ export function buildOptions(p: BuildParams): Built {
   const gate: HookCallback = async (input, toolUseID) => {
     if (input.hook_event_name !== 'PreToolUse') return {};
     const id = input.tool_use_id || toolUseID || '';
-    const d = await sq.decide('PreToolUse', input.tool_name, input.tool_input, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
+    const d = await sq.decide('PreToolUse', input.tool_name, input.tool_input, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd, input);
     if (d.decision === 'allow') {
       noteAllowed(input.tool_name, id, input.tool_input);
       // No opinion: the SDK's permission flow goes on, so the caller's
@@ -335,7 +335,7 @@ export function buildOptions(p: BuildParams): Built {
     // What is decided is what Claude Code gets: a copy the caller no longer holds.
     const updatedInput = jsonCopy(hso.updatedInput);
     const id = input.tool_use_id || toolUseID || '';
-    const d = await sq.decide('PreToolUse', input.tool_name, updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
+    const d = await sq.decide('PreToolUse', input.tool_name, updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd, input);
     if (d.decision === 'allow') {
       noteAllowed(input.tool_name, id, updatedInput);
       return { ...out, hookSpecificOutput: { ...hso, hookEventName: 'PreToolUse', updatedInput } } as HookJSONOutput;
@@ -365,7 +365,7 @@ export function buildOptions(p: BuildParams): Built {
     if (decision.updatedInput !== undefined) decision.updatedInput = jsonCopy(decision.updatedInput);
     if (decision.updatedInput !== undefined && !sameJson(decision.updatedInput, input.tool_input)) {
       const id = toolUseID ?? '';
-      const d = await sq.decide('canUseTool', input.tool_name, decision.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd);
+      const d = await sq.decide('canUseTool', input.tool_name, decision.updatedInput, id, sources.of(input.tool_name, input.mcp_server), input.cwd || agentCwd, input);
       if (d.decision === 'deny') {
         return { ...out, hookSpecificOutput: { hookEventName: 'PermissionRequest', decision: { behavior: 'deny', message: forModel(d) } } };
       }

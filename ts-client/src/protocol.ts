@@ -46,6 +46,9 @@ export interface DecideFrame {
   mcp_server?: McpServerRef;
   /** The agent's working directory: where its tools resolve relative paths. */
   cwd?: string;
+  /** The subagent making the call (the hook input's agent_id, agent_type). */
+  agent_id?: string;
+  agent_type?: string;
 }
 
 /** The content of a file a run sends in: its text, or any bytes in standard base64. */

@@ -127,7 +127,7 @@ export class SidecarQuery {
    * unreachable sidecar, a lost connection, a malformed reply, an `error`
    * frame) is a deny that says why.
    */
-  async decide(event: DecideEvent, toolName: string, toolInput: unknown, toolUseId: string, mcpServer?: McpServerRef, cwd?: string): Promise<Decision> {
+  async decide(event: DecideEvent, toolName: string, toolInput: unknown, toolUseId: string, mcpServer?: McpServerRef, cwd?: string, agent?: { agent_id?: string; agent_type?: string }): Promise<Decision> {
     const log = this.conn.config.logger;
     const timeout = this.conn.config.decisionTimeoutMs;
     const deadline = Date.now() + timeout;
@@ -146,6 +146,8 @@ export class SidecarQuery {
         tool_use_id: toolUseId,
         ...(mcpServer ? { mcp_server: mcpServer } : {}),
         ...(cwd !== undefined && cwd.startsWith('/') ? { cwd } : {}),
+        ...(typeof agent?.agent_id === 'string' && agent.agent_id !== '' ? { agent_id: agent.agent_id } : {}),
+        ...(typeof agent?.agent_type === 'string' && agent.agent_type !== '' ? { agent_type: agent.agent_type } : {}),
       };
       const reply = await this.conn.request(frame, { deadline, generation: this.queryGen });
       d = this.toDecision(reply, toolUseId);

@@ -351,7 +351,12 @@ export interface AuditRecord {
   seq: number;
   /** When the line was written (RFC 3339). */
   time: string;
-  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate';
+  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate' | 'tool_result' | 'event';
+  /** The decision a line is, or (tool_result) the one that let the call run. */
+  decision_id?: string;
+  /** The subagent of a call (Claude Code's agent_id, agent_type). */
+  agent_id?: string;
+  agent_type?: string;
   query_id?: string;
   /** The client's name (hello.client; "claude-code" for the hook endpoint). */
   client?: string;

@@ -465,3 +465,64 @@ test("the CLI's sandboxed_code run tool is the SDK client's: the same definition
     assert.equal(formatRunResult(c.run_result), c.text, `${f}: @gatekeeper/client's formatRunResult and gatekeeper mcp's FormatRunResult (pinned by the same file) differ`);
   }
 });
+
+test(`every hook event of the pinned CLI (${CLAUDE_VERSION}) is listed with what gatekeeper does, and install hooks exactly those it acts on`, () => {
+  assert.equal(CLAUDE_VERSION, '2.1.330', 'the pinned CLI version (walkthroughs/package.json) changed: list its hook events again');
+  // The CLI's own list of hook events, as compiled into its binary.
+  const binary = readFileSync(CLAUDE_BIN).toString('latin1');
+  // The full list (HOOK_EVENTS) is the longest of the arrays that begin as
+  // it does; shorter ones are the events of one feature.
+  const lists = [...binary.matchAll(/\["PreToolUse","PostToolUse","PostToolUseFailure","PostToolBatch"(?:,"[A-Za-z]+")*\]/g)].map((m) => JSON.parse(m[0]) as string[]);
+  const longest = Math.max(...lists.map((l) => l.length));
+  const full = lists.filter((l) => l.length === longest);
+  assert.ok(full.length > 0 && longest >= 30, `the hook event list was not found in the binary (longest ${String(longest)})`);
+  const events = [...(full[0] ?? [])].sort();
+  for (const l of full) assert.deepEqual([...l].sort(), events, 'the binary holds two different full lists');
+  const pinned = JSON.parse(readFileSync(join(REPO, 'gate', 'wire', 'testdata', 'hook-events.json'), 'utf8')) as { cli_version: string; events: Record<string, string> };
+  assert.equal(pinned.cli_version, CLAUDE_VERSION);
+  assert.deepEqual(Object.keys(pinned.events).sort(), events, 'gate/wire/testdata/hook-events.json (and wire.HookEvents) list every event of the CLI, and no other');
+  // install hooks the events gatekeeper acts on, and no other.
+  const printed = execFileSync(GATEKEEPER_BIN, ['claude-code', 'install', '--print', '--path', '/etc/claude-code', '--gatekeeper', '/usr/bin/env', '--token-file', '/t'], { encoding: 'utf8' });
+  const settings = JSON.parse(printed.split(/^# .*$/m)[2] ?? printed.split(/^# .*$/m)[1] ?? '{}') as { hooks?: Record<string, unknown> };
+  const acted = Object.entries(pinned.events).filter(([, h]) => h !== 'none').map(([e]) => e).sort();
+  assert.deepEqual(Object.keys(settings.hooks ?? {}).sort(), acted);
+});
+
+test('PostToolUse and PostToolUseFailure of the real CLI are audit lines tied to the decision that let the call run', async () => {
+  const w = await world(false);
+  try {
+    const managed = install(w, { hook: 'command' });
+    const run = await runClaude(w, {
+      managed,
+      bypass: true,
+      script: [
+        tool('toolu_post_ok', 'Read', { file_path: join(w.dirs.ws, 'notes.txt') }),
+        tool('toolu_post_fail', 'Read', { file_path: join(w.dirs.ws, 'missing.txt') }),
+        { type: 'text', text: 'done' },
+      ],
+    });
+    assert.equal(run.code, 0, run.stderr.slice(-2000));
+    const lines = readAudit(w.auditLog);
+    for (const [id, event] of [['toolu_post_ok', 'PostToolUse'], ['toolu_post_fail', 'PostToolUseFailure']] as const) {
+      const d = lines.filter((r) => r.kind === 'decision' && r.tool_use_id === id);
+      assert.equal(d.length, 1, `${id}: one decision`);
+      assert.equal(d[0]?.decision, 'allow');
+      // Observed with 2.1.330: a failed Read fires PostToolUseFailure, then
+      // PostToolUse too; each is a line, each tied to the one decision.
+      const ended = lines.filter((r) => r.kind === 'tool_result' && r.tool_use_id === id);
+      const own = ended.filter((r) => r.event === event);
+      assert.equal(own.length, 1, `${id}: one ${event} line, got ${JSON.stringify(ended)}`);
+      if (event === 'PostToolUse') assert.equal(ended.length, 1, `${id}: a call that succeeded has no failure line: ${JSON.stringify(ended)}`);
+      for (const e of ended) {
+        assert.equal(e.decision_id, d[0]?.decision_id, `${id}: ${String(e.event)} tied to its decision`);
+        assert.equal(e.query_id, d[0]?.query_id);
+        assert.equal(e.agent_id, undefined, 'the main thread has no agent_id');
+      }
+      assert.equal(d[0]?.agent_id, undefined);
+      if (event === 'PostToolUseFailure') assert.match(own[0]?.error ?? '', /File does not exist/, 'the failure keeps its error');
+    }
+    verifyAudit(w.auditLog);
+  } finally {
+    await w.stop();
+  }
+});
