@@ -5,7 +5,8 @@
 // private mount namespace (lib/with-managed-settings.sh; needs root).
 
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect } from 'node:net';
 import { dirname, join } from 'node:path';
@@ -36,13 +37,36 @@ export interface InstallOptions {
 }
 
 /**
+ * secureBinary returns a copy of GATEKEEPER_BIN where only root can replace
+ * it, as the docs tell an operator to put it (`sudo install -o root -m 0755
+ * bin/gatekeeper /usr/local/bin/`): install refuses a binary that another
+ * user could replace, and a checkout, such as CI's clone under /tmp, may lie
+ * below a directory others can write. The copy is named by its content, in
+ * /var/lib/gatekeeper (root's, 0755), and made once.
+ */
+export function secureBinary(): string {
+  const sum = createHash('sha256').update(readFileSync(GATEKEEPER_BIN)).digest('hex').slice(0, 16);
+  const dir = join('/var/lib/gatekeeper', 'walkthroughs-bin', sum);
+  const bin = join(dir, 'gatekeeper');
+  if (!existsSync(bin)) {
+    mkdirSync(dir, { recursive: true, mode: 0o755 });
+    for (let d = dir; d !== '/var/lib'; d = dirname(d)) chmodSync(d, 0o755);
+    const tmp = `${bin}.${process.pid}`;
+    copyFileSync(GATEKEEPER_BIN, tmp);
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, bin);
+  }
+  return bin;
+}
+
+/**
  * install runs `gatekeeper claude-code install` for world w into a directory
  * of its tree and returns the directory. An HTTP hook needs a world started
  * with hookListen.
  */
 export function install(w: World, o: InstallOptions): string {
   const dir = o.dir ?? join(w.dirs.root, `managed-${o.hook}`);
-  const args = ['claude-code', 'install', '--path', dir, '--hook', o.hook, '--url', w.url, '--token-file', w.tokenFile, '--gatekeeper', GATEKEEPER_BIN];
+  const args = ['claude-code', 'install', '--path', dir, '--hook', o.hook, '--url', w.url, '--token-file', w.tokenFile, '--gatekeeper', secureBinary()];
   if (o.hook === 'http') {
     if (w.hookUrl === undefined) throw new Error('an HTTP hook needs a world started with hookListen');
     args.push('--hook-url', w.hookUrl);
