@@ -71,7 +71,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			hookFailed(w, http.StatusBadRequest, werr.Message)
 			return
 		}
-		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: wire.WithRule(
 			"gatekeeper could not read this hook input ("+werr.Message+"), so the call is denied", gate.RuleError)})
 		return
 	}
@@ -87,18 +87,14 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, werr := s.cli.get(r.Context(), in.SessionID)
 	if werr != nil {
-		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(werr.Message+", so the call is denied", gate.RuleError)})
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: wire.WithRule(werr.Message+", so the call is denied", gate.RuleError)})
 		return
 	}
 	call := gate.Call{Event: event, ToolName: in.ToolName, ToolInput: in.ToolInput, ToolUseID: in.ToolUseID, Cwd: in.Cwd,
 		MCPServer: sess.provenance(in.MCPServer)}
 	_, d := s.decide(r.Context(), sess.q, HookClient, call)
-	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: forModel(d.Reason, d.Rule)})
+	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: wire.WithRule(d.Reason, d.Rule)})
 }
-
-// forModel is the text the model reads for a deny or an ask, naming the
-// rule as @gatekeeper/client's forModel does.
-func forModel(reason, rule string) string { return reason + " [gatekeeper rule: " + rule + "]" }
 
 func (s *Server) answer(w http.ResponseWriter, a wire.HookAnswer) {
 	w.Header().Set("Content-Type", "application/json")
