@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/jsonlex"
 )
 
 // maxToolInputDepth is how deeply tool_input may nest, as encoding/json
@@ -38,22 +40,14 @@ func parseToolInput(raw []byte) (ast.Object, error) {
 	return v.(ast.Object), nil
 }
 
-// jsonParser is a recursive-descent JSON reader producing ast values.
+// jsonParser is a recursive-descent JSON reader producing ast values. Its
+// tokens are read by jsonlex, as gate/wire's frame scanner reads them.
 type jsonParser struct {
 	data []byte
 	i    int
 }
 
-func (p *jsonParser) space() {
-	for p.i < len(p.data) {
-		switch p.data[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+func (p *jsonParser) space() { p.i = jsonlex.Space(p.data, p.i) }
 
 func (p *jsonParser) errorf(format string, args ...any) error {
 	return fmt.Errorf("byte %d: %s", p.i, fmt.Sprintf(format, args...))
@@ -68,35 +62,37 @@ func (p *jsonParser) value(depth int) (ast.Value, error) {
 	if p.i == len(p.data) {
 		return nil, p.errorf("unexpected end")
 	}
-	switch c := p.data[p.i]; {
-	case c == '{':
+	switch c := p.data[p.i]; c {
+	case '{':
 		return p.object(depth)
-	case c == '[':
+	case '[':
 		return p.array(depth)
-	case c == '"':
+	case '"':
 		s, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		return ast.String(s), nil
-	case c == '-' || c >= '0' && c <= '9':
+	case 't':
+		return p.literal("true", ast.Boolean(true))
+	case 'f':
+		return p.literal("false", ast.Boolean(false))
+	case 'n':
+		return p.literal("null", ast.Null{})
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
 		return p.number()
-	case p.literal("true"):
-		return ast.Boolean(true), nil
-	case p.literal("false"):
-		return ast.Boolean(false), nil
-	case p.literal("null"):
-		return ast.Null{}, nil
 	}
 	return nil, p.errorf("invalid character %q", p.data[p.i])
 }
 
-func (p *jsonParser) literal(lit string) bool {
-	if len(p.data)-p.i >= len(lit) && string(p.data[p.i:p.i+len(lit)]) == lit {
-		p.i += len(lit)
-		return true
+// literal reads lit, whose value is v.
+func (p *jsonParser) literal(lit string, v ast.Value) (ast.Value, error) {
+	end, err := jsonlex.Literal(p.data, p.i, lit)
+	if err != nil {
+		return nil, err
 	}
-	return false
+	p.i = end
+	return v, nil
 }
 
 func (p *jsonParser) object(depth int) (ast.Value, error) {
@@ -169,83 +165,34 @@ func (p *jsonParser) array(depth int) (ast.Value, error) {
 	}
 }
 
-// str reads a string literal. Plain ASCII without escapes is taken as it
-// is; anything else goes through encoding/json, so that escapes, invalid
-// UTF-8 and surrogates come out exactly as they did.
+// str reads a string literal, unquoted as encoding/json unquotes it.
 func (p *jsonParser) str() (string, error) {
 	start := p.i
-	p.i++ // "
-	plain := true
-	for p.i < len(p.data) {
-		switch c := p.data[p.i]; {
-		case c == '"':
-			p.i++
-			if plain {
-				return string(p.data[start+1 : p.i-1]), nil
-			}
-			var s string
-			if err := json.Unmarshal(p.data[start:p.i], &s); err != nil {
-				return "", fmt.Errorf("byte %d: %w", start, err)
-			}
-			return s, nil
-		case c == '\\':
-			plain = false
-			p.i += 2
-		case c < 0x20:
-			return "", p.errorf("control character in a string")
-		case c >= 0x80:
-			plain = false
-			p.i++
-		default:
-			p.i++
-		}
+	end, escaped, err := jsonlex.String(p.data, start)
+	if err != nil {
+		return "", err
 	}
-	return "", p.errorf("unterminated string")
+	p.i = end
+	s, err := jsonlex.Unquote(p.data[start:end], escaped)
+	if err != nil {
+		return "", fmt.Errorf("byte %d: %w", start, err)
+	}
+	return s, nil
 }
 
 // number reads a number literal by JSON's grammar and keeps it as written.
 func (p *jsonParser) number() (ast.Value, error) {
 	start := p.i
-	if p.data[p.i] == '-' {
-		p.i++
+	end, err := jsonlex.Number(p.data, start)
+	if err != nil {
+		return nil, err
 	}
-	switch {
-	case p.i < len(p.data) && p.data[p.i] == '0':
-		p.i++
-	case p.i < len(p.data) && p.data[p.i] >= '1' && p.data[p.i] <= '9':
-		p.digits()
-	default:
-		return nil, p.errorf("invalid number")
-	}
-	if p.i < len(p.data) && p.data[p.i] == '.' {
-		p.i++
-		if p.digits() == 0 {
-			return nil, p.errorf("invalid number")
-		}
-	}
-	if p.i < len(p.data) && (p.data[p.i] == 'e' || p.data[p.i] == 'E') {
-		p.i++
-		if p.i < len(p.data) && (p.data[p.i] == '+' || p.data[p.i] == '-') {
-			p.i++
-		}
-		if p.digits() == 0 {
-			return nil, p.errorf("invalid number")
-		}
-	}
+	p.i = end
 	// As ast.InterfaceToValue reads a json.Number: small integers interned,
 	// an exponent out of range refused.
-	v, err := ast.InterfaceToValue(json.Number(p.data[start:p.i]))
+	v, err := ast.InterfaceToValue(json.Number(p.data[start:end]))
 	if err != nil {
 		return nil, fmt.Errorf("byte %d: %w", start, err)
 	}
 	return v, nil
-}
-
-func (p *jsonParser) digits() int {
-	n := 0
-	for p.i < len(p.data) && p.data[p.i] >= '0' && p.data[p.i] <= '9' {
-		p.i++
-		n++
-	}
-	return n
 }

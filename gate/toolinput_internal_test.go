@@ -89,3 +89,25 @@ func FuzzParseToolInput(f *testing.F) {
 	}
 	f.Fuzz(checkToolInput)
 }
+
+// BenchmarkParseToolInput reads a typical tool_input (a Bash call's) and a
+// Write of 64 KiB of text, as the decision path does once per call.
+func BenchmarkParseToolInput(b *testing.B) {
+	for _, bc := range []struct{ name, raw string }{
+		{"typical", `{"command":"grep -rn \"TODO\" src/ | head -n 20","description":"Find TODO comments","timeout":120000}`},
+		{"large write", `{"file_path":"/srv/app/out.txt","content":"` + strings.Repeat(`line of text with \"quotes\" and \\ backslashes\n`, 64<<10/50) + `"}`},
+		{"nested", `{"edits":[` + strings.Repeat(`{"old_string":"a","new_string":"b","replace_all":false,"n":[1,2.5,-3e2]},`, 99) + `{}]}`},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			raw := []byte(bc.raw)
+			if _, err := parseToolInput(raw); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(raw)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _ = parseToolInput(raw)
+			}
+		})
+	}
+}

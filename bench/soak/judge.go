@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // decisionTimedOut is the fail-closed outcome of a decision whose
@@ -417,7 +419,7 @@ func (s *soak) judgeSDK(res []SDKResult) (calls, ok, failClosed, wrongN int) {
 			// while the engine is down.
 			engineDown := slices.Contains(in, wEngineRestart) || slices.Contains(in, wEngineFrozen)
 			fault := slices.Contains(in, wKill) || slices.Contains(in, wDiskFull) || c.Kind == "run_hello" && engineDown
-			tag := "[gatekeeper rule: " + c.Rule + "]"
+			tag := wire.RuleTag(c.Rule)
 			if c.Rule == "client: Bash left out" {
 				tag = "No such tool available: Bash"
 			}

@@ -49,12 +49,12 @@ and prints its answer. On any failure it denies and exits 2.`, stderr)
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		fmt.Fprintf(stderr, "gatekeeper hook cannot start (%v), so this tool call is denied [gatekeeper rule: %s]\n", err, claudecode.UnavailableRule)
+		fmt.Fprintln(stderr, wire.WithRule(fmt.Sprintf("gatekeeper hook cannot start (%v), so this tool call is denied", err), claudecode.UnavailableRule))
 		return exitError(2)
 	}
 	ep, token, err := sf.resolve()
 	if err != nil {
-		fmt.Fprintf(stderr, "gatekeeper hook cannot start (%v), so this tool call is denied [gatekeeper rule: %s]\n", err, claudecode.UnavailableRule)
+		fmt.Fprintln(stderr, wire.WithRule(fmt.Sprintf("gatekeeper hook cannot start (%v), so this tool call is denied", err), claudecode.UnavailableRule))
 		return exitError(2)
 	}
 	if code := claudecode.RunHook(ctx, claudecode.HookOptions{Sidecar: ep, Token: token, Timeout: *timeout}, stdin, stdout, stderr); code != 0 {

@@ -73,7 +73,7 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 			hookFailed(w, http.StatusBadRequest, werr.Message)
 			return
 		}
-		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: wire.WithRule(
 			"gatekeeper could not read this hook input ("+werr.Message+"), so the call is denied", gate.RuleError)})
 		return
 	}
@@ -95,13 +95,13 @@ func (s *Server) hook(w http.ResponseWriter, r *http.Request) {
 	}
 	sess, werr := s.cli.get(r.Context(), in.SessionID)
 	if werr != nil {
-		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: forModel(werr.Message+", so the call is denied", gate.RuleError)})
+		s.answer(w, wire.HookAnswer{Event: event, Decision: gate.Deny, Reason: wire.WithRule(werr.Message+", so the call is denied", gate.RuleError)})
 		return
 	}
 	call := gate.Call{Event: event, ToolName: in.ToolName, ToolInput: in.ToolInput, ToolUseID: in.ToolUseID, Cwd: in.Cwd,
 		MCPServer: sess.provenance(in.MCPServer), AgentID: in.AgentID, AgentType: in.AgentType}
 	_, d := s.decide(r.Context(), sess.q, HookClient, call)
-	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: forModel(d.Reason, d.Rule)})
+	s.answer(w, wire.HookAnswer{Event: event, Decision: d.Decision, Reason: wire.WithRule(d.Reason, d.Rule)})
 }
 
 // Rules of the hook events gatekeeper refuses whatever they ask.
@@ -157,7 +157,7 @@ func (s *Server) refuseEvent(w http.ResponseWriter, r *http.Request, in *wire.Ho
 			s.log.Error("audit write failed", "err", err)
 		}
 	}
-	s.answer(w, wire.HookAnswer{Event: in.Event, Decision: gate.Deny, Reason: forModel(reason, rule)})
+	s.answer(w, wire.HookAnswer{Event: in.Event, Decision: gate.Deny, Reason: wire.WithRule(reason, rule)})
 }
 
 // truncateUTF8 cuts s to at most n bytes on a character boundary.
@@ -170,10 +170,6 @@ func truncateUTF8(s string, n int) string {
 	}
 	return s[:n]
 }
-
-// forModel is the text the model reads for a deny or an ask, naming the
-// rule as @gatekeeper/client's forModel does.
-func forModel(reason, rule string) string { return reason + " [gatekeeper rule: " + rule + "]" }
 
 func (s *Server) answer(w http.ResponseWriter, a wire.HookAnswer) {
 	w.Header().Set("Content-Type", "application/json")

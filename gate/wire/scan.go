@@ -2,10 +2,11 @@ package wire
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/jsonlex"
 )
 
 // kind is the JSON type of a value.
@@ -70,16 +71,6 @@ type dupKey struct {
 	under string
 }
 
-// syntaxError is a JSON grammar error at a byte offset.
-type syntaxError struct {
-	msg string
-	off int
-}
-
-func (e *syntaxError) Error() string {
-	return fmt.Sprintf("%s at byte %d", e.msg, e.off)
-}
-
 // level is an open container within MaxDepth.
 type level struct {
 	obj bool
@@ -123,18 +114,18 @@ type scanner struct {
 // depth is the number of open containers.
 func (s *scanner) depth() int { return len(s.levels) + len(s.deep) }
 
-// scan walks s.data. It returns a *syntaxError when data is not exactly one
+// scan walks s.data. It returns a *jsonlex.Error when data is not exactly one
 // JSON object; s.members holds the members scanned before the error.
 // data must be valid UTF-8: strings are not checked for it.
 func (s *scanner) scan() error {
 	s.members, s.levels, s.deep, s.keys = s.memberBuf[:0], s.levelBuf[:0], nil, s.keyBuf[:0]
 	d := s.data
-	i := skipSpace(d, 0)
+	i := jsonlex.Space(d, 0)
 	if i == len(d) {
-		return &syntaxError{"no JSON object", i}
+		return &jsonlex.Error{Msg: "no JSON object", Off: i}
 	}
 	if d[i] != '{' {
-		return &syntaxError{"not a JSON object", i}
+		return &jsonlex.Error{Msg: "not a JSON object", Off: i}
 	}
 	const (
 		wantValue  = iota // a value starts at i
@@ -146,7 +137,7 @@ func (s *scanner) scan() error {
 		switch state {
 		case wantValue:
 			if i == len(d) {
-				return &syntaxError{"unexpected end of input", i}
+				return &jsonlex.Error{Msg: "unexpected end of input", Off: i}
 			}
 			top := len(s.levels) == 1 && len(s.deep) == 0
 			if top {
@@ -158,7 +149,7 @@ func (s *scanner) scan() error {
 			switch c := d[i]; {
 			case c == '{' || c == '[':
 				s.push(c == '{')
-				i = skipSpace(d, i+1)
+				i = jsonlex.Space(d, i+1)
 				if i < len(d) && d[i] == closer(c) {
 					s.pop()
 					i++
@@ -169,20 +160,20 @@ func (s *scanner) scan() error {
 				continue
 			case c == '"':
 				var esc bool
-				end, esc, err = scanString(d, i)
+				end, esc, err = jsonlex.String(d, i)
 				if top {
 					s.members[len(s.members)-1].escaped = esc
 				}
 			case c == '-' || '0' <= c && c <= '9':
-				end, err = scanNumber(d, i)
+				end, err = jsonlex.Number(d, i)
 			case c == 't':
-				end, err = scanLiteral(d, i, "true")
+				end, err = jsonlex.Literal(d, i, "true")
 			case c == 'f':
-				end, err = scanLiteral(d, i, "false")
+				end, err = jsonlex.Literal(d, i, "false")
 			case c == 'n':
-				end, err = scanLiteral(d, i, "null")
+				end, err = jsonlex.Literal(d, i, "null")
 			default:
-				return &syntaxError{fmt.Sprintf("unexpected %s", quoteByte(c)), i}
+				return &jsonlex.Error{Msg: fmt.Sprintf("unexpected %s", jsonlex.QuoteByte(c)), Off: i}
 			}
 			if err != nil {
 				return err
@@ -191,12 +182,12 @@ func (s *scanner) scan() error {
 			state = afterValue
 		case wantKey:
 			if i == len(d) {
-				return &syntaxError{"unexpected end of input", i}
+				return &jsonlex.Error{Msg: "unexpected end of input", Off: i}
 			}
 			if d[i] != '"' {
-				return &syntaxError{fmt.Sprintf("unexpected %s, want a key", quoteByte(d[i])), i}
+				return &jsonlex.Error{Msg: fmt.Sprintf("unexpected %s, want a key", jsonlex.QuoteByte(d[i])), Off: i}
 			}
-			end, esc, err := scanString(d, i)
+			end, esc, err := jsonlex.String(d, i)
 			if err != nil {
 				return err
 			}
@@ -205,11 +196,11 @@ func (s *scanner) scan() error {
 				key = unescape(d[i:end])
 			}
 			s.addKey(key)
-			i = skipSpace(d, end)
+			i = jsonlex.Space(d, end)
 			if i == len(d) || d[i] != ':' {
-				return &syntaxError{"missing ':' after key", i}
+				return &jsonlex.Error{Msg: "missing ':' after key", Off: i}
 			}
-			i = skipSpace(d, i+1)
+			i = jsonlex.Space(d, i+1)
 			if len(s.levels) == 1 && len(s.deep) == 0 {
 				s.members = append(s.members, member{key: key})
 			}
@@ -217,8 +208,8 @@ func (s *scanner) scan() error {
 		case afterValue:
 			depth := s.depth()
 			if depth == 0 {
-				if i = skipSpace(d, i); i != len(d) {
-					return &syntaxError{"trailing data after the object", i}
+				if i = jsonlex.Space(d, i); i != len(d) {
+					return &jsonlex.Error{Msg: "trailing data after the object", Off: i}
 				}
 				return nil
 			}
@@ -226,14 +217,14 @@ func (s *scanner) scan() error {
 				m := &s.members[len(s.members)-1]
 				m.raw = d[m.start:i]
 			}
-			i = skipSpace(d, i)
+			i = jsonlex.Space(d, i)
 			if i == len(d) {
-				return &syntaxError{"unexpected end of input", i}
+				return &jsonlex.Error{Msg: "unexpected end of input", Off: i}
 			}
 			obj := s.topIsObject()
 			switch c := d[i]; {
 			case c == ',':
-				i = skipSpace(d, i+1)
+				i = jsonlex.Space(d, i+1)
 				if obj {
 					state = wantKey
 				} else {
@@ -243,7 +234,7 @@ func (s *scanner) scan() error {
 				s.pop()
 				i++
 			default:
-				return &syntaxError{fmt.Sprintf("unexpected %s after a value", quoteByte(c)), i}
+				return &jsonlex.Error{Msg: fmt.Sprintf("unexpected %s after a value", jsonlex.QuoteByte(c)), Off: i}
 			}
 		}
 	}
@@ -358,9 +349,9 @@ func foldKey(key []byte) string {
 
 // unescape decodes a scanned JSON string literal that contains escapes.
 func unescape(lit []byte) []byte {
-	var s string
-	if err := json.Unmarshal(lit, &s); err != nil {
-		// Unreachable: lit was checked by scanString.
+	s, err := jsonlex.Unquote(lit, true)
+	if err != nil {
+		// Unreachable: lit was checked by jsonlex.String.
 		return lit
 	}
 	return []byte(s)
@@ -387,111 +378,4 @@ func closer(open byte) byte {
 		return '}'
 	}
 	return ']'
-}
-
-func skipSpace(d []byte, i int) int {
-	for i < len(d) {
-		switch d[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			return i
-		}
-	}
-	return i
-}
-
-// scanString checks the string literal starting at d[i] == '"' and returns
-// the offset just past its closing quote and whether it contains escapes.
-func scanString(d []byte, i int) (end int, escaped bool, err error) {
-	for j := i + 1; j < len(d); j++ {
-		switch c := d[j]; {
-		case c == '"':
-			return j + 1, escaped, nil
-		case c == '\\':
-			escaped = true
-			j++
-			if j == len(d) {
-				return 0, false, &syntaxError{"unexpected end of input", j}
-			}
-			switch d[j] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if j+4 >= len(d) {
-					return 0, false, &syntaxError{"unexpected end of input", len(d)}
-				}
-				for k := j + 1; k <= j+4; k++ {
-					if !isHex(d[k]) {
-						return 0, false, &syntaxError{"invalid \\u escape", j - 1}
-					}
-				}
-				j += 4
-			default:
-				return 0, false, &syntaxError{fmt.Sprintf("invalid escape \\%c", d[j]), j - 1}
-			}
-		case c < 0x20:
-			return 0, false, &syntaxError{"control character in string", j}
-		}
-	}
-	return 0, false, &syntaxError{"unexpected end of input", len(d)}
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// scanNumber checks the number starting at d[i] and returns its end.
-func scanNumber(d []byte, i int) (int, error) {
-	j := i
-	if d[j] == '-' {
-		j++
-	}
-	switch {
-	case j < len(d) && d[j] == '0':
-		j++
-	case j < len(d) && '1' <= d[j] && d[j] <= '9':
-		j = digits(d, j)
-	default:
-		return 0, &syntaxError{"invalid number", i}
-	}
-	if j < len(d) && d[j] == '.' {
-		k := digits(d, j+1)
-		if k == j+1 {
-			return 0, &syntaxError{"invalid number", i}
-		}
-		j = k
-	}
-	if j < len(d) && (d[j] == 'e' || d[j] == 'E') {
-		j++
-		if j < len(d) && (d[j] == '+' || d[j] == '-') {
-			j++
-		}
-		k := digits(d, j)
-		if k == j {
-			return 0, &syntaxError{"invalid number", i}
-		}
-		j = k
-	}
-	return j, nil
-}
-
-func digits(d []byte, j int) int {
-	for j < len(d) && '0' <= d[j] && d[j] <= '9' {
-		j++
-	}
-	return j
-}
-
-func scanLiteral(d []byte, i int, lit string) (int, error) {
-	if !bytes.HasPrefix(d[i:], []byte(lit)) {
-		return 0, &syntaxError{fmt.Sprintf("invalid literal, want %s", lit), i}
-	}
-	return i + len(lit), nil
-}
-
-func quoteByte(c byte) string {
-	if c >= 0x20 && c < 0x7f {
-		return fmt.Sprintf("%q", c)
-	}
-	return fmt.Sprintf("byte 0x%02x", c)
 }

@@ -11,6 +11,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 )
 
@@ -43,7 +44,7 @@ type HookOptions struct {
 // a deny for PermissionRequest, with or without onFailure.
 func RunHook(ctx context.Context, o HookOptions, stdin io.Reader, stdout, stderr io.Writer) int {
 	deny := func(err error) int {
-		fmt.Fprintf(stderr, "gatekeeper is unavailable (%v), so this tool call is denied [gatekeeper rule: %s]\n", err, UnavailableRule)
+		fmt.Fprintln(stderr, wire.WithRule(fmt.Sprintf("gatekeeper is unavailable (%v), so this tool call is denied", err), UnavailableRule))
 		return 2
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)

@@ -88,12 +88,6 @@ type InstallOptions struct {
 	CopyFrom string
 }
 
-// denied are the tools the managed settings deny outright, besides the
-// hooks: the CLI's tools that run a command on the host. The policy denies
-// them too (tools.deny_list); here they also disappear from the model's
-// tool list.
-var denied = []string{"Bash", "PowerShell"}
-
 // Files returns the managed settings files for o, by name.
 //
 // managed-settings.json puts a hook on every tool call (PreToolUse, and
@@ -143,7 +137,7 @@ func Files(o InstallOptions) (map[string][]byte, error) {
 		"allowManagedPermissionRulesOnly": true,
 		"allowManagedMcpServersOnly":      true,
 		"allowedMcpServers":               []string{},
-		"permissions":                     map[string]any{"deny": denied},
+		"permissions":                     map[string]any{"deny": gate.ShellTools()},
 		"hooks":                           hooks,
 	}
 	if o.Hook == HookHTTP {

@@ -342,9 +342,5 @@ func refusalText(e *sidecar.RefusedError) string {
 	if e.Code == "run_denied" {
 		what = "gatekeeper refused to run the code"
 	}
-	rule := ""
-	if e.Rule != "" {
-		rule = " [gatekeeper rule: " + e.Rule + "]"
-	}
-	return what + ": " + e.Message + rule
+	return wire.WithRule(what+": "+e.Message, e.Rule)
 }

@@ -199,6 +199,8 @@ export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 've
  * not displace (they do displace the SDK's managedSettings tier: measured,
  * with /etc/claude-code/managed-settings.json present the skill's lines ran
  * again), and into the policy tier, which applyFlagSettings cannot replace.
+ * The Go declaration is gate's ShellTools (`gatekeeper install` denies
+ * them); both are pinned to gate/testdata/shell-tools.json.
  */
 export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
 

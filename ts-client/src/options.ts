@@ -18,7 +18,7 @@ import type {
 } from '@anthropic-ai/claude-agent-sdk';
 import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName, workspaceRoot } from './agent-config.js';
 import type { GatekeeperLogger } from './config.js';
-import type { McpServerRef, McpSource } from './protocol.js';
+import { withRule, type McpServerRef, type McpSource } from './protocol.js';
 import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 
@@ -234,7 +234,7 @@ function outOfBand(toolName: string): Decision {
 
 /** forModel is the text the model reads for a deny or ask. */
 export function forModel(d: Decision): string {
-  return `${d.reason} [gatekeeper rule: ${d.rule}]`;
+  return withRule(d.reason, d.rule);
 }
 
 /**

@@ -7,6 +7,24 @@ export const PROTOCOL_VERSION = 1;
 /** The WebSocket path of the protocol. */
 export const WS_PATH = '/v1/ws';
 
+/**
+ * ruleTag is how every text a model reads names the rule that decided:
+ * `[gatekeeper rule: R]`. The Go declaration is gate/wire's RuleTag; both
+ * are pinned to gate/wire/testdata/rule-text.json.
+ */
+export function ruleTag(rule: string): string {
+  return `[gatekeeper rule: ${rule}]`;
+}
+
+/**
+ * withRule returns text followed by a space and rule's tag, the form of a
+ * deny, an ask or a refused run the model reads; with no rule (undefined
+ * or ''), text alone. The Go declaration is gate/wire's WithRule.
+ */
+export function withRule(text: string, rule: string | undefined): string {
+  return rule ? `${text} ${ruleTag(rule)}` : text;
+}
+
 /** A decision the sidecar can return. */
 export type DecisionKind = 'allow' | 'deny' | 'ask';
 

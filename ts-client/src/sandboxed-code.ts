@@ -5,7 +5,7 @@
 import { createSdkMcpServer, tool, type McpSdkServerConfigWithInstance, type SdkMcpToolDefinition } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
 import type { GatekeeperLogger } from './config.js';
-import type { RunResultReply } from './protocol.js';
+import { withRule, type RunResultReply } from './protocol.js';
 import { GatekeeperError, type RunArgs, type SidecarQuery } from './session.js';
 import { quote } from './untrusted.js';
 
@@ -272,9 +272,8 @@ export function sandboxedCodeServer(
         r = await sq.run(id, runArgs, (stream, data) => logger.debug?.('gatekeeper: run output', { tool_use_id: id, stream, bytes: data.length }));
       } catch (err) {
         if (err instanceof GatekeeperError) {
-          const rule = err.rule ? ` [gatekeeper rule: ${err.rule}]` : '';
           const what = err.code === 'run_denied' ? 'gatekeeper refused to run the code' : `gatekeeper could not run the code (${err.code})`;
-          return errorResult(`${what}: ${err.message}${rule}`);
+          return errorResult(withRule(`${what}: ${err.message}`, err.rule));
         }
         logger.warn?.('gatekeeper: run failed', { tool_use_id: id, error: (err as Error).message });
         return errorResult(`gatekeeper is unavailable (${(err as Error).message}), so the code did not run`);

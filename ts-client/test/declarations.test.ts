@@ -1,0 +1,37 @@
+// Pins this client's copies of declarations whose Go side is the one
+// declaration, through files both languages' tests read: the shell tools
+// (gate's ShellTools, gate/testdata/shell-tools.json) and the rule's tag in
+// a text the model reads (gate/wire's WithRule and RuleTag,
+// gate/wire/testdata/rule-text.json). A change on either side fails one of
+// the two languages' tests until the file and the other side follow.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { SHELL_TOOLS } from '../src/agent-config.js';
+import { forModel } from '../src/options.js';
+import { ruleTag, withRule } from '../src/protocol.js';
+
+/** The repository, from build/test/ up. */
+const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
+
+const shared = (file: string): unknown => JSON.parse(readFileSync(join(REPO, file), 'utf8'));
+
+test('SHELL_TOOLS is the Go side’s list of shell tools, in its order', () => {
+  const want = shared('gate/testdata/shell-tools.json') as string[];
+  assert.ok(want.length >= 2, `only ${String(want.length)} shell tools`);
+  assert.deepEqual([...SHELL_TOOLS], want);
+});
+
+test('withRule, ruleTag and forModel write every shared case as the Go side does', () => {
+  const cases = shared('gate/wire/testdata/rule-text.json') as { name: string; text: string; rule: string; want: string }[];
+  assert.ok(cases.length >= 5, `only ${String(cases.length)} cases`);
+  for (const c of cases) {
+    assert.equal(withRule(c.text, c.rule), c.want, c.name);
+    assert.equal(forModel({ decision: 'deny', reason: c.text, rule: c.rule }), c.want, `${c.name}: forModel`);
+    if (c.rule !== '') assert.ok(c.want.endsWith(` ${ruleTag(c.rule)}`), `${c.name}: ends in ruleTag`);
+  }
+  assert.equal(withRule('x', undefined), 'x', 'a refusal without a rule gets no tag');
+});
