@@ -37,7 +37,7 @@ client:
 	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm pack --pack-destination ../bin --loglevel=error
 	@test -f $(CLIENT_TGZ) && echo "make client: $(CLIENT_TGZ)"
 
-# engine: a Docker engine that answers, with gVisor's runsc (pinned version) registered with --oci-seccomp.
+# engine: a Docker engine that answers, with gVisor's runsc registered.
 engine:
 	scripts/ensure-docker
 

@@ -217,7 +217,8 @@ func openBackend(o runnerOptions) (s *sandboxRunner, checks func(context.Context
 	if o.backend == "kube" {
 		return newKubeRunner(o, proxy)
 	}
-	return newDockerRunner(o, proxy)
+	s, err = newDockerRunner(o, proxy)
+	return s, nil, err
 }
 
 // newSandboxRunner makes the runner of o.backend (openBackend) behind a
@@ -251,23 +252,15 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 	return s, nil
 }
 
-// newDockerRunner makes the Docker backend, and the start-up check that
-// logs each runtime the engine cannot run as registered.
-func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(context.Context), error) {
+// newDockerRunner makes the Docker backend.
+func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
 	pool := docker.PoolConfig{Size: o.pool.size, Min: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all, Interpreters: o.pool.interpreters}
 	if o.pool.base != nil {
 		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
 	}
 	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: pool, Logger: o.log})
 	if err != nil {
-		return nil, nil, err
-	}
-	checks := func(ctx context.Context) {
-		for rt, err := range d.Check(ctx) {
-			if err != nil && rt != "" {
-				o.log.Warn("runtime refused: its runs answer runner_unavailable", "runtime", rt, "err", err)
-			}
-		}
+		return nil, err
 	}
 	return &sandboxRunner{backend: d, collectors: d.Collectors(), status: func(ctx context.Context) console.RunnerStatus {
 		st := console.RunnerStatus{Backend: "docker", Instance: o.instance, DefaultImage: defaultImageTag()}
@@ -277,7 +270,7 @@ func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func
 		}
 		st.Engine, st.Runtimes = es.Version, es.Runtimes
 		return st
-	}}, checks, nil
+	}}, nil
 }
 
 // openWorkspaces opens the store of the queries' workspaces of instance

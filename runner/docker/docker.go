@@ -55,9 +55,8 @@
 // each): the pids cgroup counts gVisor's own threads, so it is set to
 // 2*PIDs+RunscPIDsExtra and the per-run process bound is RLIMIT_NPROC,
 // which gVisor's kernel counts per sandbox; the default seccomp profile is
-// loaded into gVisor's kernel, which runsc does only with --oci-seccomp, so
-// a runsc the engine registered without it is refused
-// (runner.ErrRuntimeUnavailable); a write to a root-owned path of a read-only mount
+// not loaded into the sandbox (gVisor's kernel serves the system calls,
+// under its own filter); a write to a root-owned path of a read-only mount
 // fails with EACCES rather than EROFS (gVisor checks permission first);
 // and the engine occasionally misses the OOM event of a sandbox the memory
 // limit killed (reported as exited with 137).
@@ -71,8 +70,6 @@ import (
 	"net"
 	"regexp"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -185,7 +182,7 @@ type Runner struct {
 	metrics   poolmetrics.Metrics
 	closeCli  func() error
 	mu        sync.Mutex
-	runtimes  map[string]error         // per registered runtime, why it is unusable; nil until the engine was asked
+	runtimes  map[string]bool          // nil until the engine was asked
 	languages map[langKey]languageInfo // per image ID and language
 	removals  sync.WaitGroup           // removals of ended runs' containers
 	retry     *retrier                 // removals that failed, tried again
@@ -391,88 +388,26 @@ func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
 	return list, nil
 }
 
-// runtimeUsable returns nil when the engine has the OCI runtime rt
-// registered as this package needs it, else why not, wrapping
-// runner.ErrRuntimeUnavailable: missing, or runsc registered without
-// --oci-seccomp (see runscSeccomp). The engine's list is asked once and
-// cached; a failed ask is not cached.
-func (r *Runner) runtimeUsable(ctx context.Context, rt runner.Runtime) error {
+// runtimeAvailable reports whether the engine has the OCI runtime. The
+// engine's list is asked once and cached; a failed ask is not cached.
+func (r *Runner) runtimeAvailable(ctx context.Context, rt runner.Runtime) (bool, error) {
 	r.mu.Lock()
 	known := r.runtimes
 	r.mu.Unlock()
 	if known == nil {
 		info, err := r.cli.Info(ctx)
 		if err != nil {
-			return engineErr("engine info", err)
+			return false, engineErr("engine info", err)
 		}
-		known = make(map[string]error, len(info.Runtimes))
-		for name, reg := range info.Runtimes {
-			known[name] = registrationProblem(runner.Runtime(name), reg.Runtime)
+		known = make(map[string]bool, len(info.Runtimes))
+		for name := range info.Runtimes {
+			known[name] = true
 		}
 		r.mu.Lock()
 		r.runtimes = known
 		r.mu.Unlock()
 	}
-	problem, ok := known[string(rt)]
-	if !ok {
-		return fmt.Errorf("runtime %s is not installed in the engine: %w", rt, runner.ErrRuntimeUnavailable)
-	}
-	return problem
-}
-
-// Check returns, for each runtime this package runs that the engine has,
-// why it cannot run it as registered (nil when it can), or the error of
-// asking the engine under the key ""; for the sidecar's start-up log, as
-// runs check for themselves anyway. What the engine said is cached as for
-// runs: a registration fixed later needs a new Runner.
-func (r *Runner) Check(ctx context.Context) map[runner.Runtime]error {
-	out := map[runner.Runtime]error{}
-	for _, rt := range []runner.Runtime{runner.Runc, runner.Runsc} {
-		err := r.runtimeUsable(ctx, rt)
-		r.mu.Lock()
-		_, installed := r.runtimes[string(rt)]
-		asked := r.runtimes != nil
-		r.mu.Unlock()
-		switch {
-		case !asked:
-			return map[runner.Runtime]error{"": err}
-		case installed:
-			out[rt] = err
-		}
-	}
-	return out
-}
-
-// registrationProblem says what is wrong with how the engine registered rt.
-// runsc must load the container's seccomp profile (Docker's default) inside
-// gVisor (--oci-seccomp): without it gVisor's kernel is the only filter of
-// the program's system calls, and a run is refused rather than run so.
-func registrationProblem(rt runner.Runtime, reg system.Runtime) error {
-	if rt != runner.Runsc || runscSeccomp(reg.Args) {
-		return nil
-	}
-	return fmt.Errorf("runtime runsc is registered in the engine without --oci-seccomp (runtimeArgs %q), so gVisor would not load the container's seccomp profile; register it with \"runtimeArgs\": [\"--oci-seccomp\"] in daemon.json (scripts/ensure-docker does) and reload dockerd: %w",
-		reg.Args, runner.ErrRuntimeUnavailable)
-}
-
-// runscSeccomp reports whether runsc's arguments turn --oci-seccomp on, as
-// runsc's flag parsing (Go's flag package) reads them: -oci-seccomp or
-// --oci-seccomp, bare or =BOOL, the last one winning.
-func runscSeccomp(args []string) bool {
-	on := false
-	for _, a := range args {
-		name, value, hasValue := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(a, "-"), "-"), "=")
-		if !strings.HasPrefix(a, "-") || name != "oci-seccomp" {
-			continue
-		}
-		if !hasValue {
-			on = true
-			continue
-		}
-		b, err := strconv.ParseBool(value)
-		on = err == nil && b
-	}
-	return on
+	return known[string(rt)], nil
 }
 
 // engineErr wraps err from the engine with op; an engine that cannot be

@@ -125,64 +125,6 @@ func fmtErr(err error) string {
 	return err.Error()
 }
 
-func TestRunscWithoutOCISeccompIsRefused(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		args []string
-		want bool // the run reaches the engine
-	}{
-		{"registered with no arguments", nil, false},
-		{"registered with other arguments only", []string{"--platform=systrap"}, false},
-		{"turned on and then off again", []string{"--oci-seccomp", "--oci-seccomp=false"}, false},
-		{"turned on with an unparsable value", []string{"--oci-seccomp=yes"}, false},
-		{"a flag that only starts with the name", []string{"--oci-seccomp-extra"}, false},
-		{"a value that is not a flag", []string{"oci-seccomp"}, false},
-		{"turned on bare", []string{"--platform=systrap", "--oci-seccomp"}, true},
-		{"turned on with one dash and =true", []string{"-oci-seccomp=true"}, true},
-		{"turned off and then on again", []string{"--oci-seccomp=0", "--oci-seccomp=1"}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			f := newFake("runc", "runsc")
-			f.runtimeArgs = map[string][]string{"runsc": tt.args}
-			r := newFakeRunner(t, f)
-			spec := runnertest.Spec("print(1)")
-			spec.Sandbox.Runtime = runner.Runsc
-			_, err := r.Run(t.Context(), spec)
-			refused := errors.Is(err, runner.ErrRuntimeUnavailable)
-			if tt.want == refused {
-				t.Fatalf("runtimeArgs %q: Run = %v, want refused %v", tt.args, err, !tt.want)
-			}
-			if refused && !strings.Contains(err.Error(), "--oci-seccomp") {
-				t.Errorf("the refusal %q does not name --oci-seccomp", err)
-			}
-			if n := f.count("ContainerCreate"); refused && n != 0 {
-				t.Errorf("%d containers created after the refusal, want none", n)
-			}
-			spec.Sandbox.Runtime = runner.Runc
-			if _, err := r.Run(t.Context(), spec); errors.Is(err, runner.ErrRuntimeUnavailable) {
-				t.Errorf("runc refused with runsc's registration: %v", err)
-			}
-		})
-	}
-}
-
-func TestCheckNamesTheRegistrationProblem(t *testing.T) {
-	t.Parallel()
-	f := newFake("runc", "runsc")
-	f.runtimeArgs = map[string][]string{"runsc": {"--platform=systrap"}}
-	got := newFakeRunner(t, f).Check(t.Context())
-	if len(got) != 2 || got[runner.Runc] != nil || !errors.Is(got[runner.Runsc], runner.ErrRuntimeUnavailable) || !strings.Contains(got[runner.Runsc].Error(), "--oci-seccomp") {
-		t.Errorf("Check = %v, want runc usable and runsc refused for lacking --oci-seccomp", got)
-	}
-	got = newFakeRunner(t, newFake("runc")).Check(t.Context())
-	if len(got) != 1 || got[runner.Runc] != nil {
-		t.Errorf("Check of an engine without runsc = %v, want only runc, usable", got)
-	}
-}
-
 func TestRuntimesAreAskedOnce(t *testing.T) {
 	t.Parallel()
 	f := newFake("runc")

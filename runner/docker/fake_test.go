@@ -23,13 +23,9 @@ type fakeEngine struct {
 	mu       sync.Mutex
 	calls    map[string]int
 	runtimes []string
-	// runtimeArgs are the runtimeArgs Info reports of a runtime; a runtime
-	// not in it is registered as scripts/ensure-docker registers it (runsc
-	// with --oci-seccomp).
-	runtimeArgs map[string][]string
-	hasFile     map[string]bool // paths ContainerStatPath finds
-	created     []*container.HostConfig
-	removed     []string // containers and networks removed, in order
+	hasFile  map[string]bool // paths ContainerStatPath finds
+	created  []*container.HostConfig
+	removed  []string // containers and networks removed, in order
 	// failRemovals is how many removals (of containers or networks) fail,
 	// as they do while the engine restarts, before they succeed.
 	failRemovals int
@@ -78,11 +74,7 @@ func (f *fakeEngine) Info(context.Context) (system.Info, error) {
 	f.called("Info")
 	info := system.Info{Runtimes: map[string]system.RuntimeWithStatus{}}
 	for _, r := range f.runtimes {
-		args, ok := f.runtimeArgs[r]
-		if !ok && r == "runsc" {
-			args = []string{"--oci-seccomp"}
-		}
-		info.Runtimes[r] = system.RuntimeWithStatus{Runtime: system.Runtime{Path: "/usr/local/bin/" + r, Args: args}}
+		info.Runtimes[r] = system.RuntimeWithStatus{}
 	}
 	return info, nil
 }

@@ -83,8 +83,12 @@ func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, erro
 	}
 	defer p.in.CloseSaved()
 
-	if err := r.runtimeUsable(ctx, p.runtime); err != nil {
+	ok, err := r.runtimeAvailable(ctx, p.runtime)
+	if err != nil {
 		return res, err
+	}
+	if !ok {
+		return res, fmt.Errorf("runtime %s is not installed in the engine: %w", p.runtime, runner.ErrRuntimeUnavailable)
 	}
 	if r.pool != nil {
 		w, c := r.pool.take(spec.Sandbox, p, spec.Language, spec.Timeout)

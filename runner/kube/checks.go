@@ -278,10 +278,6 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 		return fmt.Errorf("RuntimeClass %s fails its canary: its Pods do not get a user namespace of their own (uid_map %q), so RLIMIT_NPROC cannot bound one run's processes; use a runtime handler with idmapped mounts (runc 1.2 or later, Linux 6.3 or later), or accept the node-wide pids bound with HostUsers (--kube-host-users): %w",
 			p.class, out.uidMap, runner.ErrRuntimeUnavailable)
 	}
-	if out.seccomp != seccompFilter {
-		return fmt.Errorf("RuntimeClass %s fails its canary: its Pods run without a seccomp filter (Seccomp %q in /proc/self/status, want %s), although they ask for RuntimeDefault; for gVisor, set oci-seccomp = \"true\" in the runsc handler's runsc_config (scripts/ensure-kube does): %w",
-			p.class, out.seccomp, seccompFilter, runner.ErrRuntimeUnavailable)
-	}
 	if len(wrong) > 0 {
 		what := "its sandboxes must have only loopback"
 		if p.network {
@@ -317,12 +313,6 @@ func (r *Runner) apiServerAddr(ctx context.Context) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(addrs[0].Unmap(), uint16(n)), true
 }
 
-// seccompFilter is the Seccomp field of /proc/self/status for a process
-// under a seccomp filter (SECCOMP_MODE_FILTER). gVisor's kernel reports the
-// filters it runs for the process, so under runsc it is 2 only when runsc
-// loaded the Pod's profile (--oci-seccomp).
-const seccompFilter = "2"
-
 // identityUIDMap is /proc/self/uid_map in the node's own user namespace.
 const identityUIDMap = "0 0 4294967295"
 
@@ -335,7 +325,6 @@ func isErrno(s string) bool {
 type probeOutput struct {
 	ifaces   string            // the network interfaces, sorted, comma-separated
 	uidMap   string            // the first line of /proc/self/uid_map
-	seccomp  string            // the Seccomp field of /proc/self/status: 2 is a filter
 	interps  map[string]bool   // the interpreters in PATH
 	connects map[string]string // "ok" or the errno of each connect
 }
@@ -345,7 +334,6 @@ type probeOutput struct {
 // prints "ok" or the errno.
 const probeScript = `printf 'ifaces '; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | paste -sd, -
 printf 'uidmap '; head -n 1 /proc/self/uid_map | tr -s ' ' | sed 's/^ //'
-printf 'seccomp '; sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status
 for i in %s; do command -v "$i" >/dev/null 2>&1 && echo "interp $i"; done
 for t in %s; do
   printf 'connect %%s ' "${t%%%%=*}"
@@ -402,8 +390,6 @@ func (r *Runner) probe(ctx context.Context, p *plan, targets map[string]netip.Ad
 			out.ifaces = strings.Join(f[1:], "")
 		case len(f) >= 1 && f[0] == "uidmap":
 			out.uidMap = strings.Join(f[1:], " ")
-		case len(f) >= 1 && f[0] == "seccomp":
-			out.seccomp = strings.Join(f[1:], " ")
 		case len(f) == 2 && f[0] == "interp":
 			out.interps[f[1]] = true
 		case len(f) == 3 && f[0] == "connect":

@@ -31,10 +31,7 @@
 // it must give: a class without a network must leave the canary only
 // loopback and fail every connection; a class with a network must reach
 // the proxy and fail to reach anything else (the API server, another port
-// of the proxy's address); and under every class the canary must run
-// under a seccomp filter (Seccomp 2 in /proc/self/status), which gVisor
-// applies to the Pod's RuntimeDefault profile only when its handler runs
-// runsc with oci-seccomp. A class that fails is refused
+// of the proxy's address). A class that fails is refused
 // (runner.ErrNetworkUnsupported or runner.ErrRuntimeUnavailable), never
 // used unchecked.
 //

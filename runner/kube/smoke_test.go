@@ -342,15 +342,15 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 	targets := fmt.Sprintf("gateway=%s other=%s host=%s node=%s", gateway.ln.Addr(), other.ln.Addr(), host.ln.Addr(), net.JoinHostPort(c.nodeIP, "6443"))
 	for _, tc := range []struct {
 		class   string
-		seccomp string // 2: a filter, which gVisor loads into its own kernel (runsc oci-seccomp)
+		seccomp string // runc loads the filter into the process; gVisor applies it in its own kernel
 		volume  string // the emptyDir's file system as the Pod sees it: gVisor serves the host's tmpfs through its gofer
 		ifaces  string
 		network bool
 	}{
 		{class: "runc", seccomp: "2", volume: "tmpfs", ifaces: "eth0,lo", network: true},
 		{class: "runc-nonet", seccomp: "2", volume: "tmpfs", ifaces: "lo", network: false},
-		{class: "gvisor", seccomp: "2", volume: "9p", ifaces: "eth0,lo", network: true},
-		{class: "gvisor-nonet", seccomp: "2", volume: "9p", ifaces: "lo", network: false},
+		{class: "gvisor", seccomp: "0", volume: "9p", ifaces: "eth0,lo", network: true},
+		{class: "gvisor-nonet", seccomp: "0", volume: "9p", ifaces: "lo", network: false},
 	} {
 		t.Run(tc.class, func(t *testing.T) {
 			t.Parallel()
