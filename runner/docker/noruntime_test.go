@@ -80,7 +80,11 @@ func startBareEngine(t *testing.T) *client.Client {
 		"--bridge", "none", "--iptables=false", "--ip6tables=false", "--ip-masq=false",
 		"--containerd-namespace", ns, "--containerd-plugins-namespace", ns+"-plugins", "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A network namespace of its own: a dockerd started with --bridge none
+	// deletes the host's docker0 interface at start (libnetwork removes the
+	// default bridge it is told not to use), which took the machine's engine's
+	// default bridge away for every later test.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Cloneflags: syscall.CLONE_NEWNET}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
