@@ -21,12 +21,23 @@ var hostFSWriteTools = map[string]bool{"Write": true, "Edit": true, "MultiEdit":
 // names, when it is run inside such a directory.
 var gitRepositoryShapes = [][]string{{"HEAD", "objects", "refs"}, {"HEAD", "commondir"}}
 
+// gitDirNames are the names git reads in a git directory that a checkout
+// could be rooted at, so that a checkout named so does not stop
+// gitRepository's walk: a worktree at repo.git/hooks holds repo.git's
+// hooks.
+var gitDirNames = []string{"hooks", "objects", "refs", "info", "logs", "worktrees", "modules", "config", "config.worktree", "commondir", "head"}
+
 // gitRepository returns the nearest directory above p that has one of the
 // gitRepositoryShapes once p is written (each entry exists, or p is it or
 // lies below it), or "" when there is none. Names compare ignoring case,
 // as a case-insensitive file system (macOS) opens HEAD for head; an entry
 // counts whatever it is (a file, a dangling symlink, a commondir naming
-// nothing), which errs towards a repository. p must be absolute and clean.
+// nothing), which errs towards a repository. The walk stops at a directory
+// holding a .git entry, a checkout's root (git run below it finds that
+// .git first, and what lies in .git the .git globs guard), after checking
+// the directory itself, unless the directory is named as something git
+// reads in a git directory (gitDirNames): a worktree inside a bare
+// repository is not that repository. p must be absolute and clean.
 func gitRepository(p string) string {
 	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
 		rest := strings.TrimPrefix(p, strings.TrimSuffix(dir, "/")+"/")
@@ -44,6 +55,9 @@ func gitRepository(p string) string {
 			}
 		}
 		if dir == "/" || dir == "." {
+			return ""
+		}
+		if _, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && !slices.Contains(gitDirNames, strings.ToLower(filepath.Base(dir))) {
 			return ""
 		}
 	}

@@ -25,7 +25,8 @@ ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.
 // policy: the write that would complete a HEAD, objects and refs beside
 // each other (or a HEAD and a commondir), and any write into a directory
 // that has them, is refused by host_fs.write_protected_git_repository; the
-// same writes elsewhere, and reads, are allowed; lifting git_dir lifts it.
+// same writes elsewhere, in a worktree checked out inside a bare
+// repository, and reads, are allowed; lifting git_dir lifts it.
 func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, strings.Replace(gitRepoPolicy, "%s", "", 1))
@@ -104,6 +105,7 @@ func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 		{"HEAD beside commondir", "Write", write("wt2/HEAD"), "wt2"},
 		{"a file in a directory with HEAD and commondir", "Write", write("wt3/config"), "wt3"},
 		{"a bare repository's config, with a worktree inside it", "Write", write("proj.git/config"), "proj.git"},
+		{"a linked worktree's git directory inside a bare repository", "Write", write("proj.git/worktrees/main/config.worktree"), "proj.git/worktrees/main"},
 		{"a hook of a bare repository whose hooks are a checkout", "Write", write("proj.git/hooks/post-checkout"), "proj.git"},
 	}
 	for _, c := range refused {
@@ -124,6 +126,9 @@ func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 		{"a read of a repository's config", "Read", map[string]any{"file_path": filepath.Join(ws, "deep/x/y/config")}},
 		{"commondir in a directory of its own", "Write", write("lone/commondir")},
 		{"config in what a commondir would name, with no HEAD", "Write", write("common/config")},
+		{"a file in a worktree checked out inside a bare repository", "Write", write("proj.git/main/src/app.py")},
+		{"a new file deep in that worktree", "Write", write("proj.git/main/a/b/c.txt")},
+		{"an edit in that worktree", "Edit", edit("proj.git/main/src/app.py")},
 	}
 	for _, c := range allowed {
 		if d := decide(t, q, c.tool, c.input, nil); d.Decision != "allow" {
