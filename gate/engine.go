@@ -46,7 +46,9 @@ type Config struct {
 	// write-protects in the non-liftable group policy.InstallGroup: the
 	// binaries and files that Claude Code's installed managed settings
 	// name. It is called at every load and reload check, and a change in
-	// what it returns is a new revision; an error refuses the load.
+	// what it returns, or in where a link among them leads, is a new
+	// revision; an error refuses the load. Each path is protected as
+	// written and, when a link is in it, where it leads.
 	Protect func() ([]string, error)
 }
 
@@ -222,6 +224,7 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 		if err != nil {
 			return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 		}
+		paths = withLinkTargets(paths)
 		mods = append(mods, source{name: protectSource, data: []byte(strings.Join(paths, "\n"))})
 	}
 	if e.cfg.RegoDir != "" {
@@ -245,6 +248,24 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 		}
 	}
 	return pol, mods, nil
+}
+
+// withLinkTargets returns paths with, after each one that is or lies
+// below a symbolic link, where it leads (resolved as a write's path is,
+// hostpath.Normalize, so a dangling link's target counts): a write is
+// judged at its own path and where it leads, never at the links that lead
+// to it, so an installed binary named by a link into the workspace would
+// otherwise be writable at its target. A path that does not resolve is
+// kept as written; no write can resolve through it either.
+func withLinkTargets(paths []string) []string {
+	out := make([]string, 0, len(paths))
+	for _, p := range paths {
+		out = append(out, p)
+		if n, err := hostpath.Normalize(p, hostpath.Options{}); err == nil && n.Resolved != p {
+			out = append(out, n.Resolved)
+		}
+	}
+	return out
 }
 
 func revisionOf(pol source, mods []source) string {

@@ -550,3 +550,44 @@ func TestInstalledPathsAreWriteProtectedInEveryPolicy(t *testing.T) {
 		t.Errorf("a failing Protect: %v", err)
 	}
 }
+
+// TestInstalledPathsAreProtectedWhereTheirLinksLead: an installed path
+// that is a link (install --gatekeeper /home/u/bin/gatekeeper, a link into
+// the workspace) is write-protected where it leads, dangling or not, and
+// the protection follows the link when it is pointed elsewhere.
+func TestInstalledPathsAreProtectedWhereTheirLinksLead(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, testPolicy)
+	bin := filepath.Join(e.ws, "build", "gatekeeper")
+	must(t, os.MkdirAll(filepath.Dir(bin), 0o755))
+	must(t, os.WriteFile(bin, []byte("bin"), 0o755))
+	outside := t.TempDir()
+	binLink := filepath.Join(outside, "gatekeeper")
+	tokenLink := filepath.Join(outside, "token")
+	must(t, os.Symlink(bin, binLink))
+	must(t, os.Symlink(filepath.Join(e.ws, "secrets", "token"), tokenLink)) // dangling: the model could create it
+	eng, err := gate.New(t.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home,
+		Protect: func() ([]string, error) { return []string{binLink, tokenLink}, nil }})
+	must(t, err)
+	q, err := eng.OpenQuery(t.Context(), "q", nil)
+	must(t, err)
+	for _, p := range []string{bin, filepath.Join(e.ws, "secrets", "token")} {
+		if d := decide(t, q, "Write", map[string]any{"file_path": p, "content": "x"}, nil); d.Decision != "deny" || d.Rule != "host_fs.write_protected" {
+			t.Errorf("Write %s, where an installed link leads: %s %s %q, want host_fs.write_protected", p, d.Decision, d.Rule, d.Reason)
+		}
+	}
+	// Pointed elsewhere, the link protects its new target at the next
+	// reload check, and the old one is the workspace's again.
+	other := filepath.Join(e.ws, "build", "gatekeeper2")
+	must(t, os.Remove(binLink))
+	must(t, os.Symlink(other, binLink))
+	must(t, eng.Reload(t.Context()))
+	q2, err := eng.OpenQuery(t.Context(), "q2", nil)
+	must(t, err)
+	if d := decide(t, q2, "Write", map[string]any{"file_path": other, "content": "x"}, nil); d.Rule != "host_fs.write_protected" {
+		t.Errorf("the link's new target after the reload: %s %s", d.Decision, d.Rule)
+	}
+	if d := decide(t, q2, "Write", map[string]any{"file_path": bin, "content": "x"}, nil); d.Decision != "allow" {
+		t.Errorf("the link's old target after the reload: %s %s %q", d.Decision, d.Rule, d.Reason)
+	}
+}

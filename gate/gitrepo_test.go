@@ -23,9 +23,10 @@ ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.
 // TestWritesThatMakeAGitRepositoryAreRefused builds bare repositories in
 // a real workspace, part by part, with every write tool, against the real
 // policy: the write that would complete a HEAD, objects and refs beside
-// each other, and any write into a directory that has them, is refused by
-// host_fs.write_protected_git_repository; the same writes elsewhere, and
-// reads, are allowed; lifting git_dir lifts it.
+// each other (or a HEAD and a commondir), and any write into a directory
+// that has them, is refused by host_fs.write_protected_git_repository; the
+// same writes elsewhere, in a worktree checked out inside a bare
+// repository, and reads, are allowed; lifting git_dir lifts it.
 func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, strings.Replace(gitRepoPolicy, "%s", "", 1))
@@ -57,6 +58,25 @@ func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 	mk("nb/objects", true)
 	mk("nb/refs", true)
 	mk("nb/n.ipynb", false)
+	// A linked worktree's git directory: HEAD and a commondir naming a
+	// directory with objects, refs and the config git then reads.
+	mk("wt1/HEAD", false) // commondir completes it
+	mk("wt2/commondir", false)
+	must(t, os.WriteFile(filepath.Join(e.ws, "wt2/commondir"), []byte("../common\n"), 0o644)) // HEAD completes it
+	mk("wt3/HEAD", false)                                                                     // a full one
+	mk("wt3/commondir", false)
+	mk("common/objects", true) // what commondir names: two parts, no HEAD
+	mk("common/refs", true)
+	// A bare repository with a worktree checked out inside it (git clone
+	// --bare; git worktree add main), and one checked out at its hooks.
+	mk("proj.git/HEAD", false)
+	mk("proj.git/objects", true)
+	mk("proj.git/refs", true)
+	mk("proj.git/worktrees/main/HEAD", false)
+	mk("proj.git/worktrees/main/commondir", false)
+	mk("proj.git/main/.git", false)
+	mk("proj.git/main/src/app.py", false)
+	mk("proj.git/hooks/.git", false)
 
 	ws := e.ws
 	write := func(rel string) map[string]any {
@@ -81,6 +101,12 @@ func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 		{"a hook in a repository", "Write", write("deep/x/y/hooks/post-checkout"), "deep/x/y"},
 		{"a notebook in a repository", "NotebookEdit", map[string]any{"notebook_path": filepath.Join(ws, "nb/n.ipynb"), "new_source": "x"}, "nb"},
 		{"through .. in the path", "Write", write("src/../deep/x/y/config"), "deep/x/y"},
+		{"commondir beside HEAD", "Write", write("wt1/commondir"), "wt1"},
+		{"HEAD beside commondir", "Write", write("wt2/HEAD"), "wt2"},
+		{"a file in a directory with HEAD and commondir", "Write", write("wt3/config"), "wt3"},
+		{"a bare repository's config, with a worktree inside it", "Write", write("proj.git/config"), "proj.git"},
+		{"a linked worktree's git directory inside a bare repository", "Write", write("proj.git/worktrees/main/config.worktree"), "proj.git/worktrees/main"},
+		{"a hook of a bare repository whose hooks are a checkout", "Write", write("proj.git/hooks/post-checkout"), "proj.git"},
 	}
 	for _, c := range refused {
 		d := decide(t, q, c.tool, c.input, nil)
@@ -98,6 +124,11 @@ func TestWritesThatMakeAGitRepositoryAreRefused(t *testing.T) {
 		{"HEAD in a directory of its own", "Write", write("lone/HEAD")},
 		{"objects in an ordinary tree", "Write", write("src/objects/model.py")},
 		{"a read of a repository's config", "Read", map[string]any{"file_path": filepath.Join(ws, "deep/x/y/config")}},
+		{"commondir in a directory of its own", "Write", write("lone/commondir")},
+		{"config in what a commondir would name, with no HEAD", "Write", write("common/config")},
+		{"a file in a worktree checked out inside a bare repository", "Write", write("proj.git/main/src/app.py")},
+		{"a new file deep in that worktree", "Write", write("proj.git/main/a/b/c.txt")},
+		{"an edit in that worktree", "Edit", edit("proj.git/main/src/app.py")},
 	}
 	for _, c := range allowed {
 		if d := decide(t, q, c.tool, c.input, nil); d.Decision != "allow" {

@@ -44,8 +44,8 @@
 #                  and, for a directory Grep searches, deny_within the files below it that the search
 #                  would read and a deny glob matches ([{"path", "glob"}], at most 3), within_error
 #                  why they could not all be checked, and, for a write tool, git_repository the
-#                  directory above the path that would then hold HEAD, objects and refs (a git
-#                  repository, bare or not), or ""
+#                  directory above the path that would then hold HEAD with objects and refs, or
+#                  HEAD with a commondir (a git repository, bare or not), or ""
 #   url            for WebFetch: {"raw", "host", "port", "allow_matches", "deny_matches", "builtin", "error"}
 #                  where host is normalized as the egress proxy does, port is the port fetched (an
 #                  http URL is fetched over https), allow_matches / deny_matches are the
@@ -210,14 +210,16 @@ deny contains {
 
 # A write tool may not complete or change a git repository the .git globs
 # do not name: a directory anywhere that holds, once the path is written,
-# a HEAD, objects and refs (p.git_repository, found by the sidecar as git's
+# a HEAD with objects and refs, or a HEAD with a commondir (a linked
+# worktree's git directory, whose config is the common directory's)
+# (p.git_repository, found by the sidecar as git's
 # is_git_directory does). Git takes such a directory for a bare repository
 # when a person or a tool runs git inside it, reads its config and runs the
 # commands it names (core.fsmonitor and others). Lifted with the git_dir
 # group, as writes into .git are.
 deny contains {
 	"rule": "host_fs.write_protected_git_repository",
-	"reason": sprintf("%s of %s is refused: %s would be a git repository (it would hold HEAD, objects and refs), and git runs the commands a repository's config names (core.fsmonitor, hooks, aliases) when anyone runs git inside it. Host file tools may read it but never create or change a repository's files; put what you write elsewhere", [input.tool_name, core.shown(p), p.git_repository]),
+	"reason": sprintf("%s of %s is refused: %s would be a git repository (it would hold HEAD with objects and refs, or HEAD with a commondir naming where they are), and git runs the commands a repository's config names (core.fsmonitor, hooks, aliases) when anyone runs git inside it. Host file tools may read it but never create or change a repository's files; put what you write elsewhere", [input.tool_name, core.shown(p), p.git_repository]),
 } if {
 	input.tool_kind == "host_fs"
 	input.tool_name in host_fs_write_tools

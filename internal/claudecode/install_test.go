@@ -284,3 +284,28 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestInstalledPathsOfARealInstall: what Install writes names the binary
+// and the token file, both in the command hook and in the MCP server, and
+// InstalledPaths finds them in each file alone.
+func TestInstalledPathsOfARealInstall(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "managed")
+	o := installable(dir)
+	if _, err := Install(o, true); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{o.TokenFile, o.Gatekeeper}
+	if got, err := InstalledPaths(dir); err != nil || !slices.Equal(got, want) {
+		t.Fatalf("InstalledPaths = %q, %v; want %q", got, err, want)
+	}
+	for _, only := range []string{SettingsFile, MCPFile} {
+		one := t.TempDir()
+		data, err := os.ReadFile(filepath.Join(dir, only))
+		must(t, err)
+		must(t, os.WriteFile(filepath.Join(one, only), data, 0o644))
+		if got, err := InstalledPaths(one); err != nil || !slices.Equal(got, want) {
+			t.Errorf("InstalledPaths of %s alone = %q, %v; want %q", only, got, err, want)
+		}
+	}
+}

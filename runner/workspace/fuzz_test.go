@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -33,7 +34,8 @@ func FuzzCleanPath(f *testing.F) {
 
 // FuzzReceive feeds Receive arbitrary streams: it must never panic, and a
 // snapshot it accepts must hold only clean names of regular files,
-// directories and links, within the workspace's size.
+// directories and links, within the workspace's size, that a later run's
+// tar -x can create (PATH_MAX, NAME_MAX).
 func FuzzReceive(f *testing.F) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -41,6 +43,16 @@ func FuzzReceive(f *testing.F) {
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./d/f", Mode: 0o644, Size: 3})
 	tw.Write([]byte("abc"))
 	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "l", Linkname: "../../etc"})
+	tw.Close()
+	f.Add(buf.Bytes())
+	buf.Reset()
+	tw = tar.NewWriter(&buf)
+	long := ""
+	for range 21 {
+		long += strings.Repeat("d", 200) + "/"
+		tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: "./" + long, Mode: 0o755})
+	}
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "./" + long + strings.Repeat("f", 256), Mode: 0o644})
 	tw.Close()
 	f.Add(buf.Bytes())
 	f.Add([]byte("not a tar"))
@@ -75,6 +87,9 @@ func FuzzReceive(f *testing.F) {
 			name := strings.TrimSuffix(h.Name, "/")
 			if c, err := CleanPath(name); err != nil || c != name {
 				t.Fatalf("stored entry %q is not a clean relative path", h.Name)
+			}
+			if len(Dir+"/"+name) >= 4096 || slices.ContainsFunc(strings.Split(name, "/"), func(c string) bool { return len(c) > 255 }) {
+				t.Fatalf("stored entry %q has a path over PATH_MAX or a name over NAME_MAX: no later run could unpack it", clipName(h.Name))
 			}
 			if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeDir && h.Typeflag != tar.TypeSymlink {
 				t.Fatalf("stored entry %q of type %q", h.Name, h.Typeflag)

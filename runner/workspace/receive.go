@@ -65,7 +65,9 @@ type Received struct {
 // ErrRefused, a stream that is not such a tar, whose files take more than
 // size bytes of tmpfs space (sparse files count at their length, and
 // every name of a hard link counts), or that holds more than MaxEntries
-// entries, a name leaving the workspace, an entry whose parent is not a
+// entries, a name leaving the workspace, a name a later run's tar -x could
+// not create (a path of PATH_MAX bytes or more in /workspace, a component
+// over NAME_MAX), an entry whose parent is not a
 // directory earlier in the stream (it would break every later unpack of
 // the workspace), or a hard link entry. It then
 // picks the files want asks for, reading their content back from out.
@@ -128,6 +130,9 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 		if err != nil {
 			return refuse("entry %q: %v", hdr.Name, err)
 		}
+		if err := unpackable(clean); err != nil {
+			return refuse("entry %q: %v", clipName(clean), err)
+		}
 		if seen[clean] {
 			return refuse("entry %q appears twice", clean)
 		}
@@ -164,7 +169,7 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 			}
 			rec.Bytes += Pages(hdr.Size)
 		case tar.TypeSymlink:
-			if hdr.Linkname == "" || len(hdr.Linkname) > 4096 || strings.ContainsRune(hdr.Linkname, 0) {
+			if hdr.Linkname == "" || len(hdr.Linkname) >= pathMax || strings.ContainsRune(hdr.Linkname, 0) {
 				return refuse("entry %q is a link to a bad target", clean)
 			}
 		}
@@ -208,6 +213,39 @@ func receive(r io.Reader, out *os.File, size int64, want Want) (Received, []cand
 		return Received{}, nil, fmt.Errorf("store the workspace snapshot: %w", err)
 	}
 	return rec, cands, nil
+}
+
+// Linux's PATH_MAX and NAME_MAX: tar -x opens each entry by its full
+// name, which the kernel refuses ("File name too long") at either bound.
+const (
+	pathMax = 4096
+	nameMax = 255
+)
+
+// unpackable says why the next run's tar -x could not create the entry
+// clean under Dir: its full name, with its NUL, is over PATH_MAX, or one
+// of its components is over NAME_MAX. A program can make such a tree (a
+// path is only bounded where it is opened whole), and tar -c archives it,
+// so a genuine snapshot can hold one; stored, it would stop every later
+// run of the query from starting.
+func unpackable(clean string) error {
+	if n := len(Dir) + 1 + len(clean); n >= pathMax {
+		return fmt.Errorf("its path in %s is %d bytes, over the %d a later run could unpack", Dir, n, pathMax-1)
+	}
+	for c := range strings.SplitSeq(clean, "/") {
+		if len(c) > nameMax {
+			return fmt.Errorf("a name in its path is %d bytes, over the %d a later run could unpack", len(c), nameMax)
+		}
+	}
+	return nil
+}
+
+// clipName shortens a long entry name for a message.
+func clipName(s string) string {
+	if len(s) <= 200 {
+		return s
+	}
+	return s[:100] + "..." + s[len(s)-100:]
 }
 
 // pick keeps the first want.MaxFiles candidates by path, with the content

@@ -286,6 +286,40 @@ func TestReceiveCapsTheFilesItReturns(t *testing.T) {
 	}
 }
 
+// deepTree is a tree of directories with names of 200 bytes and a file
+// below them, as a program makes it (mkdir and chdir one level at a time)
+// and tar -c archives it, whose path in /workspace is full bytes long.
+func deepTree(full int) []entry {
+	rest := full - len(Dir+"/")
+	var entries []entry
+	p := ""
+	for rest > 201+1 {
+		p += strings.Repeat("d", 200) + "/"
+		entries = append(entries, dir("./"+p))
+		rest -= 201
+	}
+	return append(entries, file("./"+p+strings.Repeat("f", rest), "x"))
+}
+
+func TestReceiveTakesTheLongestNamesALaterRunCanUnpack(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		stream []byte
+	}{
+		{name: "a path of 4095 bytes in /workspace (PATH_MAX less its NUL)", stream: tarOf(t, deepTree(4095)...)},
+		{name: "a name of 255 bytes (NAME_MAX)", stream: tarOf(t, dir("./"+strings.Repeat("d", 255)+"/"), file(strings.Repeat("d", 255)+"/"+strings.Repeat("f", 255), "x"))},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Receive(bytes.NewReader(tc.stream), tempFile(t), 1<<20, Want{}); err != nil {
+				t.Fatalf("Receive = %v; want it taken", err)
+			}
+		})
+	}
+}
+
 func TestReceiveRefuses(t *testing.T) {
 	t.Parallel()
 	many := make([]entry, MaxEntries+1)
@@ -307,6 +341,11 @@ func TestReceiveRefuses(t *testing.T) {
 		{name: "an entry below a symbolic link", stream: tarOf(t, entry{name: "l", link: "/etc", typ: tar.TypeSymlink}, file("l/passwd", "y")), size: 1 << 20, want: `entry "l/passwd" is not below a directory`},
 		{name: "an entry before its directory", stream: tarOf(t, file("d/f", "x"), dir("d/")), size: 1 << 20, want: `entry "d/f" is not below a directory`},
 		{name: "an entry below a directory the stream never holds", stream: tarOf(t, dir("d/"), file("d/e/f", "x")), size: 1 << 20, want: `("d/e" is none)`},
+		{name: "a tree 25 directories of 200 bytes deep (tar -x fails: File name too long)", stream: tarOf(t, append(deepTree(25*201+len(Dir+"/")+1)[:25], file("./"+strings.Repeat(strings.Repeat("d", 200)+"/", 25)+"f", "x"))...), size: 1 << 20, want: "over the 4095 a later run could unpack"},
+		{name: "a path of 4096 bytes in /workspace (PATH_MAX)", stream: tarOf(t, deepTree(4096)...), size: 1 << 20, want: "is 4096 bytes, over the 4095"},
+		{name: "a directory name of 256 bytes", stream: tarOf(t, dir("./"+strings.Repeat("d", 256)+"/")), size: 1 << 20, want: "256 bytes, over the 255"},
+		{name: "a file name of 256 bytes below a directory", stream: tarOf(t, dir("./d/"), file("./d/"+strings.Repeat("f", 256), "x")), size: 1 << 20, want: "256 bytes, over the 255"},
+		{name: "a link to a target of 4096 bytes (symlink(2) takes at most 4095)", stream: tarOf(t, entry{name: "l", link: strings.Repeat("t", 4096), typ: tar.TypeSymlink}), size: 1 << 20, want: "link to a bad target"},
 		{name: "a name twice", stream: tarOf(t, file("a", "x"), file("./a", "y")), size: 1 << 20, want: "appears twice"},
 		{name: "more entries than MaxEntries", stream: tarOf(t, many...), size: 1 << 30, want: "more than 50000 entries"},
 		{name: "a stream cut short", stream: tarOf(t, file("a", strings.Repeat("x", 4000)))[:1000], size: 1 << 20, want: "reading"},
