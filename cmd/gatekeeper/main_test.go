@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -34,9 +36,8 @@ func golden(t *testing.T, name, dir, got string) {
 	got = hashRE.ReplaceAllString(got, "sha256:…")
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		goldenfile.Write(t, path, []byte(got))
+		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/gorilla/websocket"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
 )
 
 // update rewrites the golden files: go test ./gate/server -run Golden -update
@@ -112,8 +114,8 @@ func checkGolden(t *testing.T, name, frame string, reply []byte) {
 	got := fmt.Appendf(nil, "{\n  \"input\": %s,\n  \"output\": %s\n}\n", in, reply)
 	path := filepath.Join("testdata", "golden", name)
 	if *update {
-		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
-		must(t, os.WriteFile(path, got, 0o644))
+		goldenfile.Write(t, path, got)
+		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {

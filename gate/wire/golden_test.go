@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
 )
 
 // update rewrites the golden files: go test ./gate/wire -update
@@ -19,12 +21,7 @@ func checkGolden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", "golden", name+".json")
 	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		goldenfile.Write(t, path, got)
 		return
 	}
 	want, err := os.ReadFile(path)

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -36,9 +37,8 @@ func golden(t *testing.T, name string, got []byte) {
 	t.Helper()
 	path := filepath.Join("testdata", name+".golden")
 	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
+		goldenfile.Write(t, path, got)
+		return
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {

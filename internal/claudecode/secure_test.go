@@ -20,7 +20,10 @@ func TestSecurePathRefusesWhatAnotherUserCanReplace(t *testing.T) {
 		t.Fatal("this test makes files of other users: run it as root (CI does)")
 	}
 	const nobody = 65534
-	base := t.TempDir() // under /tmp, itself writable by everyone
+	base := t.TempDir()
+	// shared stands for a directory such as /tmp, writable by everyone and
+	// sticky; made here so the test does not depend on where TMPDIR is.
+	shared := stickyDir(t, base)
 	mk := func(t *testing.T, rel string, mode os.FileMode, uid int) string {
 		t.Helper()
 		p := filepath.Join(base, rel)
@@ -43,8 +46,9 @@ func TestSecurePathRefusesWhatAnotherUserCanReplace(t *testing.T) {
 		}, nil},
 		{"a binary in a user's checkout", func(t *testing.T) string { return mk(t, "home/u/src/gatekeeper/bin/gatekeeper", 0o755, nobody) },
 			[]string{"owned by uid 65534, not root"}},
-		{"a root binary under /tmp", func(t *testing.T) string { return mk(t, "rootbin/gatekeeper", 0o755, 0) },
-			[]string{"/tmp is writable by group and others (mode 0777, sticky)"}},
+		{"a root binary below a world-writable sticky directory", func(t *testing.T) string {
+			return mk(t, filepath.Join(filepath.Base(shared), "rootbin/gatekeeper"), 0o755, 0)
+		}, []string{shared + " is writable by group and others (mode 0777, sticky)"}},
 		{"a group-writable binary", func(t *testing.T) string { return mk(t, "gw/gatekeeper", 0o775, 0) },
 			[]string{"gatekeeper is writable by group (mode 0775)"}},
 		{"a world-writable binary", func(t *testing.T) string { return mk(t, "ow/gatekeeper", 0o757, 0) },
@@ -103,7 +107,7 @@ func TestSecurePathRefusesWhatAnotherUserCanReplace(t *testing.T) {
 // copy, and uninstall removes it.
 func TestInstallRefusesAnInsecureBinaryUnlessForced(t *testing.T) {
 	t.Parallel()
-	base := t.TempDir()
+	base := stickyDir(t, t.TempDir())
 	bin := filepath.Join(base, "bin", "gatekeeper")
 	must(t, os.MkdirAll(filepath.Dir(bin), 0o755))
 	must(t, os.WriteFile(bin, []byte("#!/bin/sh\necho gk\n"), 0o755))
@@ -127,12 +131,12 @@ func TestInstallRefusesAnInsecureBinaryUnlessForced(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// The copy lands in dir, which is under /tmp here: refused for that,
-	// installed with force.
+	// The copy lands in dir, which is below a world-writable directory:
+	// refused for that, installed with force.
 	o = options(dir)
 	o.CopyFrom = bin
-	if _, err := Install(o, false); !errors.Is(err, ErrInsecure) || !strings.Contains(err.Error(), "/tmp is writable by group and others") {
-		t.Fatalf("a copy into a directory under /tmp: %v, want ErrInsecure", err)
+	if _, err := Install(o, false); !errors.Is(err, ErrInsecure) || !strings.Contains(err.Error(), base+" is writable by group and others") {
+		t.Fatalf("a copy into a directory below the world-writable %s: %v, want ErrInsecure naming it", base, err)
 	}
 	if _, err := Install(o, true); err != nil {
 		t.Fatal(err)
@@ -155,4 +159,20 @@ func TestInstallRefusesAnInsecureBinaryUnlessForced(t *testing.T) {
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("uninstall left %s: %v", dir, err)
 	}
+}
+
+// stickyDir makes a directory in parent that everyone may write, with the
+// sticky bit, as /tmp is; Go's FileMode spells the bit os.ModeSticky (an
+// octal 01000 would be ignored).
+func stickyDir(t *testing.T, parent string) string {
+	t.Helper()
+	d := filepath.Join(parent, "shared")
+	must(t, os.Mkdir(d, 0o755))
+	must(t, os.Chmod(d, os.ModeSticky|0o777))
+	fi, err := os.Stat(d)
+	must(t, err)
+	if fi.Mode()&os.ModeSticky == 0 || fi.Mode().Perm() != 0o777 {
+		t.Fatalf("%s has mode %v, want a sticky 0777", d, fi.Mode())
+	}
+	return d
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/unsafe.json from Unsafe")
@@ -107,16 +109,15 @@ func TestUnsafeIsTheSharedList(t *testing.T) {
 	}
 	path := filepath.Join("testdata", "unsafe.json")
 	if *update {
-		if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+		goldenfile.Write(t, path, append(got, '\n'))
+	} else {
+		want, err := os.ReadFile(path)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != strings.TrimSpace(string(want)) {
-		t.Errorf("Unsafe covers %s, testdata/unsafe.json says %s", got, want)
+		if string(got) != strings.TrimSpace(string(want)) {
+			t.Errorf("Unsafe covers %s, testdata/unsafe.json says %s", got, want)
+		}
 	}
 	// The classes the rule is written for are all in it.
 	for _, r := range []rune{0, '\n', '\r', 0x1b, 0x7f, 0x85, 0x9b, 0x9c, 0x2028, 0x2029, 0x202e, 0x2066, 0x061c} {

@@ -148,8 +148,10 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   );
   assert.ok(took >= 0, `control: the bare SDK reloaded the written settings and ran the hook within ${String(WATCH_TURNS)} reads (it ran ${JSON.stringify(markers(m))})`);
 
-  // Through the client: the same write, then the same time as the control
-  // needed before each of two reads.
+  // Through the client: the same write, then twice the time the control
+  // needed, and at least 5 s, before each of two reads: one measurement of
+  // the watcher on a loaded machine is no bound on its next reload.
+  const wait = Math.max(5000, 2 * took);
   rmSync(join(ws, '.claude'), { recursive: true, force: true });
   rmSync(m, { recursive: true, force: true });
   mkdirSync(m);
@@ -160,11 +162,11 @@ test('agent-configuration escape: a settings file the model writes is not loaded
       // file gets there anyway, as if by some other way, so that the client
       // layer is tested on its own.
       write(settings, hook);
-      await sleep(took);
+      await sleep(wait);
       return read('toolu_r1');
     },
     async () => {
-      await sleep(took);
+      await sleep(wait);
       return read('toolu_r2');
     },
     { type: 'text', text: 'done' },
@@ -178,7 +180,7 @@ test('agent-configuration escape: a settings file the model writes is not loaded
   assert.equal(existsSync(settings), true, 'the test wrote the settings file itself');
   assert.equal(only(box, 'toolu_r1').is_error, false);
   assert.equal(only(box, 'toolu_r2').is_error, false);
-  assert.deepEqual(markers(m), [], `the written hook never ran on the host, with ${String(took)} ms (what the control's watcher needed) before each read`);
+  assert.deepEqual(markers(m), [], `the written hook never ran on the host, with ${String(wait)} ms (twice what the control's watcher needed, at least 5 s) before each read`);
 });
 
 test("agent-configuration escape: CLAUDE.md and its @imports never reach the model's requests", async () => {
