@@ -341,7 +341,7 @@ func TestReceiveRefuses(t *testing.T) {
 		{name: "an entry below a symbolic link", stream: tarOf(t, entry{name: "l", link: "/etc", typ: tar.TypeSymlink}, file("l/passwd", "y")), size: 1 << 20, want: `entry "l/passwd" is not below a directory`},
 		{name: "an entry before its directory", stream: tarOf(t, file("d/f", "x"), dir("d/")), size: 1 << 20, want: `entry "d/f" is not below a directory`},
 		{name: "an entry below a directory the stream never holds", stream: tarOf(t, dir("d/"), file("d/e/f", "x")), size: 1 << 20, want: `("d/e" is none)`},
-		{name: "a tree 25 directories of 200 bytes deep (tar -x fails: File name too long)", stream: tarOf(t, append(deepTree(25*201+len(Dir+"/")+1)[:25], file("./"+strings.Repeat(strings.Repeat("d", 200)+"/", 25)+"f", "x"))...), size: 1 << 20, want: "over the 4095 a later run could unpack"},
+		{name: "a tree 25 directories of 200 bytes deep (tar -x fails: File name too long)", stream: tarOf(t, append(deepTree(25*201 + len(Dir+"/") + 1)[:25], file("./"+strings.Repeat(strings.Repeat("d", 200)+"/", 25)+"f", "x"))...), size: 1 << 20, want: "over the 4095 a later run could unpack"},
 		{name: "a path of 4096 bytes in /workspace (PATH_MAX)", stream: tarOf(t, deepTree(4096)...), size: 1 << 20, want: "is 4096 bytes, over the 4095"},
 		{name: "a directory name of 256 bytes", stream: tarOf(t, dir("./"+strings.Repeat("d", 256)+"/")), size: 1 << 20, want: "256 bytes, over the 255"},
 		{name: "a file name of 256 bytes below a directory", stream: tarOf(t, dir("./d/"), file("./d/"+strings.Repeat("f", 256), "x")), size: 1 << 20, want: "256 bytes, over the 255"},
