@@ -21,20 +21,17 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
-
-// skipDockerEnv, set to 1, skips the tests that need a Docker engine
-// (runner/docker's switch); CI (CI=true) never honours it.
-const skipDockerEnv = "GATEKEEPER_SKIP_DOCKER_TESTS"
 
 // realRunner returns the Docker runner of an instance of its own, on the
 // engine of the environment, with the default profile's image built if
 // missing; it is cleaned up and closed when t ends. A missing engine fails
-// t unless skipDockerEnv says to skip.
+// t unless runnertest.SkipEngine says to skip.
 func realRunner(t *testing.T) *docker.Runner {
 	t.Helper()
-	if os.Getenv(skipDockerEnv) == "1" && os.Getenv("CI") != "true" {
-		t.Skipf("%s=1: skipping a test that needs a Docker engine", skipDockerEnv)
+	if runnertest.SkipEngine() {
+		t.Skipf("%s=1: skipping a test that needs a Docker engine", runnertest.SkipEngineEnv)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Minute)
 	defer cancel()
@@ -44,7 +41,7 @@ func realRunner(t *testing.T) *docker.Runner {
 	}
 	defer cli.Close()
 	if _, err := cli.Ping(ctx); err != nil {
-		t.Fatalf("Docker engine not usable: %v\nrun scripts/ensure-docker (or set %s=1 to skip the engine tests explicitly)", err, skipDockerEnv)
+		t.Fatalf("Docker engine not usable: %v\nrun scripts/ensure-docker (or set %s=1 to skip the engine tests explicitly)", err, runnertest.SkipEngineEnv)
 	}
 	if _, err := image.Build(ctx, image.Options{Client: cli}); err != nil {
 		t.Fatalf("build the default sandbox image: %v", err)

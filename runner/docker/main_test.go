@@ -16,15 +16,16 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
 // skipEnv, set to 1, skips the tests that need a Docker engine. Without it
-// an unreachable engine fails them: they never skip silently.
-const skipEnv = "GATEKEEPER_SKIP_DOCKER_TESTS"
+// an unreachable engine fails them: they never skip silently. It is
+// runnertest's switch, shared with gate/server's engine tests, and CI
+// (CI=true) never honours it.
+const skipEnv = runnertest.SkipEngineEnv
 
-// skipEngine reports whether skipEnv asks to skip the engine tests; CI
-// (CI=true) never honours it, so there a missing engine fails them.
-func skipEngine() bool { return os.Getenv(skipEnv) == "1" && os.Getenv("CI") != "true" }
+func skipEngine() bool { return runnertest.SkipEngine() }
 
 var (
 	engineSetupErr error             // why the engine tests cannot run
