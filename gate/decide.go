@@ -22,13 +22,6 @@ const (
 	EventRun        = "run" // the sidecar re-deciding a sandboxed run itself
 )
 
-// SandboxTool is the tool name of gatekeeper's own sandbox, the run tool
-// of its MCP server SandboxServer.
-const (
-	SandboxTool   = "mcp__sandboxed_code__run"
-	SandboxServer = "sandboxed_code"
-)
-
 // SourceGatekeeper is the MCPServer.Source the sidecar itself gives
 // gatekeeper's own `gatekeeper mcp` server of a Claude Code session (see
 // gate/server's hook endpoint); no client can send it. The built-in policy

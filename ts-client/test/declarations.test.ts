@@ -1,6 +1,7 @@
 // Pins this client's copies of declarations whose Go side is the one
 // declaration, through files both languages' tests read: the shell tools
-// (gate's ShellTools, gate/testdata/shell-tools.json) and the rule's tag in
+// (gate/client/claudecode's ShellTools,
+// gate/client/claudecode/testdata/shell-tools.json) and the rule's tag in
 // a text the model reads (gate/wire's WithRule and RuleTag,
 // gate/wire/testdata/rule-text.json). A change on either side fails one of
 // the two languages' tests until the file and the other side follow.
@@ -20,7 +21,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const shared = (file: string): unknown => JSON.parse(readFileSync(join(REPO, file), 'utf8'));
 
 test('SHELL_TOOLS is the Go side’s list of shell tools, in its order', () => {
-  const want = shared('gate/testdata/shell-tools.json') as string[];
+  const want = shared('gate/client/claudecode/testdata/shell-tools.json') as string[];
   assert.ok(want.length >= 2, `only ${String(want.length)} shell tools`);
   assert.deepEqual([...SHELL_TOOLS], want);
 });
