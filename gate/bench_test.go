@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // BenchmarkDecide measures one in-process decision, the floor under every
@@ -16,7 +17,7 @@ func BenchmarkDecide(b *testing.B) {
 	}{
 		{"host read", "Read", map[string]any{"file_path": "notes.txt"}},
 		{"denied tool", "Bash", map[string]any{"command": "ls"}},
-		{"sandbox run", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}},
+		{"sandbox run", wire.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			e := newEnvB(b)

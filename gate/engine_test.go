@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // env is a policy file, a workspace and a fake home in a temporary directory.
@@ -133,9 +134,9 @@ func TestDecide(t *testing.T) {
 		{"a subagent is gated like any tool", "Task", map[string]any{"prompt": "x"}, nil, "allow", "tools.allow_list", ""},
 		{"an unlisted subagent tool is denied", "Agent", map[string]any{"prompt": "x"}, nil, "deny", "tools.not_allowlisted", ""},
 		{"the ask list asks", "NotebookEdit", map[string]any{"notebook_path": e.ws + "/n.ipynb", "new_source": ""}, nil, "ask", "tools.ask_list", ""},
-		{"the sandbox tool from the in-process server is allowed", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, sdk, "allow", "tools.allow_list", ""},
-		{"the sandbox tool from a configured server is denied", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, &gate.MCPServer{Name: "sandboxed_code", Source: "stdio"}, "deny", "mcp.untrusted_sandboxed_code", "stdio"},
-		{"the sandbox tool without provenance is denied", gate.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, nil, "deny", "mcp.untrusted_sandboxed_code", ""},
+		{"the sandbox tool from the in-process server is allowed", wire.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, sdk, "allow", "tools.allow_list", ""},
+		{"the sandbox tool from a configured server is denied", wire.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, &gate.MCPServer{Name: "sandboxed_code", Source: "stdio"}, "deny", "mcp.untrusted_sandboxed_code", "stdio"},
+		{"the sandbox tool without provenance is denied", wire.SandboxTool, map[string]any{"language": "python", "code": "print(1)"}, nil, "deny", "mcp.untrusted_sandboxed_code", ""},
 		{"a colliding mcp name is not the sandbox tool", "mcp__sandboxed_code__run__x", map[string]any{}, sdk, "deny", "tools.not_allowlisted", ""},
 		{"an mcp name from another server is a mismatch", "mcp__sandboxed__code_run", map[string]any{}, sdk, "deny", "mcp.server_mismatch", ""},
 		{"WebFetch is denied while the network is off", "WebFetch", map[string]any{"url": "https://pypi.org/simple", "prompt": "x"}, nil, "deny", "net.disabled", ""},
@@ -407,13 +408,13 @@ func TestADecisionCarriesThePolicyItWasDecidedUnder(t *testing.T) {
 	must(t, err)
 	run := map[string]any{"language": "python", "code": "print(1)"}
 	sdk := &gate.MCPServer{Name: "sandboxed_code", Source: "sdk"}
-	before := decide(t, q, gate.SandboxTool, run, sdk)
+	before := decide(t, q, wire.SandboxTool, run, sdk)
 	if before.Decision != "allow" || before.Effective == nil {
 		t.Fatalf("before the reload: %+v", before)
 	}
 	must(t, os.WriteFile(e.policyFile, []byte(strings.Replace(testPolicy, "memory: 256m", "memory: 128m", 1)), 0o644))
 	must(t, eng.Reload(t.Context()))
-	after := decide(t, q, gate.SandboxTool, run, sdk)
+	after := decide(t, q, wire.SandboxTool, run, sdk)
 	tests := []struct {
 		name   string
 		d      gate.Decision

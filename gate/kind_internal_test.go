@@ -8,6 +8,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	oparego "github.com/open-policy-agent/opa/v1/rego"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	builtin "github.com/gatekeeper-ai/gatekeeper/rego"
 )
@@ -29,7 +30,7 @@ func TestToolKindAgreesWithRego(t *testing.T) {
 	for _, n := range nets {
 		want[n] = "host_net"
 	}
-	for _, n := range []string{"Bash", "Task", "TodoWrite", SandboxTool, "read", "READ", "Read ", "webfetch", "mcp__fs__Read", ""} {
+	for _, n := range []string{"Bash", "Task", "TodoWrite", wire.SandboxTool, "read", "READ", "Read ", "webfetch", "mcp__fs__Read", ""} {
 		want[n] = "other"
 	}
 	for name, kind := range want {

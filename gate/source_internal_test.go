@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	oparego "github.com/open-policy-agent/opa/v1/rego"
+
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
@@ -13,7 +15,8 @@ import (
 // "sdk" (the SDK client's in-process server) and SourceGatekeeper (the
 // sidecar's attestation of `gatekeeper mcp`). A source added on one side
 // only would let the sandbox tool run from a server gatekeeper does not
-// vouch for, or refuse its own.
+// vouch for, or refuse its own. Rego's sandbox_tool is pinned to the
+// protocol's SandboxTool likewise.
 func TestTrustedSandboxSourcesAgreeWithRego(t *testing.T) {
 	t.Parallel()
 	got := builtinSet(t, "trusted_sandbox_sources")
@@ -22,8 +25,12 @@ func TestTrustedSandboxSourcesAgreeWithRego(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("Rego trusts the sandbox tool from sources %v; the sidecar declares %v", got, want)
 	}
-	if SandboxTool != "mcp__"+SandboxServer+"__run" {
-		t.Errorf("SandboxTool %q is not the run tool of SandboxServer %q", SandboxTool, SandboxServer)
+	rs, err := oparego.New(oparego.Query("data.gatekeeper.sandbox_tool"), oparego.Compiler(builtinCompiler(t))).Eval(t.Context())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("data.gatekeeper.sandbox_tool: %v %v", rs, err)
+	}
+	if got := rs[0].Expressions[0].Value; got != wire.SandboxTool {
+		t.Errorf("Rego's sandbox_tool is %v; the protocol's SandboxTool is %q", got, wire.SandboxTool)
 	}
 }
 

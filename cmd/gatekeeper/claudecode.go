@@ -12,9 +12,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
+	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 )
 
 // sidecarFlags are how `hook` and `mcp` reach the sidecar.
@@ -30,9 +30,9 @@ func addSidecarFlags(fs *flag.FlagSet) sidecarFlags {
 	}
 }
 
-func (f sidecarFlags) resolve() (sidecar.Endpoint, func() (string, error), error) {
-	ep, err := sidecar.ParseURL(*f.url)
-	token := func() (string, error) { return sidecar.Token(*f.token, *f.tokenFile) }
+func (f sidecarFlags) resolve() (client.Endpoint, func() (string, error), error) {
+	ep, err := client.ParseURL(*f.url)
+	token := func() (string, error) { return client.Token(*f.token, *f.tokenFile) }
 	return ep, token, err
 }
 
@@ -84,7 +84,7 @@ Code session named by CLAUDE_CODE_SESSION_ID.`, stderr)
 	if sessionID == "" {
 		return errors.New("mcp: CLAUDE_CODE_SESSION_ID is not set: Claude Code sets it for the MCP servers it starts")
 	}
-	sess := &sidecar.Session{Endpoint: ep, Token: token, ID: sessionID, Client: "gatekeeper-mcp/" + version}
+	sess := &client.Session{Endpoint: ep, Token: token, ID: sessionID, Client: "gatekeeper-mcp/" + version}
 	// Attached from the start: the sidecar trusts this session's
 	// sandboxed_code server once a connection holding the token is.
 	holdCtx, stopHold := context.WithCancel(ctx)

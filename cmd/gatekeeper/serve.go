@@ -18,10 +18,10 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
+	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 

@@ -20,6 +20,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -570,8 +571,8 @@ func TestRunDetailWhileHeldAndAfterEviction(t *testing.T) {
 	run := func(id, out string) {
 		exit := 0
 		h.write(t,
-			audit.Record{Kind: audit.KindDecision, QueryID: "q_1", ToolUseID: "tu_" + id, Tool: gate.SandboxTool, Decision: "allow", Rule: "sandbox.allowed", ToolInput: map[string]any{"language": "python", "code": "print('" + out + "')"}},
-			audit.Record{Kind: audit.KindRun, QueryID: "q_1", ToolUseID: "tu_" + id, RunID: id, Tool: gate.SandboxTool, Decision: "allow", Outcome: audit.OutcomeExited, ExitCode: &exit, StdoutBytes: int64(len(out) + 1)},
+			audit.Record{Kind: audit.KindDecision, QueryID: "q_1", ToolUseID: "tu_" + id, Tool: wire.SandboxTool, Decision: "allow", Rule: "sandbox.allowed", ToolInput: map[string]any{"language": "python", "code": "print('" + out + "')"}},
+			audit.Record{Kind: audit.KindRun, QueryID: "q_1", ToolUseID: "tu_" + id, RunID: id, Tool: wire.SandboxTool, Decision: "allow", Outcome: audit.OutcomeExited, ExitCode: &exit, StdoutBytes: int64(len(out) + 1)},
 		)
 		h.con.ObserveRun(server.RunInfo{
 			Spec:   runner.Spec{RunID: id, QueryID: "q_1", Language: runner.Python, Code: "print('" + out + "')", Files: map[string]string{"data.csv": "1,2,3", "api_token.txt": "s3cret"}, Sandbox: runner.Sandbox{MaxOutputBytes: 1 << 20}},

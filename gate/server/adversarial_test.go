@@ -28,6 +28,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // adversarialPolicy allows the host file tools and the sandbox tool, and
@@ -286,7 +287,7 @@ func TestAdversarialRunFrames(t *testing.T) {
 	qa := a.open("")
 	allow := func(c *client, q, id string) {
 		t.Helper()
-		if d := c.decide(q, gate.SandboxTool, `{"language":"python","code":"print(1)"}`, id, sdkServer); d["decision"] != "allow" {
+		if d := c.decide(q, wire.SandboxTool, `{"language":"python","code":"print(1)"}`, id, sdkServer); d["decision"] != "allow" {
 			t.Fatalf("decide %s: %v", id, d)
 		}
 	}
@@ -312,7 +313,7 @@ func TestAdversarialRunFrames(t *testing.T) {
 		t.Errorf("run in a sibling query: %v", r)
 	}
 	// A canUseTool allow without a tool_use_id authorizes nothing, and a run needs one.
-	if d := a.do(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"canUseTool","tool_name":%q,"tool_input":{"language":"python","code":"x"},"tool_use_id":"","mcp_server":%s}`, qa, gate.SandboxTool, sdkServer)); d["decision"] != "allow" {
+	if d := a.do(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"canUseTool","tool_name":%q,"tool_input":{"language":"python","code":"x"},"tool_use_id":"","mcp_server":%s}`, qa, wire.SandboxTool, sdkServer)); d["decision"] != "allow" {
 		t.Fatalf("canUseTool decide without id: %v", d)
 	}
 	if r := a.do(runFrame(qa, "")); r["code"] != "invalid_field" {
@@ -364,7 +365,7 @@ func TestFloodedAllowsForgetTheOldestAndFailClosed(t *testing.T) {
 	// newest allow.
 	allow := func(from, to int) {
 		for j := from; j < to; j++ {
-			c.send(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":{"language":"python","code":"x"},"tool_use_id":"toolu_%d","mcp_server":%s}`, q, gate.SandboxTool, j, sdkServer))
+			c.send(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":{"language":"python","code":"x"},"tool_use_id":"toolu_%d","mcp_server":%s}`, q, wire.SandboxTool, j, sdkServer))
 		}
 		for j := from; j < to; j++ {
 			if r := c.recv(); r["decision"] != "allow" {
@@ -405,7 +406,7 @@ deny contains {"rule": "team.no_sockets", "reason": "sandboxed code may not use 
 `)
 	c := h.connect(t)
 	q := c.open("")
-	if d := c.decide(q, gate.SandboxTool, `{"language":"python","code":"print(1)"}`, "toolu_swap", sdkServer); d["decision"] != "allow" {
+	if d := c.decide(q, wire.SandboxTool, `{"language":"python","code":"print(1)"}`, "toolu_swap", sdkServer); d["decision"] != "allow" {
 		t.Fatalf("decide: %v", d)
 	}
 	r := c.do(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_swap","language":"python","code":"import socket\nsocket.create_connection(('192.0.2.1', 80))"}`, q))
@@ -425,7 +426,7 @@ func TestAnOversizedFrameClosesOnlyItsConnection(t *testing.T) {
 	h := start(t, options{maxFrame: 8192, runner: fr})
 	good, bad := h.connect(t), h.connect(t)
 	q := good.open("")
-	if d := good.decide(q, gate.SandboxTool, `{"language":"python","code":"x"}`, "toolu_keep", sdkServer); d["decision"] != "allow" {
+	if d := good.decide(q, wire.SandboxTool, `{"language":"python","code":"x"}`, "toolu_keep", sdkServer); d["decision"] != "allow" {
 		t.Fatalf("decide: %v", d)
 	}
 	bad.open("")

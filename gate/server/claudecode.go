@@ -308,7 +308,7 @@ func (v sessionView) provenance(srv *wire.MCPServer) *gate.MCPServer {
 	if srv == nil {
 		return nil
 	}
-	if srv.Source == managedScope && srv.Name == gate.SandboxServer && v.attested {
+	if srv.Source == managedScope && srv.Name == wire.SandboxServer && v.attested {
 		return &gate.MCPServer{Name: srv.Name, Source: gate.SourceGatekeeper}
 	}
 	return &gate.MCPServer{Name: srv.Name, Source: wire.SourceCLIPrefix + srv.Source}

@@ -16,8 +16,8 @@ import (
 
 	dockerclient "github.com/docker/docker/client"
 
-	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
@@ -106,7 +106,7 @@ func TestRunAllowsOnTheRealEngine(t *testing.T) {
 	t.Parallel()
 	allowRun := func(t *testing.T, c *client, q, id, code string) {
 		t.Helper()
-		if d := c.decide(q, gate.SandboxTool, fmt.Sprintf(`{"language":"python","code":%q}`, code), id, sdkServer); d["decision"] != "allow" {
+		if d := c.decide(q, wire.SandboxTool, fmt.Sprintf(`{"language":"python","code":%q}`, code), id, sdkServer); d["decision"] != "allow" {
 			t.Fatalf("decide %s: %v", id, d)
 		}
 	}
@@ -160,7 +160,7 @@ func TestRunAllowsOnTheRealEngine(t *testing.T) {
 		const code = `print("newest")`
 		allow := func(from, to int) {
 			for j := from; j < to; j++ {
-				c.send(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":{"language":"python","code":%q},"tool_use_id":"toolu_%d","mcp_server":%s}`, q, gate.SandboxTool, code, j, sdkServer))
+				c.send(fmt.Sprintf(`{"type":"decide","id":"d","query_id":%q,"event":"PreToolUse","tool_name":%q,"tool_input":{"language":"python","code":%q},"tool_use_id":"toolu_%d","mcp_server":%s}`, q, wire.SandboxTool, code, j, sdkServer))
 			}
 			for j := from; j < to; j++ {
 				if r := c.recv(); r["decision"] != "allow" {

@@ -163,7 +163,7 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 		d.Decision, d.Rule = gate.Deny, gate.RuleError
 		d.Reason = "gatekeeper could not write its audit log, so the call is denied"
 	}
-	if d.Decision == gate.Allow && call.ToolName == gate.SandboxTool && call.ToolUseID != "" {
+	if d.Decision == gate.Allow && call.ToolName == wire.SandboxTool && call.ToolUseID != "" {
 		q.authorize(call.ToolUseID)
 	}
 	if call.ToolUseID != "" {
@@ -182,14 +182,14 @@ func (c *conn) run(r *wire.Run) {
 		return
 	}
 	runID := newID("r_")
-	rec := audit.Record{Kind: audit.KindRun, RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Tool: gate.SandboxTool, Event: gate.EventRun, Client: c.client}
+	rec := audit.Record{Kind: audit.KindRun, RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Tool: wire.SandboxTool, Event: gate.EventRun, Client: c.client}
 	deny := func(rule, reason string) {
 		rec.Decision, rec.Rule, rec.Reason = gate.Deny, rule, reason
 		_ = c.s.cfg.Auditor.Write(rec)
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeRunDenied, Rule: rule, Message: reason})
 	}
 	if !q.consume(r.ToolUseID) {
-		deny("run.no_prior_allow", fmt.Sprintf("no allowed %s call with tool_use_id %q is waiting to run in this query", gate.SandboxTool, r.ToolUseID))
+		deny("run.no_prior_allow", fmt.Sprintf("no allowed %s call with tool_use_id %q is waiting to run in this query", wire.SandboxTool, r.ToolUseID))
 		return
 	}
 	input := map[string]any{"language": r.Language, "code": r.Code}
@@ -207,8 +207,8 @@ func (c *conn) run(r *wire.Run) {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: err.Error()})
 		return
 	}
-	d, _ := q.q.Decide(c.ctx, gate.Call{Event: gate.EventRun, ToolName: gate.SandboxTool, ToolInput: raw, ToolUseID: r.ToolUseID,
-		MCPServer: &gate.MCPServer{Name: gate.SandboxServer, Source: wire.SourceSDK}})
+	d, _ := q.q.Decide(c.ctx, gate.Call{Event: gate.EventRun, ToolName: wire.SandboxTool, ToolInput: raw, ToolUseID: r.ToolUseID,
+		MCPServer: &gate.MCPServer{Name: wire.SandboxServer, Source: wire.SourceSDK}})
 	rec.PolicyRevision, rec.PolicyHash = d.Revision, d.PolicyHash
 	if d.Decision != gate.Allow {
 		deny(d.Rule, d.Reason)

@@ -8,8 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Decode reads one client frame. It returns the request, or nil and the
@@ -297,7 +295,7 @@ func decodeRun(r *reader) Request {
 	run := &Run{ID: r.requestID()}
 	run.QueryID = r.nonEmpty("query_id")
 	run.ToolUseID = r.nonEmpty("tool_use_id")
-	run.Language = r.enum("language", runner.LanguageNames()...)
+	run.Language = r.enum("language", Languages()...)
 	if m := r.field("code", true, kindString); m != nil {
 		run.Code = r.str(m)
 	}

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/base64"
 	"encoding/json"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Hello opens a connection: it must be the first frame.
@@ -67,12 +69,16 @@ type MCPServer struct {
 	Source string `json:"source"`
 }
 
+// Languages returns the values run.language may take: the runner's
+// languages (runner.LanguageNames), which a client offers its model.
+func Languages() []string { return runner.LanguageNames() }
+
 // Run asks to run code in the sandbox for an allowed tool use.
 type Run struct {
 	ID        string `json:"id"`
 	QueryID   string `json:"query_id"`
 	ToolUseID string `json:"tool_use_id"`
-	// Language is one of runner.Languages ("python", "sh", "node").
+	// Language is one of Languages ("python", "sh", "node").
 	Language string `json:"language"`
 	// Code is the program text; it may be "".
 	Code string `json:"code"`

@@ -1,9 +1,6 @@
 package wire_test
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -16,14 +13,8 @@ import (
 // hook and one from the SDK client reads the rule's name the same way.
 func TestWithRuleMatchesTheSharedCases(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("testdata", "rule-text.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var cases []struct{ Name, Text, Rule, Want string }
-	if err := json.Unmarshal(data, &cases); err != nil {
-		t.Fatal(err)
-	}
+	readShared(t, "rule-text.json", &cases)
 	if len(cases) < 5 {
 		t.Fatalf("testdata/rule-text.json has %d cases", len(cases))
 	}

@@ -71,6 +71,15 @@ const (
 // accepts alone, nor the sidecar's own attestation.
 const SourceCLIPrefix = "claude-code:"
 
+// SandboxServer is the name of gatekeeper's own MCP server, whose one tool
+// SandboxTool runs code in the sandbox: the SDK client's in-process server,
+// or `gatekeeper mcp` in a Claude Code session. A run frame runs the code of
+// an allowed SandboxTool call only.
+const (
+	SandboxServer = "sandboxed_code"
+	SandboxTool   = "mcp__" + SandboxServer + "__run"
+)
+
 // Values of Decision.Decision.
 const (
 	Allow = "allow"

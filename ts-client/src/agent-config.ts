@@ -199,8 +199,9 @@ export type Isolation = Pick<Options, 'settingSources' | 'strictMcpConfig' | 've
  * not displace (they do displace the SDK's managedSettings tier: measured,
  * with /etc/claude-code/managed-settings.json present the skill's lines ran
  * again), and into the policy tier, which applyFlagSettings cannot replace.
- * The Go declaration is gate's ShellTools (`gatekeeper install` denies
- * them); both are pinned to gate/testdata/shell-tools.json.
+ * The Go declaration is gate/client/claudecode's ShellTools (`gatekeeper
+ * claude-code install` denies them); both are pinned to
+ * gate/client/claudecode/testdata/shell-tools.json.
  */
 export const SHELL_TOOLS: readonly string[] = ['Bash', 'PowerShell'];
 

@@ -213,7 +213,7 @@ export function runReport(r: RunResultReply): SandboxRunReport {
 /**
  * formatRunResult is the text the model reads for a finished run (hosts that
  * do not read structuredContent), exactly as `gatekeeper mcp` writes it
- * (internal/claudecode/testdata/run-results pins the two). A file's name is
+ * (gate/client/claudecode/testdata/run-results pins the two). A file's name is
  * quoted, so that no name can add a line of its own.
  */
 export function formatRunResult(r: RunResultReply): string {

@@ -1,7 +1,10 @@
 // Pins this client's copies of declarations whose Go side is the one
 // declaration, through files both languages' tests read: the shell tools
-// (gate's ShellTools, gate/testdata/shell-tools.json) and the rule's tag in
-// a text the model reads (gate/wire's WithRule and RuleTag,
+// (gate/client/claudecode's ShellTools,
+// gate/client/claudecode/testdata/shell-tools.json), the sandbox's server
+// and run tool (gate/wire's SandboxServer and SandboxTool,
+// gate/wire/testdata/sandbox-tool.json) and the rule's tag in a text the
+// model reads (gate/wire's WithRule and RuleTag,
 // gate/wire/testdata/rule-text.json). A change on either side fails one of
 // the two languages' tests until the file and the other side follow.
 
@@ -11,6 +14,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHELL_TOOLS } from '../src/agent-config.js';
+import { RUN_TOOL, SANDBOX_SERVER } from '../src/sandboxed-code.js';
 import { forModel } from '../src/options.js';
 import { ruleTag, withRule } from '../src/protocol.js';
 
@@ -20,9 +24,14 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const shared = (file: string): unknown => JSON.parse(readFileSync(join(REPO, file), 'utf8'));
 
 test('SHELL_TOOLS is the Go side’s list of shell tools, in its order', () => {
-  const want = shared('gate/testdata/shell-tools.json') as string[];
+  const want = shared('gate/client/claudecode/testdata/shell-tools.json') as string[];
   assert.ok(want.length >= 2, `only ${String(want.length)} shell tools`);
   assert.deepEqual([...SHELL_TOOLS], want);
+});
+
+test('SANDBOX_SERVER and RUN_TOOL are the protocol’s sandbox server and run tool', () => {
+  const want = shared('gate/wire/testdata/sandbox-tool.json') as { server: string; tool: string };
+  assert.deepEqual({ server: SANDBOX_SERVER, tool: RUN_TOOL }, want);
 });
 
 test('withRule, ruleTag and forModel write every shared case as the Go side does', () => {

@@ -3,7 +3,7 @@
 // `gatekeeper mcp`'s, with the files both languages' tests read:
 // internal/untrusted/testdata (quote.json: cases; unsafe.json: every unsafe
 // code point, written by `go test ./internal/untrusted -update`) and
-// internal/claudecode/testdata/run-results (a run_result, the text and the
+// gate/client/claudecode/testdata/run-results (a run_result, the text and the
 // structuredContent the model reads).
 
 import { test } from 'node:test';
@@ -46,7 +46,7 @@ test('the unsafe characters are the Go side’s, over every code point', () => {
 });
 
 test('formatRunResult and runReport match gatekeeper mcp on every shared run result', () => {
-  const dir = join(REPO, 'internal/claudecode/testdata/run-results');
+  const dir = join(REPO, 'gate/client/claudecode/testdata/run-results');
   const names = readdirSync(dir).filter((n) => n.endsWith('.json'));
   assert.ok(names.includes('hostile-names.json') && names.length >= 6, `run results: ${names.join(', ')}`);
   for (const n of names) {
@@ -57,7 +57,7 @@ test('formatRunResult and runReport match gatekeeper mcp on every shared run res
 });
 
 test('no file name adds a line to the text the model reads', () => {
-  const c = JSON.parse(readFileSync(join(REPO, 'internal/claudecode/testdata/run-results/hostile-names.json'), 'utf8')) as { run_result: RunResultReply };
+  const c = JSON.parse(readFileSync(join(REPO, 'gate/client/claudecode/testdata/run-results/hostile-names.json'), 'utf8')) as { run_result: RunResultReply };
   const lines = formatRunResult(c.run_result).split(/\r\n|[\n\r\u0085\u2028\u2029]/u);
   assert.deepEqual(lines.filter((l) => l.startsWith('stdout')), ['stdout: (empty)']);
   assert.deepEqual(lines.filter((l) => /^(workspace|FORGED|file ok|\(created)/u.test(l)), []);

@@ -459,7 +459,7 @@ test("the CLI's sandboxed_code run tool is the SDK client's: the same definition
   }
   // The text content both servers write, pinned with the Go side's files.
   const { formatRunResult } = (await import(pathToFileURL(join(REPO, 'ts-client', 'dist', 'sandboxed-code.js')).href)) as { formatRunResult: (r: unknown) => string };
-  const dir = join(REPO, 'internal', 'claudecode', 'testdata', 'run-results');
+  const dir = join(REPO, 'gate', 'client', 'claudecode', 'testdata', 'run-results');
   for (const f of ['exited', 'failed-with-stderr', 'timed-out-and-truncated', 'oom-killed', 'files-and-workspace']) {
     const c = JSON.parse(readFileSync(join(dir, `${f}.json`), 'utf8')) as { run_result: unknown; text: string };
     assert.equal(formatRunResult(c.run_result), c.text, `${f}: @gatekeeper/client's formatRunResult and gatekeeper mcp's FormatRunResult (pinned by the same file) differ`);

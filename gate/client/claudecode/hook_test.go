@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 )
 
 // fakeHookEndpoint serves h at the hook path on a Unix socket; it stands in
 // for the sidecar to test how the command hook treats each kind of answer
 // (the CLI tests run the real sidecar).
-func fakeHookEndpoint(t *testing.T, h http.HandlerFunc) sidecar.Endpoint {
+func fakeHookEndpoint(t *testing.T, h http.HandlerFunc) client.Endpoint {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "gk.sock")
 	ln, err := net.Listen("unix", sock)
@@ -29,7 +29,7 @@ func fakeHookEndpoint(t *testing.T, h http.HandlerFunc) sidecar.Endpoint {
 	srv := &http.Server{Handler: mux}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
-	return sidecar.Endpoint{Network: "unix", Addr: sock}
+	return client.Endpoint{Network: "unix", Addr: sock}
 }
 
 func TestRunHookFailsClosed(t *testing.T) {
@@ -41,7 +41,7 @@ func TestRunHookFailsClosed(t *testing.T) {
 		name    string
 		handler http.HandlerFunc
 		// sidecar overrides the endpoint (an unreachable one).
-		sidecar *sidecar.Endpoint
+		sidecar *client.Endpoint
 		token   func() (string, error)
 		stdin   string
 		// wantCode 0 prints wantOut; 2 denies naming wantErr.
@@ -62,7 +62,7 @@ func TestRunHookFailsClosed(t *testing.T) {
 		{name: "an answer that is a JSON array denies", handler: func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "[]") }, stdin: input, wantCode: 2, wantErr: "not a JSON object"},
 		{name: "an empty answer denies", handler: func(w http.ResponseWriter, _ *http.Request) {}, stdin: input, wantCode: 2, wantErr: "not a JSON object"},
 		{name: "a sidecar that does not answer in time denies", handler: func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }, stdin: input, wantCode: 2, wantErr: "no answer within"},
-		{name: "an unreachable sidecar denies", sidecar: &sidecar.Endpoint{Network: "unix", Addr: "/nonexistent/gk.sock"}, stdin: input, wantCode: 2, wantErr: "/nonexistent/gk.sock"},
+		{name: "an unreachable sidecar denies", sidecar: &client.Endpoint{Network: "unix", Addr: "/nonexistent/gk.sock"}, stdin: input, wantCode: 2, wantErr: "/nonexistent/gk.sock"},
 		{name: "no token denies", handler: func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, answer) }, token: func() (string, error) { return "", errors.New("no token file") }, stdin: input, wantCode: 2, wantErr: "no token file"},
 		{name: "an input over the limit denies", handler: func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, answer) }, stdin: strings.Repeat(" ", maxHookInput+1), wantCode: 2, wantErr: "larger than"},
 	}

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
@@ -137,7 +136,7 @@ func Files(o InstallOptions) (map[string][]byte, error) {
 		"allowManagedPermissionRulesOnly": true,
 		"allowManagedMcpServersOnly":      true,
 		"allowedMcpServers":               []string{},
-		"permissions":                     map[string]any{"deny": gate.ShellTools()},
+		"permissions":                     map[string]any{"deny": ShellTools()},
 		"hooks":                           hooks,
 	}
 	if o.Hook == HookHTTP {
@@ -145,7 +144,7 @@ func Files(o InstallOptions) (map[string][]byte, error) {
 		settings["httpHookAllowedEnvVars"] = []string{TokenEnv}
 	}
 	mcp := map[string]any{"mcpServers": map[string]any{
-		gate.SandboxServer: map[string]any{
+		wire.SandboxServer: map[string]any{
 			"type": "stdio", "command": o.Gatekeeper,
 			"args":       []string{"mcp", "--url", o.Sidecar, "--token-file", o.TokenFile},
 			"alwaysLoad": true,

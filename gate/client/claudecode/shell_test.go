@@ -1,4 +1,4 @@
-package gate_test
+package claudecode
 
 import (
 	"encoding/json"
@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
-	"github.com/gatekeeper-ai/gatekeeper/gate"
 )
 
 // TestShellToolsMatchTheSharedList pins ShellTools to
@@ -26,7 +24,7 @@ func TestShellToolsMatchTheSharedList(t *testing.T) {
 	if err := json.Unmarshal(data, &want); err != nil {
 		t.Fatal(err)
 	}
-	if got := gate.ShellTools(); !slices.Equal(got, want) {
+	if got := ShellTools(); !slices.Equal(got, want) {
 		t.Errorf("ShellTools() = %v; testdata/shell-tools.json lists %v", got, want)
 	}
 }

@@ -42,7 +42,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 	want, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v (run go test ./internal/claudecode -update)", err)
+		t.Fatalf("%v (run go test ./gate/client/claudecode -update)", err)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("%s differs from %s:\n%s", name, path, unifiedDiff(path, want, got))

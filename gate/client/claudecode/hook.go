@@ -2,7 +2,8 @@
 // hook (`gatekeeper hook`), the stdio MCP server with the sandbox's run
 // tool (`gatekeeper mcp`), and the managed settings that wire both into
 // the CLI (`gatekeeper claude-code install`). docs/CLAUDE-CODE.md describes
-// the contract with the CLI that this package relies on.
+// the contract with the CLI that this package relies on. It reaches the
+// sidecar through gate/client and speaks only the protocol (gate/wire).
 package claudecode
 
 import (
@@ -11,8 +12,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 )
 
 // UnavailableRule names the deny of a hook that could not ask gatekeeper;
@@ -27,7 +28,7 @@ const maxHookInput = 8 << 20
 type HookOptions struct {
 	// Sidecar is where the sidecar listens (its socket, or the hook
 	// listener).
-	Sidecar sidecar.Endpoint
+	Sidecar client.Endpoint
 	// Token returns the bearer token.
 	Token func() (string, error)
 	// Timeout bounds the whole exchange; keep it under the hook's timeout

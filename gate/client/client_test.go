@@ -1,4 +1,4 @@
-package sidecar_test
+package client_test
 
 import (
 	"context"
@@ -11,8 +11,8 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -20,21 +20,21 @@ func TestParseURL(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		in   string
-		want sidecar.Endpoint
+		want client.Endpoint
 		bad  bool
 	}{
-		{in: "unix:///run/gk.sock", want: sidecar.Endpoint{Network: "unix", Addr: "/run/gk.sock"}},
-		{in: "/run/gk.sock", want: sidecar.Endpoint{Network: "unix", Addr: "/run/gk.sock"}},
-		{in: "tcp://127.0.0.1:7777", want: sidecar.Endpoint{Network: "tcp", Addr: "127.0.0.1:7777"}},
-		{in: "ws://127.0.0.1:7777/v1/ws", want: sidecar.Endpoint{Network: "tcp", Addr: "127.0.0.1:7777"}},
-		{in: "http://127.0.0.1:7778/v1/claude-code/hook", want: sidecar.Endpoint{Network: "tcp", Addr: "127.0.0.1:7778"}},
+		{in: "unix:///run/gk.sock", want: client.Endpoint{Network: "unix", Addr: "/run/gk.sock"}},
+		{in: "/run/gk.sock", want: client.Endpoint{Network: "unix", Addr: "/run/gk.sock"}},
+		{in: "tcp://127.0.0.1:7777", want: client.Endpoint{Network: "tcp", Addr: "127.0.0.1:7777"}},
+		{in: "ws://127.0.0.1:7777/v1/ws", want: client.Endpoint{Network: "tcp", Addr: "127.0.0.1:7777"}},
+		{in: "http://127.0.0.1:7778/v1/claude-code/hook", want: client.Endpoint{Network: "tcp", Addr: "127.0.0.1:7778"}},
 		{in: "unix://run/gk.sock", bad: true},
 		{in: "tcp://127.0.0.1", bad: true},
 		{in: "https://example.com:443", bad: true},
 		{in: "", bad: true},
 	}
 	for _, tc := range tests {
-		got, err := sidecar.ParseURL(tc.in)
+		got, err := client.ParseURL(tc.in)
 		if (err != nil) != tc.bad || (!tc.bad && got != tc.want) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v (error: %v)", tc.in, got, err, tc.want, tc.bad)
 		}
@@ -73,8 +73,8 @@ func TestSessionAttachesAndRunsInTheCLISessionsQuery(t *testing.T) {
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	ep := sidecar.Endpoint{Network: "unix", Addr: sock}
-	sess := &sidecar.Session{Endpoint: ep, Token: func() (string, error) { return "tok", nil }, ID: "sess-1", Client: "test"}
+	ep := client.Endpoint{Network: "unix", Addr: sock}
+	sess := &client.Session{Endpoint: ep, Token: func() (string, error) { return "tok", nil }, ID: "sess-1", Client: "test"}
 	hook := func(toolUseID string) string {
 		in := `{"hook_event_name":"PreToolUse","session_id":"sess-1","tool_name":"mcp__sandboxed_code__run","tool_input":{"language":"python","code":"x"},"tool_use_id":"` + toolUseID + `","mcp_server":{"name":"sandboxed_code","source":"enterprise"}}`
 		out, err := ep.Hook(t.Context(), "tok", []byte(in))
@@ -91,16 +91,16 @@ func TestSessionAttachesAndRunsInTheCLISessionsQuery(t *testing.T) {
 	if out := hook("toolu_1"); out != "{}" {
 		t.Fatalf("once held: %s, want no opinion (an allow)", out)
 	}
-	res, err := sess.Run(t.Context(), "toolu_1", sidecar.RunRequest{Language: "python", Code: "print('hi')"})
+	res, err := sess.Run(t.Context(), "toolu_1", client.RunRequest{Language: "python", Code: "print('hi')"})
 	if err != nil || res.Stdout != "print('hi')" || res.Reason != "exited" {
 		t.Fatalf("run: %+v, %v", res, err)
 	}
-	_, err = sess.Run(t.Context(), "toolu_1", sidecar.RunRequest{Language: "python", Code: "again"})
-	if re, ok := sidecar.IsRefused(err); !ok || re.Rule != "run.no_prior_allow" {
+	_, err = sess.Run(t.Context(), "toolu_1", client.RunRequest{Language: "python", Code: "again"})
+	if re, ok := client.IsRefused(err); !ok || re.Rule != "run.no_prior_allow" {
 		t.Fatalf("a second run on one allow: %v", err)
 	}
 	stopHold()
-	if _, err := (&sidecar.Session{Endpoint: ep, Token: func() (string, error) { return "wrong", nil }, ID: "s"}).Run(t.Context(), "t", sidecar.RunRequest{Language: "sh"}); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
+	if _, err := (&client.Session{Endpoint: ep, Token: func() (string, error) { return "wrong", nil }, ID: "s"}).Run(t.Context(), "t", client.RunRequest{Language: "sh"}); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Fatalf("a wrong token: %v", err)
 	}
 }

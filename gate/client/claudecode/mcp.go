@@ -13,15 +13,14 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Sandbox runs code for an allowed tool use of the Claude Code session.
-// *sidecar.Session implements it.
+// *client.Session implements it.
 type Sandbox interface {
-	Run(ctx context.Context, toolUseID string, r sidecar.RunRequest) (*wire.RunResult, error)
+	Run(ctx context.Context, toolUseID string, r client.RunRequest) (*wire.RunResult, error)
 }
 
 // ToolUseIDMeta is where Claude Code puts the tool use id in a tools/call
@@ -46,7 +45,7 @@ var runTool = map[string]any{
 	"inputSchema": map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"language": map[string]any{"type": "string", "enum": runner.LanguageNames(), "description": "The interpreter: python, sh or node."},
+			"language": map[string]any{"type": "string", "enum": wire.Languages(), "description": "The interpreter: python, sh or node."},
 			"code":     map[string]any{"type": "string", "description": "The program text."},
 			"files": map[string]any{
 				"description": `Files to create first: path relative to /workspace → text, or {"base64": "..."} for binary content.`, "type": "object",
@@ -243,7 +242,7 @@ func (s *MCPServer) call(ctx context.Context, params json.RawMessage) (any, *rpc
 	}
 	res, err := s.Sandbox.Run(ctx, toolUseID, args)
 	if err != nil {
-		if re, ok := sidecar.IsRefused(err); ok {
+		if re, ok := client.IsRefused(err); ok {
 			return errorResult(refusalText(re)), nil
 		}
 		return errorResult(fmt.Sprintf("gatekeeper is unavailable (%v), so the code did not run", err)), nil
@@ -255,7 +254,7 @@ func (s *MCPServer) call(ctx context.Context, params json.RawMessage) (any, *rpc
 }
 
 // runArgs checks the run tool's arguments against its input schema.
-func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
+func runArgs(raw json.RawMessage) (client.RunRequest, error) {
 	var a struct {
 		Language *string                    `json:"language"`
 		Code     *string                    `json:"code"`
@@ -266,21 +265,21 @@ func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return sidecar.RunRequest{}, err
+		return client.RunRequest{}, err
 	}
 	switch {
-	case a.Language == nil || !slices.Contains(runner.LanguageNames(), *a.Language):
-		return sidecar.RunRequest{}, errors.New(`language must be "python", "sh" or "node"`)
+	case a.Language == nil || !slices.Contains(wire.Languages(), *a.Language):
+		return client.RunRequest{}, errors.New(`language must be "python", "sh" or "node"`)
 	case a.Code == nil:
-		return sidecar.RunRequest{}, errors.New("code is required")
+		return client.RunRequest{}, errors.New("code is required")
 	case a.TimeoutS != nil && !(*a.TimeoutS > 0):
-		return sidecar.RunRequest{}, errors.New("timeout_s must be a positive number")
+		return client.RunRequest{}, errors.New("timeout_s must be a positive number")
 	}
-	r := sidecar.RunRequest{Language: *a.Language, Code: *a.Code}
+	r := client.RunRequest{Language: *a.Language, Code: *a.Code}
 	for path, content := range a.Files {
 		f, err := fileContent(content)
 		if err != nil {
-			return sidecar.RunRequest{}, fmt.Errorf("files[%q] must be a string or {\"base64\": \"...\"}: %w", path, err)
+			return client.RunRequest{}, fmt.Errorf("files[%q] must be a string or {\"base64\": \"...\"}: %w", path, err)
 		}
 		if r.Files == nil {
 			r.Files = map[string]wire.FileContent{}
@@ -291,7 +290,7 @@ func runArgs(raw json.RawMessage) (sidecar.RunRequest, error) {
 		r.Outputs = []string{}
 		for _, p := range *a.Outputs {
 			if p == nil {
-				return sidecar.RunRequest{}, errors.New("outputs must be a list of strings")
+				return client.RunRequest{}, errors.New("outputs must be a list of strings")
 			}
 			r.Outputs = append(r.Outputs, *p)
 		}
@@ -337,7 +336,7 @@ func errorResult(text string) map[string]any {
 
 // refusalText is what the model reads for a refused run, as
 // @gatekeeper/client writes it.
-func refusalText(e *sidecar.RefusedError) string {
+func refusalText(e *client.RefusedError) string {
 	what := fmt.Sprintf("gatekeeper could not run the code (%s)", e.Code)
 	if e.Code == "run_denied" {
 		what = "gatekeeper refused to run the code"

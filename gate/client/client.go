@@ -1,8 +1,12 @@
-// Package sidecar is the small client of the gatekeeper sidecar that the
-// Claude Code commands use: `gatekeeper hook` forwards a hook input to the
-// hook endpoint over HTTP, `gatekeeper mcp` runs code over the WebSocket
-// protocol (docs/protocol.md) in the query of its Claude Code session.
-package sidecar
+// Package client is the Go client of the gatekeeper protocol (gate/wire,
+// docs/protocol.md), the second client beside the TypeScript one in
+// ts-client/: it connects to a running sidecar, which gate/server serves.
+// The Claude Code commands use it (gate/client/claudecode): `gatekeeper
+// hook` forwards a hook input to the hook endpoint over HTTP, `gatekeeper
+// mcp` runs code over the WebSocket protocol in the query of its Claude
+// Code session. It speaks the protocol only: it imports gate/wire, never
+// the gate's decision code or the runner.
+package client
 
 import (
 	"context"

@@ -14,8 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
-	"github.com/gatekeeper-ai/gatekeeper/internal/sidecar"
 )
 
 // fakeSandbox stands in for the sidecar in protocol tests; it claims
@@ -31,10 +31,10 @@ type fakeSandbox struct {
 
 type fakeCall struct {
 	toolUseID string
-	req       sidecar.RunRequest
+	req       client.RunRequest
 }
 
-func (f *fakeSandbox) Run(ctx context.Context, toolUseID string, r sidecar.RunRequest) (*wire.RunResult, error) {
+func (f *fakeSandbox) Run(ctx context.Context, toolUseID string, r client.RunRequest) (*wire.RunResult, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, fakeCall{toolUseID, r})
 	f.mu.Unlock()
@@ -142,31 +142,31 @@ func TestMCPRunToolCalls(t *testing.T) {
 		wantText  string
 		wantError bool
 		// wantRun is the request handed to the sandbox, nil for none.
-		wantRun *sidecar.RunRequest
+		wantRun *client.RunRequest
 	}{
 		{name: "a run with its tool use id runs and reports the result", msg: call(`{"language":"python","code":"print(6*7)","files":{"a.csv":"1"},"timeout_s":1.5}`, withID),
 			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0 (exited) after 31 ms",
-			wantRun: &sidecar.RunRequest{Language: "python", Code: "print(6*7)", Files: map[string]wire.FileContent{"a.csv": {Data: "1"}}, TimeoutMS: ptr(int64(1500))}},
+			wantRun: &client.RunRequest{Language: "python", Code: "print(6*7)", Files: map[string]wire.FileContent{"a.csv": {Data: "1"}}, TimeoutMS: ptr(int64(1500))}},
 		{name: "a binary file in base64 and named outputs are passed on", msg: call(`{"language":"python","code":"x","files":{"a.bin":{"base64":"AP8="}},"outputs":["out"]}`, withID),
 			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0",
-			wantRun: &sidecar.RunRequest{Language: "python", Code: "x", Files: map[string]wire.FileContent{"a.bin": {Data: "\x00\xff", Base64: true}}, Outputs: []string{"out"}}},
+			wantRun: &client.RunRequest{Language: "python", Code: "x", Files: map[string]wire.FileContent{"a.bin": {Data: "\x00\xff", Base64: true}}, Outputs: []string{"out"}}},
 		{name: "a file object with another key does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"AA==","mode":"755"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
 		{name: "bad base64 does not run", msg: call(`{"language":"python","code":"x","files":{"a":{"base64":"!!"}}}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: `files["a"]`, wantError: true},
 		{name: "a null in outputs does not run", msg: call(`{"language":"python","code":"x","outputs":[null]}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "outputs must be a list of strings", wantError: true},
 		{name: "a fraction of a millisecond rounds up", msg: call(`{"language":"sh","code":"","timeout_s":0.0001}`, withID),
-			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0", wantRun: &sidecar.RunRequest{Language: "sh", TimeoutMS: ptr(int64(1))}},
+			sandbox: &fakeSandbox{result: ok}, wantText: "exit code 0", wantRun: &client.RunRequest{Language: "sh", TimeoutMS: ptr(int64(1))}},
 		{name: "a run without a tool use id does not run", msg: call(`{"language":"python","code":"x"}`, `{}`),
 			sandbox: &fakeSandbox{result: ok}, wantText: "cannot tell which allowed tool call", wantError: true},
 		{name: "a refused run names the rule", msg: call(`{"language":"python","code":"x"}`, withID),
-			sandbox:  &fakeSandbox{err: &sidecar.RefusedError{Code: "run_denied", Rule: "run.no_prior_allow", Message: "no allowed call is waiting"}},
+			sandbox:  &fakeSandbox{err: &client.RefusedError{Code: "run_denied", Rule: "run.no_prior_allow", Message: "no allowed call is waiting"}},
 			wantText: "gatekeeper refused to run the code: no allowed call is waiting [gatekeeper rule: run.no_prior_allow]", wantError: true,
-			wantRun: &sidecar.RunRequest{Language: "python", Code: "x"}},
+			wantRun: &client.RunRequest{Language: "python", Code: "x"}},
 		{name: "an unavailable runner says so", msg: call(`{"language":"node","code":"x"}`, withID),
-			sandbox:  &fakeSandbox{err: &sidecar.RefusedError{Code: "runner_unavailable", Message: "no engine"}},
-			wantText: "gatekeeper could not run the code (runner_unavailable): no engine", wantError: true, wantRun: &sidecar.RunRequest{Language: "node", Code: "x"}},
+			sandbox:  &fakeSandbox{err: &client.RefusedError{Code: "runner_unavailable", Message: "no engine"}},
+			wantText: "gatekeeper could not run the code (runner_unavailable): no engine", wantError: true, wantRun: &client.RunRequest{Language: "node", Code: "x"}},
 		{name: "an unreachable sidecar says so", msg: call(`{"language":"python","code":"x"}`, withID),
 			sandbox: &fakeSandbox{err: errors.New("connect: refused")}, wantText: "gatekeeper is unavailable (connect: refused), so the code did not run", wantError: true,
-			wantRun: &sidecar.RunRequest{Language: "python", Code: "x"}},
+			wantRun: &client.RunRequest{Language: "python", Code: "x"}},
 		{name: "an unknown language does not run", msg: call(`{"language":"ruby","code":"x"}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "language must be", wantError: true},
 		{name: "a missing code does not run", msg: call(`{"language":"python"}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "code is required", wantError: true},
 		{name: "a zero timeout does not run", msg: call(`{"language":"python","code":"x","timeout_s":0}`, withID), sandbox: &fakeSandbox{result: ok}, wantText: "timeout_s must be", wantError: true},
