@@ -92,6 +92,8 @@ type Sandbox struct {
 	// MaxFilesBytes is the most bytes of file content a run returns, all
 	// files together; a file past it is listed without its content.
 	MaxFilesBytes int64
+	// Calls bounds the run's nested tool calls (Spec.Tools).
+	Calls CallLimits
 }
 
 // Network is the network part of a Sandbox.
