@@ -317,7 +317,7 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 		return nil, fmt.Errorf("%w: prepare constraints: %w", ErrPolicy, err)
 	}
 	s.root = resolveRoot(p.WorkspaceRoot)
-	if s.base, err = s.effective(p.Sandbox); err != nil {
+	if s.base, err = s.effective(p.Sandbox, p.CodeCalls); err != nil {
 		return nil, err
 	}
 	// The base policy must itself satisfy the constraints over an empty override.

@@ -1,0 +1,335 @@
+package gate_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+)
+
+const codeCallPolicy = `version: 1
+workspace_root: ./ws
+tools:
+  allow: [mcp__sandboxed_code__run]
+  deny: [mcp__crm__get_secrets]
+code_calls:
+  callable:
+    crm: [get_*]
+  max_calls: 5
+  max_in_flight: 4
+  max_argument_bytes: 1k
+  max_result_bytes: 4k
+  timeout: 1s
+`
+
+// codeCallRego is an operator's module: it denies on an argument's value
+// and on the run's counters, and asks for destructive tools.
+const codeCallRego = `package gatekeeper
+
+deny contains {"rule": "ops.no_vip", "reason": "customer c-vip may not be read from code"} if {
+	input.event == "code_call"
+	input.code_call.arguments.customer_id == "c-vip"
+}
+
+deny contains {"rule": "ops.too_parallel", "reason": "at most two calls at once"} if {
+	input.event == "code_call"
+	input.code_call.counters.in_flight > 2
+}
+
+ask contains {"rule": "ops.destructive", "reason": "a destructive tool needs a human"} if {
+	input.event == "code_call"
+	input.code_call.annotations.destructiveHint
+}
+`
+
+// fakeServers is one MCP server, crm, for unit speed; the real MCP client
+// is tested with real servers in its own package.
+type fakeServers struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+var (
+	yes, no  = true, false
+	crmTools = map[string]gate.ToolInfo{
+		"get_customer":    {Name: "get_customer", ReadOnly: &yes, Destructive: &no},
+		"get_and_reset":   {Name: "get_and_reset"}, // no hints: MCP's default is destructive
+		"get_secrets":     {Name: "get_secrets", ReadOnly: &yes},
+		"get_everything":  {Name: "get_everything", ReadOnly: &yes},
+		"get_broken":      {Name: "get_broken", ReadOnly: &yes},
+		"get_slowly":      {Name: "get_slowly", ReadOnly: &yes},
+		"delete_customer": {Name: "delete_customer", Destructive: &yes},
+	}
+)
+
+func (f *fakeServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+	info, ok := crmTools[tool]
+	return info, ok && server == "crm", nil
+}
+
+func (f *fakeServers) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, server+"."+tool)
+	f.mu.Unlock()
+	switch tool {
+	case "get_everything":
+		return json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 5000) + `"}]}`), nil
+	case "get_broken":
+		return nil, errors.New("connection reset by peer")
+	case "get_slowly":
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return json.RawMessage(`{"content":[{"type":"text","text":"` + tool + ` ` + string(args[:min(len(args), 40)]) + `"}],"isError":false}`), nil
+}
+
+func (f *fakeServers) called() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+type codeCallCase struct {
+	Name      string `yaml:"name"`
+	Server    string `yaml:"server"`
+	Tool      string `yaml:"tool"`
+	Arguments string `yaml:"arguments"`
+	Seq       int    `yaml:"seq"`
+	InFlight  int    `yaml:"in_flight"`
+	Want      struct {
+		Kind      string  `yaml:"kind"`
+		Decision  string  `yaml:"decision"`
+		Rule      string  `yaml:"rule"`
+		ErrorRule *string `yaml:"error_rule"`
+		Message   string  `yaml:"message"`
+	} `yaml:"want"`
+}
+
+func codeCallEngine(t *testing.T) (*gate.Engine, *env) {
+	t.Helper()
+	e := newEnv(t, codeCallPolicy)
+	must(t, os.WriteFile(filepath.Join(e.regoDir, "ops.rego"), []byte(codeCallRego), 0o644))
+	return e.engine(t), e
+}
+
+// TestCodeCallCases decides and makes each call of testdata/code_calls.yaml
+// with the real engine (real OPA, the operator's module checked and
+// compiled as the sidecar does) and writes each line with the real audit
+// writer, whose chain then verifies.
+func TestCodeCallCases(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/code_calls.yaml")
+	must(t, err)
+	var cases []codeCallCase
+	must(t, yaml.Unmarshal(data, &cases))
+	if len(cases) < 10 {
+		t.Fatalf("read %d cases", len(cases))
+	}
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(logPath, audit.Options{})
+	must(t, err)
+	servers := &fakeServers{}
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_1", ToolUseID: "toolu_1", Servers: servers, Auditor: log})
+
+	type sent struct {
+		c   codeCallCase
+		res runner.ToolResult
+	}
+	var got []sent
+	for _, c := range cases {
+		if c.Server == "" {
+			c.Server = "crm"
+		}
+		if c.Seq == 0 {
+			c.Seq = 1
+		}
+		if c.InFlight == 0 {
+			c.InFlight = 1
+		}
+		res := caller.CallTool(t.Context(), runner.ToolCall{Server: c.Server, Tool: c.Tool, Arguments: json.RawMessage(c.Arguments), Seq: c.Seq, InFlight: c.InFlight})
+		got = append(got, sent{c, res})
+	}
+	must(t, log.Close())
+
+	rep, err := audit.VerifyFile(logPath)
+	if err != nil {
+		t.Fatalf("the chain of code_call lines does not verify: %v", err)
+	}
+	lines := readRecords(t, logPath)
+	if len(lines) != len(cases) || rep.Lines != len(cases) {
+		t.Fatalf("%d audit lines (%d verified) for %d calls; want one each", len(lines), rep.Lines, len(cases))
+	}
+	for i, s := range got {
+		c, rec := s.c, lines[i]
+		t.Run(c.Name, func(t *testing.T) {
+			kind, errRule := "", ""
+			if s.res.Err != nil {
+				kind, errRule = s.res.Err.Kind, s.res.Err.Rule
+			}
+			if kind != c.Want.Kind {
+				t.Errorf("kind = %q (%+v), want %q", kind, s.res.Err, c.Want.Kind)
+			}
+			if want := c.Want.Rule; c.Want.Kind != "" {
+				if c.Want.ErrorRule != nil {
+					want = *c.Want.ErrorRule
+				}
+				if errRule != want {
+					t.Errorf("error rule = %q, want %q", errRule, want)
+				}
+			}
+			if c.Want.Message != "" && (s.res.Err == nil || !strings.Contains(s.res.Err.Message, c.Want.Message)) {
+				t.Errorf("error = %+v, want a message with %q", s.res.Err, c.Want.Message)
+			}
+			if rec.Kind != audit.KindCodeCall || rec.Decision != c.Want.Decision || rec.Rule != c.Want.Rule {
+				t.Errorf("audit line: kind %q decision %q rule %q; want code_call %q %q", rec.Kind, rec.Decision, rec.Rule, c.Want.Decision, c.Want.Rule)
+			}
+			if rec.RunID != "run_1" || rec.QueryID != "q_1" || rec.ToolUseID != "toolu_1" || rec.Server != c.Server || rec.Tool != c.Tool || rec.CallSeq != c.Seq {
+				t.Errorf("audit line names %q/%q/%q %s.%s #%d", rec.RunID, rec.QueryID, rec.ToolUseID, rec.Server, rec.Tool, rec.CallSeq)
+			}
+			if sum := sha256.Sum256([]byte(c.Arguments)); rec.ArgumentsSHA256 != hex.EncodeToString(sum[:]) || rec.ArgumentsBytes != int64(len(c.Arguments)) {
+				t.Errorf("arguments sha256 %s size %d; want those of %q", rec.ArgumentsSHA256, rec.ArgumentsBytes, c.Arguments)
+			}
+			if s.res.Err == nil {
+				if sum := sha256.Sum256(s.res.Result); rec.ResultSHA256 != hex.EncodeToString(sum[:]) || rec.ResultBytes != int64(len(s.res.Result)) {
+					t.Errorf("result sha256 %s size %d; want those of the result returned", rec.ResultSHA256, rec.ResultBytes)
+				}
+			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message) || rec.ResultSHA256 != "" {
+				t.Errorf("audit error %q %q, result %q; want the error returned and no result", rec.ErrorKind, rec.Error, rec.ResultSHA256)
+			}
+			if rec.PolicyHash != eff.Hash {
+				t.Errorf("policy hash %q, want the run's %q", rec.PolicyHash, eff.Hash)
+			}
+		})
+	}
+	// Only allowed calls reached the server.
+	var allowed []string
+	for _, s := range got {
+		if s.c.Want.Decision == gate.Allow {
+			allowed = append(allowed, "crm."+s.c.Tool)
+		}
+	}
+	if c := servers.called(); strings.Join(c, ",") != strings.Join(allowed, ",") {
+		t.Errorf("the server saw %v; want only the allowed calls %v", c, allowed)
+	}
+	if t.Failed() {
+		t.Logf("audit lines: %s", mustRead(t, logPath))
+	}
+}
+
+func readRecords(t *testing.T, path string) []audit.Record {
+	t.Helper()
+	f, err := os.Open(path)
+	must(t, err)
+	defer f.Close()
+	var out []audit.Record
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var r audit.Record
+		must(t, json.Unmarshal(sc.Bytes(), &r))
+		out = append(out, r)
+	}
+	must(t, sc.Err())
+	return out
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	must(t, err)
+	return string(b)
+}
+
+// failingAuditor refuses every line.
+type failingAuditor struct{}
+
+func (failingAuditor) Write(audit.Record) error { return errors.New("disk full") }
+
+// TestCodeCallWithoutAuditStopsTheRun: a result whose line cannot be
+// written is withheld, and no later call of the run reaches a server.
+func TestCodeCallWithoutAuditStopsTheRun(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	servers := &fakeServers{}
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: failingAuditor{}})
+	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1"}`), Seq: 1, InFlight: 1}
+	res := caller.CallTool(t.Context(), call)
+	if res.Err == nil || res.Err.Kind != gate.CallDenied || res.Err.Rule != gate.RuleError || res.Result != nil {
+		t.Fatalf("first call = %+v, want its result withheld", res)
+	}
+	call.Seq = 2
+	if res := caller.CallTool(t.Context(), call); res.Err == nil || res.Err.Rule != gate.RuleError {
+		t.Fatalf("second call = %+v, want it refused", res)
+	}
+	if c := servers.called(); len(c) != 1 {
+		t.Errorf("the server saw %v; want only the first call", c)
+	}
+}
+
+// TestCodeCallOverrides: a per-query override narrows the callable tools
+// and lowers the bounds the run's Spec carries; one that widens is refused
+// naming the field.
+func TestCodeCallOverrides(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	ctx := t.Context()
+	q, err := eng.OpenQuery(ctx, "q_narrow", []byte(`{"code_calls":{"callable":{"crm":["get_customer"]},"max_calls":2}}`))
+	must(t, err)
+	eff, err := q.Effective(ctx)
+	must(t, err)
+	spec, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python"})
+	must(t, err)
+	want := runner.CallLimits{MaxCalls: 2, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: time.Second}
+	if spec.Sandbox.Calls != want {
+		t.Errorf("Sandbox.Calls = %+v, want %+v", spec.Sandbox.Calls, want)
+	}
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_narrow", Servers: &fakeServers{}, Auditor: discardAuditor{}})
+	for tool, rule := range map[string]string{"get_customer": "", "get_everything": "code_calls.not_callable"} {
+		res := caller.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
+		switch {
+		case rule == "" && res.Err != nil:
+			t.Errorf("%s under the narrowed list: %+v, want a result", tool, res.Err)
+		case rule != "" && (res.Err == nil || res.Err.Rule != rule):
+			t.Errorf("%s under the narrowed list: %+v, want rule %s", tool, res.Err, rule)
+		}
+	}
+	for raw, field := range map[string]string{
+		`{"code_calls":{"callable":{"crm":["*"]}}}`:        "code_calls.callable.crm[0]",
+		`{"code_calls":{"callable":{"mail":["send"]}}}`:    "code_calls.callable.mail",
+		`{"code_calls":{"max_result_bytes":"1m"}}`:         "code_calls.max_result_bytes",
+		`{"code_calls":{"callable":{"crm":["delete_*"]}}}`: "code_calls.callable.crm[0]",
+	} {
+		_, err := eng.OpenQuery(ctx, "q_wide", []byte(raw))
+		var oe *gate.OverrideError
+		if !errors.As(err, &oe) || !strings.Contains(strings.Join(oe.Violations, "\n"), field) {
+			t.Errorf("override %s: %v, want it refused naming %s", raw, err, field)
+		}
+	}
+}
+
+type discardAuditor struct{}
+
+func (discardAuditor) Write(audit.Record) error { return nil }
