@@ -26,7 +26,8 @@ import (
 type Effective struct {
 	// Revision is the policy revision it was computed under.
 	Revision string
-	// Policy is the whole effective policy (tools, workspace, sandbox, ceilings).
+	// Policy is the whole effective policy (tools, workspace, sandbox,
+	// ceilings, code_calls).
 	Policy policy.Policy
 	// Hash is "sha256:" over the canonical JSON of Policy.
 	Hash string

@@ -15,7 +15,7 @@ import (
 // parameters (kind, decision, rule, tool, query, q) and the server applies
 // this one Filter to both.
 type Filter struct {
-	// Kinds are record kinds: decision, run, query, egress, rotate.
+	// Kinds are record kinds: decision, run, code_call, query, egress, rotate.
 	Kinds []string
 	// Decisions are allow, deny or ask.
 	Decisions []string
