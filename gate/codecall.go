@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -156,10 +157,19 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		defer cancel()
 	}
 	args, err := parseToolInput(call.Arguments)
+	var forward json.RawMessage
+	if err == nil {
+		forward, err = canonicalJSON(args)
+	}
 	if err != nil {
 		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, fmt.Sprintf("the arguments are not a JSON object (%v), so the call is denied", err)
 		return toolError(CallBadRequest, "", rec.Reason)
 	}
+	// The server gets the arguments the policy saw, not the program's
+	// bytes: a repeated key (the last wins here, the first in some
+	// parsers) or invalid UTF-8 cannot mean one thing to the policy and
+	// another to the server.
+	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
 	info, known, err := c.cfg.Servers.Tool(ctx, call.Server, call.Tool)
 	if err != nil {
 		return ctxOr(ctx, CallServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
@@ -182,7 +192,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		rec.Decision = Deny
 		return toolError(CallDenied, d.Rule, d.Reason)
 	}
-	out, err := c.cfg.Servers.CallTool(ctx, call.Server, call.Tool, call.Arguments)
+	out, err := c.cfg.Servers.CallTool(ctx, call.Server, call.Tool, forward)
 	if err != nil {
 		return ctxOr(ctx, CallServer, fmt.Sprintf("MCP server %q failed to call tool %q: %v", call.Server, call.Tool, err))
 	}
@@ -288,6 +298,22 @@ func ctxOr(ctx context.Context, kind, msg string) runner.ToolResult {
 		return toolError(CallCancelled, "", "the call was cancelled: "+msg)
 	}
 	return toolError(kind, "", msg)
+}
+
+// canonicalJSON encodes the arguments as the policy saw them: keys sorted
+// and once each, strings valid UTF-8, numbers as written.
+func canonicalJSON(args ast.Object) (json.RawMessage, error) {
+	v, err := ast.JSON(args)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }
 
 func sha256Hex(b []byte) string {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,7 @@ ask contains {"rule": "ops.destructive", "reason": "a destructive tool needs a h
 type fakeServers struct {
 	mu    sync.Mutex
 	calls []string
+	args  []string // the arguments each call brought, as received
 }
 
 var (
@@ -84,6 +86,7 @@ func (f *fakeServers) Tool(_ context.Context, server, tool string) (gate.ToolInf
 func (f *fakeServers) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
 	f.mu.Lock()
 	f.calls = append(f.calls, server+"."+tool)
+	f.args = append(f.args, string(args))
 	f.mu.Unlock()
 	switch tool {
 	case "get_everything":
@@ -333,3 +336,50 @@ func TestCodeCallOverrides(t *testing.T) {
 type discardAuditor struct{}
 
 func (discardAuditor) Write(audit.Record) error { return nil }
+
+// TestCodeCallForwardsWhatThePolicySaw: a program cannot make the policy
+// and the server read different arguments. A repeated key (the policy,
+// like encoding/json, keeps the last; some servers' parsers keep the
+// first) and invalid UTF-8 reach the server as the policy read them.
+func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	for _, tc := range []struct {
+		name, args, forwarded, rule string
+	}{
+		{"a denied value hidden before a repeated key is denied", `{"customer_id":"c-1","customer_id":"c-vip"}`, "", "ops.no_vip"},
+		{"a denied value hidden after a repeated key never reaches the server", `{"customer_id":"c-vip","customer_id":"c-1"}`, `{"customer_id":"c-1"}`, ""},
+		{"a repeated key inside a nested object is forwarded once", `{"q":{"customer_id":"c-vip","customer_id":"c-2"},"n":1.50}`, `{"n":1.50,"q":{"customer_id":"c-2"}}`, ""},
+		{"invalid UTF-8 is forwarded as the policy read it", "{\"customer_id\":\"c-\xff\"}", `{"customer_id":"c-\ufffd"}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			servers := &fakeServers{}
+			caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: discardAuditor{}})
+			res := caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(tc.args), Seq: 1, InFlight: 1})
+			if tc.rule != "" {
+				if res.Err == nil || res.Err.Rule != tc.rule || len(servers.args) != 0 {
+					t.Fatalf("got %+v, server saw %q; want rule %s and no call", res.Err, servers.args, tc.rule)
+				}
+				return
+			}
+			if res.Err != nil {
+				t.Fatalf("got %+v", res.Err)
+			}
+			var want any
+			must(t, json.Unmarshal([]byte(tc.forwarded), &want))
+			if len(servers.args) != 1 {
+				t.Fatalf("server saw %q", servers.args)
+			}
+			var got any
+			must(t, json.Unmarshal([]byte(servers.args[0]), &got))
+			if gs, ws := fmt.Sprint(got), fmt.Sprint(want); gs != ws || strings.Count(servers.args[0], "customer_id") != 1 || strings.Contains(servers.args[0], `"n":1.50`) != strings.Contains(tc.forwarded, `"n":1.50`) {
+				t.Errorf("server got %s, want %s", servers.args[0], tc.forwarded)
+			}
+		})
+	}
+}

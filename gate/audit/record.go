@@ -115,7 +115,8 @@ type Record struct {
 	// Code call fields (Kind "code_call", with Tool, Decision, Rule,
 	// Reason, DurationMS and Error). Server is the MCP server; CallSeq the
 	// call's 1-based number within its run. Arguments and result are
-	// never written, only the hex SHA-256 and the size of their JSON;
+	// never written, only the hex SHA-256 and the size of their JSON (the
+	// arguments as forwarded: their canonical JSON, once parsed);
 	// ResultIsError is the result's own isError (the tool ran and failed).
 	// ErrorKind is the bridge's error kind when the call got no result
 	// (denied, limit, timeout, server, cancelled, bad_request).
