@@ -383,3 +383,91 @@ func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
 		})
 	}
 }
+
+// TestCodeCallConcurrentCallsEachGetOneChainedLine: a run's calls in
+// flight at once each get their answer and one line of a chain that
+// verifies.
+func TestCodeCallConcurrentCallsEachGetOneChainedLine(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(logPath, audit.Options{})
+	must(t, err)
+	servers := &fakeServers{}
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: log})
+	const n = 5 // max_calls
+	var wg sync.WaitGroup
+	errs := make([]*runner.ToolError, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := json.RawMessage(`{"customer_id":"c-` + string(rune('a'+i)) + `"}`)
+			errs[i] = caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: i + 1, InFlight: 2}).Err
+		}()
+	}
+	wg.Wait()
+	must(t, log.Close())
+	for i, e := range errs {
+		if e != nil {
+			t.Errorf("call %d: %+v", i+1, e)
+		}
+	}
+	rep, err := audit.VerifyFile(logPath)
+	if err != nil || rep.Lines != n {
+		t.Fatalf("verify: %d lines, %v; want %d", rep.Lines, err, n)
+	}
+	seen := map[int]bool{}
+	for _, rec := range readRecords(t, logPath) {
+		seen[rec.CallSeq] = rec.Kind == audit.KindCodeCall && rec.Decision == gate.Allow
+	}
+	for i := 1; i <= n; i++ {
+		if !seen[i] {
+			t.Errorf("no allowed code_call line for call %d", i)
+		}
+	}
+	if len(servers.called()) != n {
+		t.Errorf("the server saw %d calls, want %d", len(servers.called()), n)
+	}
+}
+
+// BenchmarkCodeCallDecision is the gate's cost of one allowed nested call
+// over a server that answers at once: decision, forwarding, audit line to
+// a real log.
+func BenchmarkCodeCallDecision(b *testing.B) {
+	e := newEnv(b, codeCallPolicy)
+	must(b, os.WriteFile(filepath.Join(e.regoDir, "ops.rego"), []byte(codeCallRego), 0o644))
+	eng, err := gate.New(b.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+	must(b, err)
+	q, err := eng.OpenQuery(b.Context(), "q_1", nil)
+	must(b, err)
+	eff, err := q.Effective(b.Context())
+	must(b, err)
+	log, err := audit.Open(filepath.Join(b.TempDir(), "audit.log"), audit.Options{})
+	must(b, err)
+	defer log.Close()
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: &nopServers{}, Auditor: log})
+	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1","page":3,"fields":["name","email"]}`), Seq: 1, InFlight: 1}
+	b.ResetTimer()
+	for b.Loop() {
+		if res := caller.CallTool(b.Context(), call); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+	}
+}
+
+// nopServers answers every call of crm at once, keeping nothing.
+type nopServers struct{}
+
+func (nopServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+	info, ok := crmTools[tool]
+	return info, ok && server == "crm", nil
+}
+
+func (nopServers) CallTool(context.Context, string, string, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`), nil
+}
