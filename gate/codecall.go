@@ -25,17 +25,6 @@ const EventCodeCall = "code_call"
 // of the policy's mcp_servers, and the sidecar is its client.
 const SourcePolicy = "policy"
 
-// Kinds of a runner.ToolError the gate answers with (the bridge's
-// protocol, docs/protocol.md); the runner answers the others.
-const (
-	CallDenied     = "denied"
-	CallLimit      = "limit"
-	CallTimeout    = "timeout"
-	CallServer     = "server"
-	CallCancelled  = "cancelled"
-	CallBadRequest = "bad_request"
-)
-
 // ToolServers is the operator's MCP servers, as the gate needs them.
 type ToolServers interface {
 	// Tool returns what the server says about one tool (its annotations and schemas); ok is false
@@ -96,6 +85,16 @@ func NewCodeCaller(cfg CodeCallerConfig) *CodeCaller {
 	return &CodeCaller{cfg: cfg}
 }
 
+// CodeCaller returns the ToolCaller of one run of r under eff (what the
+// sidecar's run path puts in runner.Spec.Tools), or nil, no bridge at
+// all, when servers is nil or code_calls.callable names no server.
+func (eff *Effective) CodeCaller(r RunRequest, servers ToolServers, a Auditor) runner.ToolCaller {
+	if servers == nil || a == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		return nil
+	}
+	return NewCodeCaller(CodeCallerConfig{Effective: eff, RunID: r.RunID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Servers: servers, Auditor: a})
+}
+
 // CallTool decides call, makes it when allowed, and audits it. It fails
 // closed: an error anywhere answers the program with a ToolError, and a
 // result whose audit line cannot be written is withheld.
@@ -123,7 +122,7 @@ func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 	rec.DurationMS = time.Since(start).Milliseconds()
 	if err := c.cfg.Auditor.Write(rec); err != nil {
 		c.unaudited.Store(true)
-		return toolError(CallDenied, RuleError, "the call was made but the audit log cannot be written, so its result is withheld and no further call of this run is made: "+err.Error())
+		return toolError(runner.ToolDenied, RuleError, "the call was made but the audit log cannot be written, so its result is withheld and no further call of this run is made: "+err.Error())
 	}
 	return res
 }
@@ -133,12 +132,12 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	if c.unaudited.Load() {
 		rec.Decision, rec.Rule = Deny, RuleError
 		rec.Reason = "an earlier call's audit line could not be written, so this run makes no further call"
-		return toolError(CallDenied, RuleError, rec.Reason)
+		return toolError(runner.ToolDenied, RuleError, rec.Reason)
 	}
 	eff := c.cfg.Effective
 	if eff == nil || eff.snap == nil {
 		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, "gatekeeper has no effective policy for this run's calls, so the call is denied"
-		return toolError(CallDenied, RuleError, rec.Reason)
+		return toolError(runner.ToolDenied, RuleError, rec.Reason)
 	}
 	// The runner enforces these bounds before it calls; the gate holds
 	// them too, so that no path past the runner's checks reaches a server.
@@ -163,7 +162,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	}
 	if err != nil {
 		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, fmt.Sprintf("the arguments are not a JSON object (%v), so the call is denied", err)
-		return toolError(CallBadRequest, "", rec.Reason)
+		return toolError(runner.ToolBadRequest, "", rec.Reason)
 	}
 	// The server gets the arguments the policy saw, not the program's
 	// bytes: a repeated key (the last wins here, the first in some
@@ -172,7 +171,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
 	info, known, err := c.cfg.Servers.Tool(ctx, call.Server, call.Tool)
 	if err != nil {
-		return ctxOr(ctx, CallServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
+		return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
 	}
 	d, err := c.decide(ctx, eff, call, args, info, known)
 	if err != nil {
@@ -187,17 +186,17 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		// tool itself, where the ask reaches one.
 		rec.Decision = Deny
 		rec.Reason = fmt.Sprintf("%s; a program cannot ask a human for approval, so call %s directly (as a tool call of your own, not from code) if you need it", d.Reason, mcpToolName(call.Server, call.Tool))
-		return toolError(CallDenied, d.Rule, rec.Reason)
+		return toolError(runner.ToolDenied, d.Rule, rec.Reason)
 	default:
 		rec.Decision = Deny
-		return toolError(CallDenied, d.Rule, d.Reason)
+		return toolError(runner.ToolDenied, d.Rule, d.Reason)
 	}
 	out, err := c.cfg.Servers.CallTool(ctx, call.Server, call.Tool, forward)
 	if err != nil {
-		return ctxOr(ctx, CallServer, fmt.Sprintf("MCP server %q failed to call tool %q: %v", call.Server, call.Tool, err))
+		return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q failed to call tool %q: %v", call.Server, call.Tool, err))
 	}
 	if int64(len(out)) > int64(lim.MaxResultBytes) {
-		return toolError(CallLimit, "code_calls.max_result_bytes", fmt.Sprintf("the result is %d bytes, more than code_calls.max_result_bytes (%s)", len(out), lim.MaxResultBytes))
+		return toolError(runner.ToolLimit, "code_calls.max_result_bytes", fmt.Sprintf("the result is %d bytes, more than code_calls.max_result_bytes (%s)", len(out), lim.MaxResultBytes))
 	}
 	return runner.ToolResult{Result: out}
 }
@@ -285,7 +284,7 @@ func toolError(kind, rule, msg string) runner.ToolResult {
 
 func limit(rec *audit.Record, rule, msg string) runner.ToolResult {
 	rec.Decision, rec.Rule, rec.Reason = Deny, rule, msg
-	return toolError(CallLimit, rule, msg)
+	return toolError(runner.ToolLimit, rule, msg)
 }
 
 // ctxOr answers a failed call: timeout or cancelled when ctx has ended,
@@ -293,9 +292,9 @@ func limit(rec *audit.Record, rule, msg string) runner.ToolResult {
 func ctxOr(ctx context.Context, kind, msg string) runner.ToolResult {
 	switch err := ctx.Err(); {
 	case errors.Is(err, context.DeadlineExceeded):
-		return toolError(CallTimeout, "code_calls.timeout", "the call took longer than its timeout (code_calls.timeout): "+msg)
+		return toolError(runner.ToolTimeout, "code_calls.timeout", "the call took longer than its timeout (code_calls.timeout): "+msg)
 	case err != nil:
-		return toolError(CallCancelled, "", "the call was cancelled: "+msg)
+		return toolError(runner.ToolCancelled, "", "the call was cancelled: "+msg)
 	}
 	return toolError(kind, "", msg)
 }

@@ -280,7 +280,7 @@ func TestCodeCallWithoutAuditStopsTheRun(t *testing.T) {
 	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: failingAuditor{}})
 	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1"}`), Seq: 1, InFlight: 1}
 	res := caller.CallTool(t.Context(), call)
-	if res.Err == nil || res.Err.Kind != gate.CallDenied || res.Err.Rule != gate.RuleError || res.Result != nil {
+	if res.Err == nil || res.Err.Kind != runner.ToolDenied || res.Err.Rule != gate.RuleError || res.Result != nil {
 		t.Fatalf("first call = %+v, want its result withheld", res)
 	}
 	call.Seq = 2
@@ -309,7 +309,17 @@ func TestCodeCallOverrides(t *testing.T) {
 	if spec.Sandbox.Calls != want {
 		t.Errorf("Sandbox.Calls = %+v, want %+v", spec.Sandbox.Calls, want)
 	}
-	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_narrow", Servers: &fakeServers{}, Auditor: discardAuditor{}})
+	caller := eff.CodeCaller(gate.RunRequest{RunID: "run_1", QueryID: "q_narrow"}, &fakeServers{}, discardAuditor{})
+	if caller == nil {
+		t.Fatal("no ToolCaller for a query whose code may call a tool")
+	}
+	none, err := eng.OpenQuery(ctx, "q_none", []byte(`{"code_calls":{"callable":{}}}`))
+	must(t, err)
+	noneEff, err := none.Effective(ctx)
+	must(t, err)
+	if c := noneEff.CodeCaller(gate.RunRequest{RunID: "run_2"}, &fakeServers{}, discardAuditor{}); c != nil {
+		t.Errorf("a query whose code may call no tool got a bridge: %T", c)
+	}
 	for tool, rule := range map[string]string{"get_customer": "", "get_everything": "code_calls.not_callable"} {
 		res := caller.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
 		switch {

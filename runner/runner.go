@@ -92,7 +92,8 @@ type Sandbox struct {
 	// MaxFilesBytes is the most bytes of file content a run returns, all
 	// files together; a file past it is listed without its content.
 	MaxFilesBytes int64
-	// Calls bounds the run's nested tool calls (Spec.Tools).
+	// Calls bounds the nested calls of a run with Spec.Tools; the zero
+	// value allows none.
 	Calls CallLimits
 }
 

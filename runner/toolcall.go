@@ -37,3 +37,13 @@ type CallLimits struct {
 	MaxResultBytes   int64         // bytes of one call's result JSON
 	Timeout          time.Duration // per call
 }
+
+// The kinds of a ToolError, as the program's runtime sees them.
+const (
+	ToolDenied     = "denied"      // the policy refused: Rule names the Rego rule
+	ToolLimit      = "limit"       // a CallLimits bound was hit: Rule names it
+	ToolTimeout    = "timeout"     // the call outlived CallLimits.Timeout
+	ToolServer     = "server"      // the MCP server failed or is down
+	ToolCancelled  = "cancelled"   // the run is ending
+	ToolBadRequest = "bad_request" // the line was not a valid request
+)
