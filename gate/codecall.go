@@ -77,7 +77,9 @@ type CodeCaller struct {
 
 var _ runner.ToolCaller = (*CodeCaller)(nil)
 
-// NewCodeCaller returns the ToolCaller of one run.
+// NewCodeCaller returns the ToolCaller of one run. Effective, Servers and
+// Auditor are required; without one, every call is denied (and, without
+// an Auditor, made nowhere).
 func NewCodeCaller(cfg CodeCallerConfig) *CodeCaller {
 	if cfg.DecisionTimeout <= 0 {
 		cfg.DecisionTimeout = time.Second
@@ -120,6 +122,9 @@ func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 		rec.ResultIsError = resultIsError(res.Result)
 	}
 	rec.DurationMS = time.Since(start).Milliseconds()
+	if c.cfg.Auditor == nil {
+		return res // a deny: call refuses every call without an Auditor
+	}
 	if err := c.cfg.Auditor.Write(rec); err != nil {
 		c.unaudited.Store(true)
 		return toolError(runner.ToolDenied, RuleError, "the call was made but the audit log cannot be written, so its result is withheld and no further call of this run is made: "+err.Error())
@@ -135,8 +140,8 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		return toolError(runner.ToolDenied, RuleError, rec.Reason)
 	}
 	eff := c.cfg.Effective
-	if eff == nil || eff.snap == nil {
-		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, "gatekeeper has no effective policy for this run's calls, so the call is denied"
+	if eff == nil || eff.snap == nil || c.cfg.Servers == nil || c.cfg.Auditor == nil {
+		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, "gatekeeper has no effective policy, MCP servers or audit log for this run's calls, so the call is denied"
 		return toolError(runner.ToolDenied, RuleError, rec.Reason)
 	}
 	// The runner enforces these bounds before it calls; the gate holds
@@ -169,9 +174,14 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	// parsers) or invalid UTF-8 cannot mean one thing to the policy and
 	// another to the server.
 	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
-	info, known, err := c.cfg.Servers.Tool(ctx, call.Server, call.Tool)
-	if err != nil {
-		return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
+	// A tool no callable glob names is denied whatever its server says:
+	// the server is not asked about it.
+	var info ToolInfo
+	var known bool
+	if len(lim.Matching(call.Server, call.Tool)) > 0 {
+		if info, known, err = c.cfg.Servers.Tool(ctx, call.Server, call.Tool); err != nil {
+			return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
+		}
 	}
 	d, err := c.decide(ctx, eff, call, args, info, known)
 	if err != nil {

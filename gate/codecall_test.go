@@ -63,6 +63,7 @@ type fakeServers struct {
 	mu    sync.Mutex
 	calls []string
 	args  []string // the arguments each call brought, as received
+	asked []string // the tools Tool was asked about
 }
 
 var (
@@ -79,6 +80,9 @@ var (
 )
 
 func (f *fakeServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+	f.mu.Lock()
+	f.asked = append(f.asked, server+"."+tool)
+	f.mu.Unlock()
 	info, ok := crmTools[tool]
 	return info, ok && server == "crm", nil
 }
@@ -232,6 +236,12 @@ func TestCodeCallCases(t *testing.T) {
 	}
 	if c := servers.called(); strings.Join(c, ",") != strings.Join(allowed, ",") {
 		t.Errorf("the server saw %v; want only the allowed calls %v", c, allowed)
+	}
+	servers.mu.Lock()
+	asked := strings.Join(servers.asked, ",")
+	servers.mu.Unlock()
+	if strings.Contains(asked, "delete_customer") || strings.Contains(asked, "billing.") || !strings.Contains(asked, "crm.get_ghost") {
+		t.Errorf("servers were asked about %s; want only tools a callable glob names", asked)
 	}
 	if t.Failed() {
 		t.Logf("audit lines: %s", mustRead(t, logPath))
@@ -480,4 +490,29 @@ func (nopServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, b
 
 func (nopServers) CallTool(context.Context, string, string, json.RawMessage) (json.RawMessage, error) {
 	return json.RawMessage(`{"content":[{"type":"text","text":"ok"}]}`), nil
+}
+
+// TestCodeCallWithoutItsPartsIsDenied: a CodeCaller missing its policy,
+// servers or audit log denies every call and reaches no server.
+func TestCodeCallWithoutItsPartsIsDenied(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	servers := &fakeServers{}
+	for name, cfg := range map[string]gate.CodeCallerConfig{
+		"no policy":    {Servers: servers, Auditor: discardAuditor{}},
+		"no servers":   {Effective: eff, Auditor: discardAuditor{}},
+		"no audit log": {Effective: eff, Servers: servers},
+	} {
+		res := gate.NewCodeCaller(cfg).CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
+		if res.Err == nil || res.Err.Kind != runner.ToolDenied || res.Err.Rule != gate.RuleError {
+			t.Errorf("%s: %+v, want a deny by %s", name, res, gate.RuleError)
+		}
+	}
+	if c := servers.called(); len(c) != 0 {
+		t.Errorf("the server saw %v", c)
+	}
 }
