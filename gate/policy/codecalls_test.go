@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -171,4 +172,43 @@ func TestCodeCallsOverrideOnlyNarrows(t *testing.T) {
 	if msgs := problems(t, err); len(msgs) != 2 {
 		t.Errorf("problems = %q, want the uid and max_calls", msgs)
 	}
+}
+
+// FuzzQueryOverride: an override never panics the decoder, a refused one
+// is an *Error with problems, and an accepted one never widens code_calls:
+// every tool its globs match (a sample: each glob with * written as x, and
+// as nothing) the policy's globs match too, and no bound rises.
+func FuzzQueryOverride(f *testing.F) {
+	f.Add([]byte(`{"code_calls":{"callable":{"crm":["get_invoice"]},"max_calls":3}}`))
+	f.Add([]byte(`{"code_calls":{"callable":{"crm":["get_*"],"billing":["*"]}}}`))
+	f.Add([]byte(`{"proc":{"cpus":0.5},"code_calls":{"timeout":"1s"}}`))
+	f.Add([]byte(`{"code_calls":{"callable":{}}}`))
+	f.Add([]byte(`code_calls: {callable: {crm: [list_customers]}}`))
+	base, err := policy.Decode("p.yaml", []byte(codeCallsPolicy), "/etc/gatekeeper")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		_, c, err := base.QueryOverride(raw)
+		if err != nil {
+			var pe *policy.Error
+			if !errors.As(err, &pe) || len(pe.Problems) == 0 {
+				t.Fatalf("error %v is not an *Error with problems", err)
+			}
+			return
+		}
+		for server, globs := range c.Callable {
+			for _, g := range globs {
+				for _, tool := range []string{strings.ReplaceAll(g, "*", "x"), strings.ReplaceAll(g, "*", "")} {
+					if len(base.CodeCalls.Matching(server, tool)) == 0 {
+						t.Fatalf("override %q lets code call %s.%s, which the policy does not", raw, server, tool)
+					}
+				}
+			}
+		}
+		b := base.CodeCalls
+		if c.MaxCalls > b.MaxCalls || c.MaxInFlight > b.MaxInFlight || c.MaxArgumentBytes > b.MaxArgumentBytes || c.MaxResultBytes > b.MaxResultBytes || c.Timeout > b.Timeout {
+			t.Fatalf("override %q raised a bound: %+v over %+v", raw, c, b)
+		}
+	})
 }
