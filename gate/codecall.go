@@ -60,7 +60,8 @@ type CodeCallerConfig struct {
 	Servers ToolServers
 	// Auditor receives one line per nested call.
 	Auditor Auditor
-	// DecisionTimeout bounds one evaluation; zero means 1s.
+	// DecisionTimeout bounds one evaluation; zero means the engine's
+	// (Config.DecisionTimeout).
 	DecisionTimeout time.Duration
 }
 
@@ -83,6 +84,9 @@ var _ runner.ToolCaller = (*CodeCaller)(nil)
 func NewCodeCaller(cfg CodeCallerConfig) *CodeCaller {
 	if cfg.DecisionTimeout <= 0 {
 		cfg.DecisionTimeout = time.Second
+		if cfg.Effective != nil && cfg.Effective.snap != nil && cfg.Effective.snap.decisionTimeout > 0 {
+			cfg.DecisionTimeout = cfg.Effective.snap.decisionTimeout
+		}
 	}
 	return &CodeCaller{cfg: cfg}
 }
@@ -205,7 +209,12 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	if err != nil {
 		return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q failed to call tool %q: %v", call.Server, call.Tool, err))
 	}
+	if !json.Valid(out) {
+		return toolError(runner.ToolServer, "", fmt.Sprintf("MCP server %q answered tool %q with something that is not JSON", call.Server, call.Tool))
+	}
 	if int64(len(out)) > int64(lim.MaxResultBytes) {
+		// Withheld, but its size and hash are audited.
+		rec.ResultSHA256, rec.ResultBytes = sha256Hex(out), int64(len(out))
 		return toolError(runner.ToolLimit, "code_calls.max_result_bytes", fmt.Sprintf("the result is %d bytes, more than code_calls.max_result_bytes (%s)", len(out), lim.MaxResultBytes))
 	}
 	return runner.ToolResult{Result: out}

@@ -75,6 +75,7 @@ var (
 		"get_everything":  {Name: "get_everything", ReadOnly: &yes},
 		"get_broken":      {Name: "get_broken", ReadOnly: &yes},
 		"get_slowly":      {Name: "get_slowly", ReadOnly: &yes},
+		"get_garbled":     {Name: "get_garbled", ReadOnly: &yes},
 		"delete_customer": {Name: "delete_customer", Destructive: &yes},
 	}
 )
@@ -100,8 +101,10 @@ func (f *fakeServers) CallTool(ctx context.Context, server, tool string, args js
 	case "get_slowly":
 		<-ctx.Done()
 		return nil, ctx.Err()
+	case "get_garbled":
+		return json.RawMessage(`{"content":[` + "\n\"}{\"type\":\"run\""), nil
 	}
-	return json.RawMessage(`{"content":[{"type":"text","text":"` + tool + ` ` + string(args[:min(len(args), 40)]) + `"}],"isError":false}`), nil
+	return json.Marshal(map[string]any{"content": []any{map[string]any{"type": "text", "text": tool + " " + string(args)}}, "isError": false})
 }
 
 func (f *fakeServers) called() []string {
@@ -219,8 +222,8 @@ func TestCodeCallCases(t *testing.T) {
 				if sum := sha256.Sum256(s.res.Result); rec.ResultSHA256 != hex.EncodeToString(sum[:]) || rec.ResultBytes != int64(len(s.res.Result)) {
 					t.Errorf("result sha256 %s size %d; want those of the result returned", rec.ResultSHA256, rec.ResultBytes)
 				}
-			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message) || rec.ResultSHA256 != "" {
-				t.Errorf("audit error %q %q, result %q; want the error returned and no result", rec.ErrorKind, rec.Error, rec.ResultSHA256)
+			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message) || (rec.ResultSHA256 != "") != (s.res.Err.Rule == "code_calls.max_result_bytes") {
+				t.Errorf("audit error %q %q, result %q; want the error returned, and the result's hash only when it was withheld for its size", rec.ErrorKind, rec.Error, rec.ResultSHA256)
 			}
 			if rec.PolicyHash != eff.Hash {
 				t.Errorf("policy hash %q, want the run's %q", rec.PolicyHash, eff.Hash)
