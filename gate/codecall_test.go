@@ -318,6 +318,14 @@ func TestCodeCallOverrides(t *testing.T) {
 	must(t, err)
 	spec, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python"})
 	must(t, err)
+	if spec.Tools != nil {
+		t.Errorf("a run without ToolServers got a bridge: %T", spec.Tools)
+	}
+	withTools, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
+	must(t, err)
+	if _, ok := withTools.Tools.(*gate.CodeCaller); !ok {
+		t.Errorf("a run with ToolServers under a callable list got Tools %T, want the gate's CodeCaller", withTools.Tools)
+	}
 	want := runner.CallLimits{MaxCalls: 2, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: time.Second}
 	if spec.Sandbox.Calls != want {
 		t.Errorf("Sandbox.Calls = %+v, want %+v", spec.Sandbox.Calls, want)

@@ -34,7 +34,7 @@ func codeCallLog(t *testing.T) string {
 			Reason: "customer c-vip may not be read from code", ArgumentsSHA256: strings.Repeat("c", 64), ArgumentsBytes: 26, ErrorKind: runner.ToolDenied, DurationMS: 1},
 		{Kind: audit.KindCodeCall, Event: gate.EventCodeCall, QueryID: q, ToolUseID: tu, RunID: run, Server: "billing", Tool: "get_invoice", CallSeq: 3, Decision: gate.Allow, Rule: "code_calls.callable",
 			Reason: "callable", ArgumentsSHA256: strings.Repeat("d", 64), ArgumentsBytes: 2, ErrorKind: runner.ToolServer, Error: "MCP server \"billing\" failed", DurationMS: 12},
-		{Kind: audit.KindRun, QueryID: q, ToolUseID: tu, RunID: run, Tool: gate.SandboxTool, Decision: gate.Allow, Rule: "tools.allow_list", Outcome: audit.OutcomeExited, ExitCode: &zero, DurationMS: 140, Runtime: "runc", Image: "gatekeeper-sandbox:python"},
+		{Kind: audit.KindRun, QueryID: q, ToolUseID: tu, RunID: run, Tool: gate.SandboxTool, Decision: gate.Allow, Rule: "tools.allow_list", Outcome: audit.OutcomeExited, ExitCode: &zero, DurationMS: 140, Runtime: "runc", Image: "gatekeeper-sandbox:python", ToolCalls: 3},
 	} {
 		if err := log.Write(rec); err != nil {
 			t.Fatal(err)

@@ -106,6 +106,9 @@ type Record struct {
 	// what became of the query's workspace ("saved", "not_saved").
 	Files     int    `json:"files,omitempty"`
 	Workspace string `json:"workspace,omitempty"`
+	// ToolCalls is how many nested calls the run's program made through
+	// the bridge, every outcome (each has its own code_call line).
+	ToolCalls int `json:"tool_calls,omitempty"`
 	// Artifact names the run's artifact file (serve --artifacts-dir) and
 	// ArtifactSHA256 is the SHA-256 of its content.
 	Artifact       string `json:"artifact,omitempty"`

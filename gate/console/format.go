@@ -132,6 +132,9 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 		if rec.Truncated {
 			parts = append(parts, "output truncated")
 		}
+		if rec.ToolCalls > 0 {
+			parts = append(parts, fmt.Sprintf("%d nested calls", rec.ToolCalls))
+		}
 		if rec.Error != "" {
 			parts = append(parts, safe(rec.Error))
 		}

@@ -13,6 +13,7 @@ export function details(rec) {
       if (rec.runtime) parts.push(rec.runtime);
       if (rec.image) parts.push(rec.image);
       if (rec.truncated) parts.push('output truncated');
+      if (rec.tool_calls) parts.push(`${rec.tool_calls} nested calls`);
       if (rec.error) parts.push(rec.error);
       if (rec.reason) parts.push(rec.reason);
       return parts.join(' · ');

@@ -43,7 +43,7 @@ export async function runView(root, id) {
       ['outcome', rec.outcome ?? (rec.decision === 'deny' ? 'refused' : '')], ['exit code', rec.exit_code], ['duration', rec.duration_ms !== undefined ? `${rec.duration_ms} ms` : ''],
       ['peak memory', rec.peak_memory_bytes ? bytes(rec.peak_memory_bytes) : rec.outcome && rec.outcome !== 'error' ? 'unknown (the runner saw no figure)' : ''], ['runtime', rec.runtime], ['image', rec.image],
       ['stdout / stderr', rec.stdout_bytes !== undefined || rec.stderr_bytes !== undefined ? `${bytes(rec.stdout_bytes ?? 0)} / ${bytes(rec.stderr_bytes ?? 0)}` : ''],
-      ['truncated', rec.truncated ? 'yes' : ''], ['error', rec.error], ['rule', rec.rule], ['reason', rec.reason],
+      ['truncated', rec.truncated ? 'yes' : ''], ['nested calls', rec.tool_calls], ['error', rec.error], ['rule', rec.rule], ['reason', rec.reason],
       ['language', d?.language ?? decide?.rec.tool_input?.language], ['timeout', d ? `${d.timeout_ms} ms` : ''],
     ])),
     section('Code', code === undefined ? h('p', { class: 'empty' }, '(not in the console\'s history)') : h('pre', { class: 'code', id: 'run-code' }, code)),
