@@ -89,6 +89,9 @@ type snapshot struct {
 	home        string   // home directory for ~
 	installed   []string // Config.Protect's paths at load
 	base        *Effective
+	// decisionTimeout is Config.DecisionTimeout, for the nested calls of
+	// the runs its Effectives allow (codecall.go).
+	decisionTimeout time.Duration
 }
 
 // New loads and compiles the policy. A broken policy file or Rego module is
@@ -304,7 +307,7 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 			oparego.StrictBuiltinErrors(true),
 		).PrepareForEval(ctx)
 	}
-	s := &snapshot{revision: revisionOf(pol, mods), policy: p, home: e.cfg.Home}
+	s := &snapshot{revision: revisionOf(pol, mods), policy: p, home: e.cfg.Home, decisionTimeout: e.cfg.DecisionTimeout}
 	for _, m := range mods {
 		if m.name == protectSource && len(m.data) > 0 {
 			s.installed = strings.Split(string(m.data), "\n")
@@ -317,7 +320,7 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 		return nil, fmt.Errorf("%w: prepare constraints: %w", ErrPolicy, err)
 	}
 	s.root = resolveRoot(p.WorkspaceRoot)
-	if s.base, err = s.effective(p.Sandbox); err != nil {
+	if s.base, err = s.effective(p.Sandbox, p.CodeCalls); err != nil {
 		return nil, err
 	}
 	// The base policy must itself satisfy the constraints over an empty override.

@@ -26,7 +26,8 @@ import (
 type Effective struct {
 	// Revision is the policy revision it was computed under.
 	Revision string
-	// Policy is the whole effective policy (tools, workspace, sandbox, ceilings).
+	// Policy is the whole effective policy (tools, workspace, sandbox,
+	// ceilings, code_calls).
 	Policy policy.Policy
 	// Hash is "sha256:" over the canonical JSON of Policy.
 	Hash string
@@ -54,6 +55,9 @@ type Effective struct {
 	// run_languages.
 	runLanguages *ast.Term
 	home         string
+	// snap is the snapshot it was computed under: its Rego decides the
+	// nested calls of the runs it allows (codecall.go).
+	snap *snapshot
 
 	// matchCache memoizes, per directory, which deny and write-protect
 	// globs match it (string -> pathMatches, see matches); matchCacheLen
@@ -120,9 +124,9 @@ func escapeGlob(p string) string {
 	return b.String()
 }
 
-func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
+func (s *snapshot) effective(sb policy.Sandbox, calls policy.CodeCalls) (*Effective, error) {
 	p := *s.policy
-	p.Sandbox = sb
+	p.Sandbox, p.CodeCalls = sb, calls
 	data, err := json.Marshal(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode effective policy: %w", err)
@@ -171,6 +175,7 @@ func (s *snapshot) effective(sb policy.Sandbox) (*Effective, error) {
 		netDeny:      netDeny,
 		runLanguages: ast.ArrayTerm(stringTerms(runner.LanguageNames())...),
 		home:         s.home,
+		snap:         s,
 	}, nil
 }
 
@@ -281,7 +286,7 @@ func (s *snapshot) queryEffective(ctx context.Context, override []byte) (*Effect
 	if len(override) == 0 {
 		return s.base, nil
 	}
-	merged, err := s.policy.Override(override)
+	merged, calls, err := s.policy.QueryOverride(override)
 	if err != nil {
 		var pe *policy.Error
 		if errors.As(err, &pe) {
@@ -296,5 +301,5 @@ func (s *snapshot) queryEffective(ctx context.Context, override []byte) (*Effect
 	if len(v) > 0 {
 		return nil, &OverrideError{Violations: v}
 	}
-	return s.effective(merged)
+	return s.effective(merged, calls)
 }

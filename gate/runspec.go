@@ -28,6 +28,12 @@ type RunRequest struct {
 	// Outputs names the files and directories of /workspace whose files
 	// the run returns (runner.Spec.Outputs).
 	Outputs []string
+	// ToolServers and Auditor, when both are set and the policy's
+	// code_calls.callable names a server, give the run a bridge: the Spec's
+	// Tools decides, makes and audits its program's nested calls
+	// (Effective.CodeCaller). Without them the run has none.
+	ToolServers ToolServers
+	Auditor     Auditor
 }
 
 // RunRequestError is a run request its effective policy does not let
@@ -91,5 +97,6 @@ func (eff *Effective) RunSpec(r RunRequest) (runner.Spec, error) {
 	if r.ToolUseID != "" {
 		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}
 	}
+	spec.Tools = eff.CodeCaller(r, r.ToolServers, r.Auditor)
 	return spec, nil
 }

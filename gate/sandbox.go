@@ -39,5 +39,6 @@ func (eff *Effective) RunnerSandbox() (runner.Sandbox, error) {
 		MaxOutputBytes: int64(s.Output.MaxBytes),
 		MaxFiles:       s.Output.MaxFiles,
 		MaxFilesBytes:  int64(s.Output.MaxFilesBytes),
+		Calls:          eff.Policy.CodeCalls.Limits(),
 	}, nil
 }

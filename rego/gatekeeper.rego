@@ -12,7 +12,8 @@
 #
 # input (built by the sidecar, see docs/SANDBOX.md):
 #   event          "PreToolUse" | "canUseTool" (the SDK client), "PreToolUse" |
-#                  "PermissionRequest" (Claude Code CLI hooks) or "run"
+#                  "PermissionRequest" (Claude Code CLI hooks), "run", or "code_call"
+#                  (a nested call of sandboxed code: its input in code_calls.rego)
 #   tool_name      exact tool name
 #   tool_kind      "host_fs" (a tool in host_fs_tools), "host_net" (in
 #                  host_net_tools) or "other"; the rules test it rather than
@@ -30,7 +31,8 @@
 #                  the main thread
 #   agent_type     the subagent's type ("general-purpose", ...), or the agent of a
 #                  session started with --agent; absent when neither
-#   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings)
+#   policy         the query's effective policy (tools, workspace_root, sandbox, ceilings,
+#                  code_calls)
 #   workspace_root the workspace root with symlinks resolved
 #   run_languages  the languages a sandboxed run may use (runner.Languages)
 #   deny_globs     sandbox.fs.deny with ~ expanded, a relative glob anchored as **/glob

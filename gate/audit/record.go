@@ -17,8 +17,12 @@ const (
 	KindToolResult Kind = "tool_result"
 	// KindEvent: a Claude Code hook event that is no tool call, and what
 	// gatekeeper answered (Elicitation, ConfigChange).
-	KindEvent  Kind = "event"
-	KindRotate Kind = "rotate" // the first line of a file that continues the chain of an earlier file
+	KindEvent Kind = "event"
+	// KindCodeCall: a sandboxed program's nested call to an MCP tool
+	// (code mode), decided and, when allowed, made; RunID, QueryID and
+	// ToolUseID name the run that made it.
+	KindCodeCall Kind = "code_call"
+	KindRotate   Kind = "rotate" // the first line of a file that continues the chain of an earlier file
 )
 
 // Outcome says how a sandbox run ended.
@@ -102,11 +106,31 @@ type Record struct {
 	// what became of the query's workspace ("saved", "not_saved").
 	Files     int    `json:"files,omitempty"`
 	Workspace string `json:"workspace,omitempty"`
+	// ToolCalls is how many nested calls the run's program made through
+	// the bridge, every outcome (each has its own code_call line).
+	ToolCalls int `json:"tool_calls,omitempty"`
 	// Artifact names the run's artifact file (serve --artifacts-dir) and
 	// ArtifactSHA256 is the SHA-256 of its content.
 	Artifact       string `json:"artifact,omitempty"`
 	ArtifactSHA256 string `json:"artifact_sha256,omitempty"`
 	Error          string `json:"error,omitempty"`
+
+	// Code call fields (Kind "code_call", with Tool, Decision, Rule,
+	// Reason, DurationMS and Error). Server is the MCP server; CallSeq the
+	// call's 1-based number within its run. Arguments and result are
+	// never written, only the hex SHA-256 and the size of their JSON (the
+	// arguments as forwarded: their canonical JSON, once parsed);
+	// ResultIsError is the result's own isError (the tool ran and failed).
+	// ErrorKind is the bridge's error kind when the call got no result
+	// (denied, limit, timeout, server, cancelled, bad_request).
+	Server          string `json:"server,omitempty"`
+	CallSeq         int    `json:"call_seq,omitempty"`
+	ArgumentsSHA256 string `json:"arguments_sha256,omitempty"`
+	ArgumentsBytes  int64  `json:"arguments_bytes,omitempty"`
+	ResultSHA256    string `json:"result_sha256,omitempty"`
+	ResultBytes     int64  `json:"result_bytes,omitempty"`
+	ResultIsError   bool   `json:"result_is_error,omitempty"`
+	ErrorKind       string `json:"error_kind,omitempty"`
 
 	// Egress fields (Kind "egress").
 	Host      string `json:"host,omitempty"`

@@ -56,6 +56,11 @@ func VerdictOf(r *audit.Record) Verdict {
 			return Verdict{"✘", "ERROR", "deny"}
 		}
 	}
+	if r.Kind == audit.KindCodeCall && r.ErrorKind != "" && r.Decision != "deny" {
+		// Allowed (or never decided) but no result: the server failed,
+		// the call timed out or the run ended.
+		return Verdict{"▲", strings.ToUpper(r.ErrorKind), "warn"}
+	}
 	switch r.Decision {
 	case "allow":
 		return Verdict{"✔", "ALLOW", "allow"}
@@ -91,6 +96,15 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 	var b strings.Builder
 	b.WriteString(paint(ansiDim, rec.Time.In(loc).Format("15:04:05.000")))
 	fmt.Fprintf(&b, " %s ", paint(ansiDim, fmt.Sprintf("#%-5d", rec.Seq)))
+	if rec.Kind == audit.KindCodeCall {
+		// A nested call stands under the run that made it (its decision
+		// line comes before, its run line after): indented, named by run.
+		b.WriteString(paint(ansiDim, "  ↳ "))
+		b.WriteString(paint(toneColor[v.Tone], fmt.Sprintf("%s %-7s", v.Icon, v.Word)))
+		fmt.Fprintf(&b, " %-9s %-31s %-28s %s  %s", rec.Kind, safe(rec.Server+"."+rec.Tool), safe(rec.Rule), paint(ansiDim, shortID(rec.QueryID)), codeCallText(rec))
+		_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
+		return err
+	}
 	b.WriteString(paint(toneColor[v.Tone], fmt.Sprintf("%s %-7s", v.Icon, v.Word)))
 	fmt.Fprintf(&b, " %-8s %-10s %-26s %-28s %s", rec.Kind, safe(rec.Event), safe(rec.Tool), safe(rec.Rule), paint(ansiDim, shortID(rec.QueryID)))
 	switch rec.Kind {
@@ -117,6 +131,9 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 		}
 		if rec.Truncated {
 			parts = append(parts, "output truncated")
+		}
+		if rec.ToolCalls > 0 {
+			parts = append(parts, fmt.Sprintf("%d nested calls", rec.ToolCalls))
 		}
 		if rec.Error != "" {
 			parts = append(parts, safe(rec.Error))
@@ -148,6 +165,27 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
 	return err
+}
+
+// codeCallText is the details of a code_call line: the run and the
+// call's number in it, the sizes, the duration, and the error or reason.
+func codeCallText(rec *audit.Record) string {
+	parts := []string{fmt.Sprintf("run %s call %d", safe(rec.RunID), rec.CallSeq), "args " + bytesText(rec.ArgumentsBytes)}
+	if rec.ResultSHA256 != "" {
+		res := "result " + bytesText(rec.ResultBytes)
+		if rec.ResultIsError {
+			res += " (isError)"
+		}
+		parts = append(parts, res)
+	}
+	parts = append(parts, fmt.Sprintf("%d ms", rec.DurationMS))
+	if rec.ErrorKind != "" && rec.Error != "" {
+		parts = append(parts, safe(rec.ErrorKind+": "+rec.Error))
+	}
+	if rec.Reason != "" && rec.Decision != "allow" {
+		parts = append(parts, safe(rec.Reason))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // safe makes s harmless on a terminal (untrusted.Terminal): control

@@ -64,6 +64,10 @@ func TestVerdictNamesEveryOutcome(t *testing.T) {
 		{audit.Record{Kind: audit.KindRun, Decision: "allow", Outcome: audit.OutcomeCancelled}, console.Verdict{Icon: "■", Word: "CANCEL", Tone: "warn"}},
 		{audit.Record{Kind: audit.KindRun, Outcome: audit.OutcomeError}, console.Verdict{Icon: "✘", Word: "ERROR", Tone: "deny"}},
 		{audit.Record{Kind: audit.KindRun, Decision: "deny", Rule: "run.no_prior_allow"}, console.Verdict{Icon: "✘", Word: "DENY", Tone: "deny"}},
+		{audit.Record{Kind: audit.KindCodeCall, Decision: "allow"}, console.Verdict{Icon: "✔", Word: "ALLOW", Tone: "allow"}},
+		{audit.Record{Kind: audit.KindCodeCall, Decision: "allow", ErrorKind: "timeout"}, console.Verdict{Icon: "▲", Word: "TIMEOUT", Tone: "warn"}},
+		{audit.Record{Kind: audit.KindCodeCall, ErrorKind: "server"}, console.Verdict{Icon: "▲", Word: "SERVER", Tone: "warn"}},
+		{audit.Record{Kind: audit.KindCodeCall, Decision: "deny", ErrorKind: "denied"}, console.Verdict{Icon: "✘", Word: "DENY", Tone: "deny"}},
 	}
 	for _, tc := range cases {
 		if got := console.VerdictOf(&tc.rec); got != tc.want {
@@ -86,5 +90,35 @@ func TestFormatShowsARotation(t *testing.T) {
 	head, tail := "03:04:05.000 #41    · ROTATE  rotate ", "  continues audit.jsonl.000000000031 · the file would pass 2048 bytes · removed by retention: audit.jsonl.000000000001\n"
 	if !strings.HasPrefix(out, head) || !strings.HasSuffix(out, tail) || strings.TrimSpace(out[len(head):len(out)-len(tail)]) != "" {
 		t.Fatalf("got %q\nwant %q, spaces, %q", out, head, tail)
+	}
+}
+
+func TestFormatIndentsANestedCallUnderItsRun(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		rec  audit.Record
+		want []string
+	}{
+		{"an allowed call shows its sizes", audit.Record{Seq: 7, Time: at, Kind: audit.KindCodeCall, Decision: "allow", Rule: "code_calls.callable", Reason: "callable",
+			QueryID: "q_1", RunID: "r_9", CallSeq: 3, Server: "crm", Tool: "get_customer", ArgumentsBytes: 22, ResultSHA256: "ab", ResultBytes: 2048, DurationMS: 4},
+			[]string{"03:04:05.000 #7       ↳ ✔ ALLOW   code_call crm.get_customer", "code_calls.callable", "run r_9 call 3 · args 22 B · result 2.0 KiB · 4 ms\n"}},
+		{"a denied call shows its reason", audit.Record{Seq: 8, Time: at, Kind: audit.KindCodeCall, Decision: "deny", Rule: "ops.no_vip", Reason: "no \x1b[2Jvip",
+			RunID: "r_9", CallSeq: 4, Server: "crm", Tool: "get_customer", ErrorKind: "denied"},
+			[]string{"  ↳ ✘ DENY ", "ops.no_vip", "run r_9 call 4 · args 0 B · 0 ms · no \\x1b[2Jvip\n"}},
+		{"a failed call shows its error", audit.Record{Seq: 9, Time: at, Kind: audit.KindCodeCall, Decision: "allow", Rule: "code_calls.callable",
+			RunID: "r_9", CallSeq: 5, Server: "crm", Tool: "get_customer", ErrorKind: "server", Error: "connection reset"},
+			[]string{"  ↳ ▲ SERVER ", "server: connection reset\n"}},
+	} {
+		var b strings.Builder
+		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
+			}
+		}
 	}
 }

@@ -72,6 +72,16 @@ func (p *Policy) resolveRoot(dir string) {
 // into v, refusing unknown keys, duplicate keys, nulls and mismatched kinds,
 // each with its line and column. Fields absent from data keep v's values.
 func decodeStrict(name string, data []byte, v reflect.Value, prefix string) (positions, []Problem) {
+	root, probs := parseDoc(name, data)
+	if len(probs) > 0 {
+		return nil, probs
+	}
+	return decodeNode(name, root, v, prefix)
+}
+
+// parseDoc parses data as exactly one YAML (or JSON) document and returns
+// its root node.
+func parseDoc(name string, data []byte) (*yaml.Node, []Problem) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
@@ -84,7 +94,11 @@ func decodeStrict(name string, data []byte, v reflect.Value, prefix string) (pos
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
 		return nil, []Problem{{File: name, Line: 1, Col: 1, Msg: "empty document"}}
 	}
-	root := doc.Content[0]
+	return doc.Content[0], nil
+}
+
+// decodeNode is decodeStrict for a node already parsed.
+func decodeNode(name string, root *yaml.Node, v reflect.Value, prefix string) (positions, []Problem) {
 	w := walker{file: name, pos: positions{}}
 	w.check(root, v.Type(), prefix)
 	if len(w.probs) > 0 {
@@ -169,6 +183,27 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 			}
 			w.pos[sub] = position{val.Line, val.Column}
 			w.check(val, f.Type, sub)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			w.fail(n, path, "expected a mapping")
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			sub := joinPath(path, k.Value)
+			switch {
+			case k.Kind != yaml.ScalarNode:
+				w.fail(k, path, "a key must be a single value")
+				continue
+			case seen[k.Value]:
+				w.fail(k, sub, "key %q appears twice", k.Value)
+				continue
+			}
+			seen[k.Value] = true
+			w.pos[sub] = position{val.Line, val.Column}
+			w.check(val, t.Elem(), sub)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {

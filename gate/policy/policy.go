@@ -31,6 +31,9 @@ type Policy struct {
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// Ceilings bound what a per-query override may ask for.
 	Ceilings Ceilings `yaml:"ceilings" json:"ceilings"`
+	// CodeCalls says which MCP tools sandboxed code may call, and bounds
+	// those calls (codecalls.go).
+	CodeCalls CodeCalls `yaml:"code_calls" json:"code_calls"`
 
 	file string    // where the policy was decoded from
 	pos  positions // where each key stands in file
@@ -179,6 +182,7 @@ func Default() Policy {
 			},
 			Output: Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
 		},
+		CodeCalls: defaultCodeCalls(),
 	}
 }
 

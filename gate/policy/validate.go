@@ -1,12 +1,9 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -36,6 +33,7 @@ func (p *Policy) validate(file string, pos positions) error {
 	}
 	v.tools(p.Tools)
 	v.sandbox(p.Sandbox, "sandbox.")
+	v.codeCalls(p.CodeCalls)
 	c := p.Ceilings
 	for _, f := range []struct {
 		path string
@@ -247,26 +245,9 @@ func (v *validator) hostPatterns(path string, list []string, parse func(string) 
 // Override decodes raw, a partial sandbox section in JSON (or YAML), over a
 // copy of the base sandbox and validates the result. Keys are matched
 // exactly; unknown keys, duplicate keys and nulls are refused. Lists in raw
-// replace the base lists. Ceilings are not checked here.
+// replace the base lists. Ceilings are not checked here. It is
+// QueryOverride without the code_calls section (which raw may carry).
 func (p *Policy) Override(raw []byte) (Sandbox, error) {
-	merged := p.Sandbox.Clone()
-	if len(raw) == 0 {
-		return merged, nil
-	}
-	// JSON is YAML, but tabs and pretty-printing are not always; compact it.
-	var compact bytes.Buffer
-	if json.Compact(&compact, raw) == nil {
-		raw = compact.Bytes()
-	}
-	pos, probs := decodeStrict("sandbox_policy", raw, reflect.ValueOf(&merged).Elem(), "sandbox")
-	if len(probs) > 0 {
-		return Sandbox{}, &Error{Problems: probs}
-	}
-	merged.defaultImage()
-	v := validator{file: "sandbox_policy", pos: pos}
-	v.sandbox(merged, "sandbox.")
-	if err := v.err(); err != nil {
-		return Sandbox{}, err
-	}
-	return merged, nil
+	s, _, err := p.QueryOverride(raw)
+	return s, err
 }

@@ -225,6 +225,7 @@ func (c *conn) run(r *wire.Run) {
 	spec, err := eff.RunSpec(gate.RunRequest{
 		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
 		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
+		ToolServers: c.s.cfg.ToolServers, Auditor: c.s.cfg.Auditor,
 	})
 	var refused *gate.RunRequestError
 	if errors.As(err, &refused) {
@@ -273,6 +274,7 @@ func (c *conn) run(r *wire.Run) {
 	rec.StdoutBytes, rec.StderrBytes, rec.Truncated = int64(len(res.Stdout)), int64(len(res.Stderr)), res.Truncated
 	rec.Image, rec.Runtime = res.Image, string(res.Runtime)
 	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
+	rec.ToolCalls = res.ToolCalls
 	report := wire.NewRunReport(res)
 	if a := c.s.cfg.Artifacts; a != nil {
 		name, sum, err := a.Write(artifacts.New(artifacts.Run{

@@ -100,6 +100,9 @@ type Config struct {
 	AllowedOrigins []string
 	// RunObserver, when set, is told about each finished run.
 	RunObserver RunObserver
+	// ToolServers are the operator's MCP servers that sandboxed code may
+	// call (code mode); nil gives no run a bridge.
+	ToolServers gate.ToolServers
 	// Registry is the Prometheus registry /metrics serves and the server's
 	// own collectors join; nil means a new one.
 	Registry *prometheus.Registry

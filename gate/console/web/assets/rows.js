@@ -13,10 +13,13 @@ export function details(rec) {
       if (rec.runtime) parts.push(rec.runtime);
       if (rec.image) parts.push(rec.image);
       if (rec.truncated) parts.push('output truncated');
+      if (rec.tool_calls) parts.push(`${rec.tool_calls} nested calls`);
       if (rec.error) parts.push(rec.error);
       if (rec.reason) parts.push(rec.reason);
       return parts.join(' · ');
     }
+    case 'code_call':
+      return codeCall(rec);
     case 'egress':
       return `${rec.host}:${rec.port} ↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)} ${rec.reason ?? ''}${rec.error ?? ''}`;
     case 'query':
@@ -32,20 +35,32 @@ export function details(rec) {
   }
 }
 
+/** codeCall is the details of a nested call: its run and number, sizes, duration, and its error or reason. */
+export function codeCall(rec) {
+  const parts = [`run ${rec.run_id ?? '?'} call ${rec.call_seq ?? '?'}`, `args ${bytes(rec.arguments_bytes ?? 0)}`];
+  if (rec.result_sha256) parts.push(`result ${bytes(rec.result_bytes ?? 0)}${rec.result_is_error ? ' (isError)' : ''}`);
+  parts.push(`${rec.duration_ms ?? 0} ms`);
+  if (rec.error_kind && rec.error) parts.push(`${rec.error_kind}: ${rec.error}`);
+  if (rec.reason && rec.decision !== 'allow') parts.push(rec.reason);
+  return parts.join(' · ');
+}
+
 export const COLUMNS = ['Time', 'Seq', 'Result', 'Kind', 'Event', 'Tool', 'Rule', 'Query', 'Details'];
 
 /** row renders one record; a click opens its full audit line below it. */
 export function row(v, rec) {
-  const tr = h('tr', { class: ['rec', `tone-${v.tone}`], 'data-seq': rec.seq, 'data-kind': rec.kind, 'data-decision': rec.decision ?? '', tabindex: 0 },
+  const nested = rec.kind === 'code_call';
+  const tool = nested ? `${rec.server ?? ''}.${rec.tool ?? ''}` : rec.tool ?? '';
+  const tr = h('tr', { class: ['rec', `tone-${v.tone}`, nested ? 'nested' : ''], 'data-seq': rec.seq, 'data-kind': rec.kind, 'data-decision': rec.decision ?? '', tabindex: 0 },
     h('td', { class: 'time' }, time(rec.time)),
     h('td', { class: 'seq' }, `#${rec.seq}`),
     h('td', { class: 'result' }, verdict(v)),
-    h('td', { class: 'kind' }, rec.kind),
+    h('td', { class: 'kind' }, nested ? `↳ ${rec.kind}` : rec.kind),
     h('td', { class: 'event' }, rec.event ?? ''),
-    h('td', { class: 'tool', title: rec.tool ?? '' }, rec.tool ?? ''),
+    h('td', { class: 'tool', title: tool }, tool),
     h('td', { class: 'rule', title: rec.rule ?? '' }, rec.rule ?? ''),
     h('td', { class: 'query' }, rec.query_id ? h('a', { href: `#/query/${encodeURIComponent(rec.query_id)}`, title: rec.query_id }, shortID(rec.query_id)) : ''),
-    h('td', { class: 'details' }, rec.kind === 'run' && rec.run_id ? h('a', { href: `#/run/${encodeURIComponent(rec.run_id)}`, class: 'open-run' }, 'run ▸') : '', ' ', details(rec)),
+    h('td', { class: 'details' }, (rec.kind === 'run' || nested) && rec.run_id ? h('a', { href: `#/run/${encodeURIComponent(rec.run_id)}`, class: 'open-run' }, 'run ▸') : '', ' ', details(rec)),
   );
   const toggle = (e) => {
     if (e.target instanceof Element && e.target.closest('a')) return;

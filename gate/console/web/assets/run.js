@@ -3,7 +3,7 @@
 // returned, and its audit lines.
 import { getJSON } from './api.js';
 import { bytes, clear, h, pretty, verdict } from './dom.js';
-import { auditLine } from './rows.js';
+import { auditLine, codeCall } from './rows.js';
 
 function section(title, ...body) {
   return h('section', { class: 'card' }, h('h2', {}, title), body);
@@ -31,6 +31,7 @@ export async function runView(root, id) {
   const files = d?.files ?? Object.fromEntries(Object.entries(decide?.rec.tool_input?.files ?? {}).map(([k, v]) => [k, typeof v === 'string' ? v.length : v]));
   const result = d?.result ?? {};
   const returned = result.Files ?? result.files;
+  const calls = events.filter((e) => e.rec.kind === 'code_call');
 
   clear(root).append(
     h('h1', {}, 'Run ', h('code', {}, id), ' ', runEv ? verdict(runEv.v) : ''),
@@ -42,7 +43,7 @@ export async function runView(root, id) {
       ['outcome', rec.outcome ?? (rec.decision === 'deny' ? 'refused' : '')], ['exit code', rec.exit_code], ['duration', rec.duration_ms !== undefined ? `${rec.duration_ms} ms` : ''],
       ['peak memory', rec.peak_memory_bytes ? bytes(rec.peak_memory_bytes) : rec.outcome && rec.outcome !== 'error' ? 'unknown (the runner saw no figure)' : ''], ['runtime', rec.runtime], ['image', rec.image],
       ['stdout / stderr', rec.stdout_bytes !== undefined || rec.stderr_bytes !== undefined ? `${bytes(rec.stdout_bytes ?? 0)} / ${bytes(rec.stderr_bytes ?? 0)}` : ''],
-      ['truncated', rec.truncated ? 'yes' : ''], ['error', rec.error], ['rule', rec.rule], ['reason', rec.reason],
+      ['truncated', rec.truncated ? 'yes' : ''], ['nested calls', rec.tool_calls], ['error', rec.error], ['rule', rec.rule], ['reason', rec.reason],
       ['language', d?.language ?? decide?.rec.tool_input?.language], ['timeout', d ? `${d.timeout_ms} ms` : ''],
     ])),
     section('Code', code === undefined ? h('p', { class: 'empty' }, '(not in the console\'s history)') : h('pre', { class: 'code', id: 'run-code' }, code)),
@@ -53,6 +54,11 @@ export async function runView(root, id) {
     d ? output('Stderr', d.stderr, d.output_cap_bytes, d.truncated) : '',
     section('Files returned', returned && Object.keys(returned).length > 0 ? h('pre', { class: 'json' }, pretty(returned)) : h('p', { class: 'empty' }, d ? 'none reported by the runner' : 'unknown (not held)')),
     d ? section('Effective sandbox policy', h('p', { class: 'dim' }, d.policy_hash), h('pre', { class: 'json', id: 'run-policy' }, pretty(d.policy?.sandbox ?? d.policy))) : '',
+    section('Nested calls', calls.length === 0 ? h('p', { class: 'empty' }, 'none in the console\'s history') :
+      h('table', { class: 'records', id: 'run-calls' }, h('thead', {}, h('tr', {}, ['#', 'Result', 'Tool', 'Rule', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, calls.map((e) => h('tr', { class: ['rec', 'nested', `tone-${e.v.tone}`] },
+          h('td', {}, String(e.rec.call_seq ?? '')), h('td', { class: 'result' }, verdict(e.v)), h('td', { class: 'tool' }, `${e.rec.server}.${e.rec.tool}`),
+          h('td', { class: 'rule' }, e.rec.rule ?? ''), h('td', { class: 'details' }, codeCall(e.rec))))))),
     section('Audit lines', events.length === 0 ? h('p', { class: 'empty' }, 'none in the console\'s history') : events.map((e) => auditLine(e.rec))),
   );
 }

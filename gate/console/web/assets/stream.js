@@ -24,7 +24,7 @@ export function streamView(root, params, setConn) {
   const empty = h('p', { class: 'empty' }, 'No records match yet.');
   clear(root).append(
     h('div', { class: 'filters', role: 'search' },
-      select('kind', 'Kind', [['', 'all'], ['decision', 'decision'], ['run', 'run'], ['query', 'query'], ['egress', 'egress'], ['rotate', 'rotate']]),
+      select('kind', 'Kind', [['', 'all'], ['decision', 'decision'], ['run', 'run'], ['query', 'query'], ['code_call', 'code call'], ['egress', 'egress'], ['rotate', 'rotate']]),
       select('decision', 'Decision', [['', 'all'], ['allow', '✔ allow'], ['deny', '✘ deny'], ['ask', '? ask']]),
       text('rule', 'Rule', 'rules-seen'), text('tool', 'Tool', 'tools-seen'), text('query', 'Query'), text('q', 'Search'),
       pauseBtn, count, rules, tools),
