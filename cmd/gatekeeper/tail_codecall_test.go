@@ -8,6 +8,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -27,14 +28,14 @@ func codeCallLog(t *testing.T) string {
 	zero := 0
 	for _, rec := range []audit.Record{
 		{Kind: audit.KindQuery, QueryID: q, Decision: gate.Allow},
-		{Kind: audit.KindDecision, QueryID: q, ToolUseID: tu, Tool: gate.SandboxTool, Event: "PreToolUse", Decision: gate.Allow, Rule: "tools.allow_list", Reason: "allowlisted"},
+		{Kind: audit.KindDecision, QueryID: q, ToolUseID: tu, Tool: wire.SandboxTool, Event: "PreToolUse", Decision: gate.Allow, Rule: "tools.allow_list", Reason: "allowlisted"},
 		{Kind: audit.KindCodeCall, Event: gate.EventCodeCall, QueryID: q, ToolUseID: tu, RunID: run, Server: "crm", Tool: "get_customer", CallSeq: 1, Decision: gate.Allow, Rule: "code_calls.callable",
 			Reason: "callable", ArgumentsSHA256: strings.Repeat("a", 64), ArgumentsBytes: 24, ResultSHA256: strings.Repeat("b", 64), ResultBytes: 3100, DurationMS: 3},
 		{Kind: audit.KindCodeCall, Event: gate.EventCodeCall, QueryID: q, ToolUseID: tu, RunID: run, Server: "crm", Tool: "get_customer", CallSeq: 2, Decision: gate.Deny, Rule: "ops.no_vip",
 			Reason: "customer c-vip may not be read from code", ArgumentsSHA256: strings.Repeat("c", 64), ArgumentsBytes: 26, ErrorKind: runner.ToolDenied, DurationMS: 1},
 		{Kind: audit.KindCodeCall, Event: gate.EventCodeCall, QueryID: q, ToolUseID: tu, RunID: run, Server: "billing", Tool: "get_invoice", CallSeq: 3, Decision: gate.Allow, Rule: "code_calls.callable",
 			Reason: "callable", ArgumentsSHA256: strings.Repeat("d", 64), ArgumentsBytes: 2, ErrorKind: runner.ToolServer, Error: "MCP server \"billing\" failed", DurationMS: 12},
-		{Kind: audit.KindRun, QueryID: q, ToolUseID: tu, RunID: run, Tool: gate.SandboxTool, Decision: gate.Allow, Rule: "tools.allow_list", Outcome: audit.OutcomeExited, ExitCode: &zero, DurationMS: 140, Runtime: "runc", Image: "gatekeeper-sandbox:python", ToolCalls: 3},
+		{Kind: audit.KindRun, QueryID: q, ToolUseID: tu, RunID: run, Tool: wire.SandboxTool, Decision: gate.Allow, Rule: "tools.allow_list", Outcome: audit.OutcomeExited, ExitCode: &zero, DurationMS: 140, Runtime: "runc", Image: "gatekeeper-sandbox:python", ToolCalls: 3},
 	} {
 		if err := log.Write(rec); err != nil {
 			t.Fatal(err)

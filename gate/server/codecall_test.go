@@ -11,6 +11,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -69,7 +70,7 @@ func TestARunsNestedCallsAreDecidedAndAuditedUnderIt(t *testing.T) {
 	h := start(t, options{runner: br, policy: codeCallPolicy, tune: func(c *server.Config) { c.ToolServers = crmServer{} }})
 	c := h.connect(t)
 	q := c.open("")
-	c.decide(q, gate.SandboxTool, `{"language":"python","code":"x"}`, "toolu_1", sdkServer)
+	c.decide(q, wire.SandboxTool, `{"language":"python","code":"x"}`, "toolu_1", sdkServer)
 	if r := c.do(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_1","language":"python","code":"x"}`, q)); r["type"] != "run_result" {
 		t.Fatalf("run: %v", r)
 	}
@@ -104,7 +105,7 @@ func TestARunsNestedCallsAreDecidedAndAuditedUnderIt(t *testing.T) {
 	}
 	// A query whose override leaves code no tool gets no bridge.
 	q2 := c.open(`{"code_calls":{"callable":{}}}`)
-	c.decide(q2, gate.SandboxTool, `{"language":"python","code":"x"}`, "toolu_2", sdkServer)
+	c.decide(q2, wire.SandboxTool, `{"language":"python","code":"x"}`, "toolu_2", sdkServer)
 	if r := c.do(fmt.Sprintf(`{"type":"run","id":"r2","query_id":%q,"tool_use_id":"toolu_2","language":"python","code":"x"}`, q2)); r["type"] != "run_result" {
 		t.Fatalf("run: %v", r)
 	}
