@@ -4,10 +4,10 @@
 // Each server the policy lets this program call is a module of this package
 // with one async function per tool, taking one object of arguments:
 //
-//   const records = require('gatekeeper-tools/records');
-//   const page = await records.get_records({ page: 1, size: 100 });
+//   const crm = require('gatekeeper-tools/crm');
+//   const customers = await crm.find_customers({ city: 'London', limit: 100 });
 //
-// Its types and docs are in records.d.ts. call(server, tool, args) calls a
+// Their types and docs are in crm.d.ts. call(server, tool, args) calls a
 // tool by its MCP name and resolves to the whole MCP result. Every call is
 // decided by gatekeeper's policy and written to its audit log; a call that
 // gets no result rejects with a ToolCallError (kind, rule, message), as

@@ -4,8 +4,8 @@ Each server the policy lets this program call is a module of this package,
 with one function per tool (keyword arguments, type hints and a docstring
 from the tool's schema):
 
-    import gatekeeper_tools.records as records
-    page = records.get_records(page=1, size=100)
+    import gatekeeper_tools.crm as crm
+    customers = crm.find_customers(city="London", limit=100)
 
 help(gatekeeper_tools.<server>) lists a server's tools; servers() lists the
 servers. call(server, tool, arguments) calls a tool by its MCP name and
