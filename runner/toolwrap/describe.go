@@ -38,15 +38,20 @@ func Describe(base string, servers []Server) string {
 		if n == 1 {
 			plural = ""
 		}
-		fmt.Fprintf(&b, "- %s (%d tool%s; python: import gatekeeper_tools.%s; node: require('gatekeeper-tools/%s'))", oneLine(s.Name, maxAbout), n, plural, m, m)
+		fmt.Fprintf(&b, "- %s (%d tool%s", oneLine(s.Name, maxAbout), n, plural)
+		if m != s.Name {
+			b.WriteString("; module " + m)
+		}
+		b.WriteString(")")
 		if about := oneLine(s.Description, maxAbout); about != "" {
 			b.WriteString(": " + about)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("Each server's module has one function per tool, with typed parameters and docs: read " +
-		"$GATEKEEPER_TOOLS/python/gatekeeper_tools/<server>.py or $GATEKEEPER_TOOLS/node/gatekeeper-tools/<server>.d.ts, " +
-		"or run python3 -c 'import gatekeeper_tools.<server> as s; help(s)'. Python functions take keyword arguments; " +
+	b.WriteString("Each server is a module, named as the server unless shown: import gatekeeper_tools.<module> (python) or " +
+		"require('gatekeeper-tools/<module>') (node), with one function per tool, typed parameters and docs. To see them, read " +
+		"$GATEKEEPER_TOOLS/python/gatekeeper_tools/<module>.py or $GATEKEEPER_TOOLS/node/gatekeeper-tools/<module>.d.ts, " +
+		"or run python3 -c 'import gatekeeper_tools.<module> as s; help(s)'. Python functions take keyword arguments; " +
 		"node functions take one arguments object and return a promise. A function returns the tool's structured result " +
 		"when it declares an output schema, its text otherwise, and raises gatekeeper_tools.ToolCallError " +
 		"(node: rejects with ToolCallError) with .kind and .rule when a call is refused or fails.")
