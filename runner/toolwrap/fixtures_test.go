@@ -239,6 +239,8 @@ func (b *bridge) serve(c net.Conn) {
 			fail("some_future_kind", "r")
 		case "x-tool-error":
 			ok(map[string]any{"isError": true, "content": []any{map[string]string{"type": "text", "text": "no such customer"}}})
+		case "x-big": // a result larger than any one read
+			ok(map[string]any{"content": []any{map[string]string{"type": "text", "text": strings.Repeat("é", bigResult)}}})
 		case "x-close":
 			return
 		case "get-records":
@@ -304,4 +306,5 @@ func sameJSON(t *testing.T, a, b string) bool {
 	return string(xb) == string(yb)
 }
 
-var _ = strings.Contains
+// bigResult is the length, in characters, of the x-big tool's text.
+const bigResult = 3 << 20

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +45,7 @@ type programOutput struct {
 	PositionalNo *bool                     `json:"positional_refused"`
 	Errors       map[string]*programError  `json:"errors"`
 	Barrier      []int                     `json:"barrier"`
+	Big          int                       `json:"big"`
 	Closed       *string                   `json:"closed"`
 	AfterClose   string                    `json:"after_close"`
 }
@@ -126,6 +128,15 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 		}
 	}
 
+	if strings.HasPrefix(lang, "python") {
+		for name, v := range map[string]*bool{"the hostile description survives as the docstring": out.DocKept,
+			"a required parameter is required": out.RequiredReq, "a positional argument is refused": out.PositionalNo} {
+			if v == nil || !*v {
+				t.Errorf("%s: %s: %v", lang, name, v)
+			}
+		}
+	}
+
 	// Structured results where the tool declares an output schema, text otherwise.
 	if got := j(out.Page); got != `{"next_page":3,"records":[{"id":"r1","name":"Ada"}]}` {
 		t.Errorf("%s: get_records returned %s, want its structuredContent", lang, got)
@@ -193,6 +204,9 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 	if !reflect.DeepEqual(out.Barrier, want) {
 		t.Errorf("%s: concurrent calls got %v, want %v", lang, out.Barrier, want)
 	}
+	if out.Big != bigResult {
+		t.Errorf("%s: a result of %d characters came back as %d", lang, bigResult, out.Big)
+	}
 	if out.Closed == nil || *out.Closed != "bridge" {
 		t.Errorf("%s: a call on a connection the bridge closed raised %v, want kind bridge", lang, out.Closed)
 	}
@@ -219,14 +233,6 @@ func TestPythonWrappersAgainstABridge(t *testing.T) {
 	stdout := runProgram(t, []string{python, "-B", prog}, "GATEKEEPER_TOOLS="+dir, "PYTHONPATH="+filepath.Join(dir, "python"),
 		"HOSTILE="+jsonString(hostile), "BARRIER="+strconv.Itoa(barrierN))
 	checkProgram(t, "python", b, stdout)
-	var out programOutput
-	_ = json.Unmarshal(stdout, &out)
-	for name, v := range map[string]*bool{"the hostile description survives as the docstring": out.DocKept,
-		"a required parameter is required": out.RequiredReq, "a positional argument is refused": out.PositionalNo} {
-		if v == nil || !*v {
-			t.Errorf("python: %s: %v", name, v)
-		}
-	}
 }
 
 func TestNodeWrappersAgainstABridge(t *testing.T) {

@@ -80,11 +80,15 @@ function connect() {
   c.socket.on('error', (e) => close(`cannot reach gatekeeper's bridge: ${e.message}`));
   c.socket.on('close', () => close("gatekeeper's bridge closed the connection"));
   c.socket.on('data', (chunk) => {
+    // Only the new chunk is searched for the end of a line, so a large
+    // answer arriving in many chunks costs its length, not its square.
+    let from = c.buf.length;
     c.buf += chunk;
     let nl;
-    while ((nl = c.buf.indexOf('\n')) >= 0) {
+    while ((nl = c.buf.indexOf('\n', from)) >= 0) {
       const line = c.buf.slice(0, nl);
       c.buf = c.buf.slice(nl + 1);
+      from = 0;
       let answer;
       try {
         answer = JSON.parse(line);

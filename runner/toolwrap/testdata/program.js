@@ -50,6 +50,9 @@ async function main() {
   for (let i = 0; i < n; i++) calls.push(gk.call('records', 'barrier', { n: i }).then((r) => r.structuredContent.n));
   out.barrier = await Promise.all(calls);
 
+  const big = (await gk.call('records', 'x-big', {})).content[0].text;
+  out.big = /^\u00e9*$/.test(big) ? big.length : -1;
+
   try {
     await gk.call('records', 'x-close', {});
     out.closed = null;

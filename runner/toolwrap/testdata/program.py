@@ -67,6 +67,9 @@ for t in threads:
     t.join()
 out["barrier"] = results
 
+big = gk.call("records", "x-big", {})["content"][0]["text"]
+out["big"] = len(big) if set(big) == {"\u00e9"} else -1
+
 # The bridge going away fails the pending call, and the next call connects again.
 try:
     gk.call("records", "x-close", {})
