@@ -37,6 +37,8 @@ type programOutput struct {
 	GetRecords   []map[string]any          `json:"get_records"`
 	AnyTool      map[string]any            `json:"any"`
 	Constructor  any                       `json:"constructor"`
+	Then         map[string]any            `json:"then"`
+	Imported     *bool                     `json:"imported_not_thenable"`
 	Modules      []map[string]any          `json:"modules"`
 	CallIsFunc   bool                      `json:"call_is_function"`
 	Servers      map[string]serverManifest `json:"servers"`
@@ -112,6 +114,7 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 		{"evil", "get_records", []string{`{"x":2}`}},
 		{"evil", "Any", []string{`{"free":"form","n":1}`}},
 		{"evil", "constructor", []string{`{}`}},
+		{"evil", "then", []string{`{}`}},
 		{"class", "ping", []string{`{}`}},
 		{"call", "ping", []string{`{}`}},
 		{"json", "ping", []string{`{}`}},
@@ -128,6 +131,9 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 		}
 	}
 
+	if strings.HasPrefix(lang, "node") && (out.Imported == nil || !*out.Imported) {
+		t.Errorf("%s: import() of a server module did not give the module: %v", lang, out.Imported)
+	}
 	if strings.HasPrefix(lang, "python") {
 		for name, v := range map[string]*bool{"the hostile description survives as the docstring": out.DocKept,
 			"a required parameter is required": out.RequiredReq, "a positional argument is refused": out.PositionalNo} {

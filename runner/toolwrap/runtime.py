@@ -15,8 +15,10 @@ Every call is decided by gatekeeper's policy and written to its audit log.
 A call that gets no result raises ToolCallError, or one of its subclasses,
 with .kind, .rule (the policy rule or the bound that refused it, or "") and
 .message. A tool that ran and reported an error (isError) raises
-ToolCallError with kind "tool_error". Calls may be made from several
-threads at once; each waits only for its own answer.
+ToolCallError with kind "tool_error". A call blocks until its answer
+comes; calls may be made from several threads at once (for instance with
+concurrent.futures.ThreadPoolExecutor), each waiting only for its own
+answer, within the number of calls in flight the policy allows.
 """
 
 import itertools as _itertools

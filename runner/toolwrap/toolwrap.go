@@ -51,7 +51,6 @@ type Tool struct {
 
 // Annotations are a tool's MCP hints, shown in its docs.
 type Annotations struct {
-	Title                                        string
 	ReadOnly, Destructive, Idempotent, OpenWorld *bool
 }
 
@@ -273,6 +272,8 @@ var keywords = []string{
 	"function", "instanceof", "new", "null", "super", "switch", "this", "throw", "true", "typeof", "var",
 	"void", "let", "static", "implements", "interface", "package", "private", "protected", "public",
 	"arguments", "eval", "undefined", "NaN", "Infinity", "constructor", "prototype", "require", "module", "exports",
+	// A module whose exports have a then is taken for a promise by import().
+	"then",
 }
 
 var (

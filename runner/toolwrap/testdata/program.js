@@ -22,6 +22,9 @@ async function main() {
   out.get_records = [JSON.parse(await evil.get_records({ x: 1 })), JSON.parse(await evil.get_records_({ x: 2 }))];
   out.any = JSON.parse(await evil.Any_({ free: 'form', n: 1 }));
   out.constructor = await evil.constructor_();
+  out.then = JSON.parse(await evil.then_());
+  // A module with a then export would be taken for a promise here.
+  out.imported_not_thenable = typeof (await import(require.resolve('gatekeeper-tools/evil'))).a_b === 'function';
   out.modules = [];
   for (const m of [class_, call_, json_server]) out.modules.push(JSON.parse(await m.ping()));
   out.call_is_function = typeof gk.call === 'function';

@@ -26,6 +26,7 @@ out["class_"] = json.loads(evil.class_(x=1))
 out["get_records"] = [json.loads(evil.get_records(x=1)), json.loads(evil.get_records_(x=2))]
 out["any"] = json.loads(evil.Any_(free="form", n=1))
 out["constructor"] = evil.constructor_()
+out["then"] = json.loads(evil.then_())
 out["modules"] = [json.loads(m.ping()) for m in (class_, call_, json_server)]
 out["call_is_function"] = callable(gk.call)
 out["servers"] = gk.servers()
