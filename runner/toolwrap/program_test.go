@@ -265,3 +265,35 @@ func lookPath(t *testing.T, name string) string {
 	}
 	return p
 }
+
+// TestNoBridge: in a run with no tools there is no bridge.sock; a call
+// fails with kind bridge, and the program goes on and ends.
+func TestNoBridge(t *testing.T) {
+	t.Parallel()
+	dir := writeTree(t, servers())
+	for _, c := range []struct{ lang, interpreter, env, code string }{
+		{"python", "python3", "PYTHONPATH=" + filepath.Join(dir, "python"), `
+import gatekeeper_tools as gk, gatekeeper_tools.records as r
+try:
+    r.lookup(id="x")
+except gk.ToolCallError as e:
+    print(type(e).__name__, e.kind, e.rule == "")
+`},
+		{"node", "node", "NODE_PATH=" + filepath.Join(dir, "node"), `
+const gk = require('gatekeeper-tools'), r = require('gatekeeper-tools/records');
+r.lookup({ id: 'x' }).catch((e) => console.log(e.constructor.name, e.kind, e.rule === '' ? 'True' : 'False'));
+`},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			t.Parallel()
+			prog := filepath.Join(t.TempDir(), "main")
+			if err := os.WriteFile(prog, []byte(c.code), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := runProgram(t, []string{lookPath(t, c.interpreter), prog}, "GATEKEEPER_TOOLS="+dir, c.env)
+			if got := string(out); got != "ToolCallError bridge True\n" {
+				t.Errorf("a call with no bridge: %q, want ToolCallError of kind bridge", got)
+			}
+		})
+	}
+}
