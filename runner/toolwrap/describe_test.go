@@ -1,0 +1,115 @@
+package toolwrap_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
+)
+
+// todaysDescription is the sandboxed_code run tool's description as
+// `gatekeeper mcp` lists it today (the CLI tests pin @gatekeeper/client's
+// to it).
+func todaysDescription(t *testing.T) string {
+	t.Helper()
+	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")
+	var out bytes.Buffer
+	if err := (&claudecode.MCPServer{}).Serve(t.Context(), in, &out); err != nil {
+		t.Fatal(err)
+	}
+	var r struct {
+		Result struct {
+			Tools []struct{ Name, Description string }
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.Result.Tools) != 1 || r.Result.Tools[0].Description == "" {
+		t.Fatalf("tools/list: %v %s", err, out.Bytes())
+	}
+	return r.Result.Tools[0].Description
+}
+
+// manyTools is a server of n tools with large schemas.
+func manyTools(name string, n int) toolwrap.Server {
+	s := toolwrap.Server{Name: name, Description: "A server of " + fmt.Sprint(n) + " tools with large schemas."}
+	for i := range n {
+		props := map[string]any{}
+		for j := range 30 {
+			props[fmt.Sprintf("field_%d", j)] = map[string]any{"type": "string", "description": strings.Repeat("Long description. ", 10)}
+		}
+		in, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
+		s.Tools = append(s.Tools, toolwrap.Tool{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("What it does. ", 20),
+			InputSchema: in, OutputSchema: in})
+	}
+	return s
+}
+
+func TestDescribe(t *testing.T) {
+	t.Parallel()
+	base := todaysDescription(t)
+	if got := toolwrap.Describe(base, nil); got != base {
+		t.Fatalf("with no servers the description changed:\n%s\nwant today's:\n%s", got, base)
+	}
+	fixtures := servers()
+	one := toolwrap.Describe(base, fixtures[:1])
+	all := toolwrap.Describe(base, fixtures)
+	small := toolwrap.Describe(base, []toolwrap.Server{manyTools("big", 1)})
+	big := toolwrap.Describe(base, []toolwrap.Server{manyTools("big", 50)})
+	var ten []toolwrap.Server
+	for i := range 10 {
+		ten = append(ten, manyTools(fmt.Sprintf("s%d", i), 50))
+	}
+	tens := toolwrap.Describe(base, ten)
+	var schemaBytes int
+	for _, s := range ten {
+		for _, tool := range s.Tools {
+			schemaBytes += len(tool.Description) + len(tool.InputSchema) + len(tool.OutputSchema)
+		}
+	}
+	t.Logf("description bytes: no servers %d; records (4 tools) %d; the %d fixture servers %d; "+
+		"1 server of 1 large tool %d, of 50 large tools %d; 10 servers of 50 large tools %d (their descriptions and schemas: %d bytes)",
+		len(base), len(one), len(fixtures), len(all), len(small), len(big), len(tens), schemaBytes)
+
+	// The tools and their schemas are not in it: 50 tools cost what 1 does,
+	// but for the count.
+	if d := len(big) - len(small); d < 0 || d > 3 {
+		t.Errorf("50 tools instead of 1 grew the description by %d bytes, want at most 3 (the count and a plural)", d)
+	}
+	// Each server costs one line, of bounded length.
+	const perServer = 400
+	fixed := len(small) - len(base) - perServer
+	if len(tens)-len(base) > fixed+10*perServer {
+		t.Errorf("10 servers grew the description by %d bytes, want at most %d", len(tens)-len(base), fixed+10*perServer)
+	}
+	for _, line := range strings.Split(strings.TrimPrefix(all, base), "\n") {
+		if strings.HasPrefix(line, "- ") && len(line) > perServer {
+			t.Errorf("a server's line has %d bytes, want at most %d: %q", len(line), perServer, line)
+		}
+	}
+	if !strings.HasPrefix(all, base+"\n\n") {
+		t.Errorf("the description does not start with today's")
+	}
+	for _, want := range []string{
+		"- records (4 tools): Customer records of the CRM: page through them, look one up.\n",
+		"- class (1 tool; module class_): a keyword as a server name\n",
+		"$GATEKEEPER_TOOLS/python/gatekeeper_tools/<module>.py",
+		"python3 -c 'import gatekeeper_tools.<module> as s; help(s)'",
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the description lacks %q:\n%s", want, all)
+		}
+	}
+	// A server's description is one line, without control characters.
+	lines := strings.Split(strings.TrimPrefix(all, base+"\n\n"), "\n")
+	if len(lines) != 2+len(fixtures) {
+		t.Errorf("%d lines after today's description, want %d (a header, one per server, how to discover): %q", len(lines), 2+len(fixtures), lines)
+	}
+	for _, l := range lines {
+		if strings.ContainsAny(l, "\r\x00\x1b\u2028\u2029") {
+			t.Errorf("a control character in %q", l)
+		}
+	}
+}

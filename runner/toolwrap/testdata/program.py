@@ -1,0 +1,82 @@
+# The program the Python tests run against the fake bridge: it uses the
+# generated wrappers as a sandboxed program would and prints what it saw,
+# as one JSON object, for the Go test to check.
+import inspect
+import json
+import os
+import sys
+import threading
+
+import gatekeeper_tools as gk
+import gatekeeper_tools.records as records
+import gatekeeper_tools.evil as evil
+import gatekeeper_tools.class_ as class_
+import gatekeeper_tools.call_ as call_
+import gatekeeper_tools.json as json_server
+
+out = {}
+out["page"] = records.get_records(page=2, size=10)
+out["page_defaults"] = records.get_records(page=1)
+out["lookup"] = records.lookup(id="c-7")
+out["count"] = records.count()
+out["update"] = records.update(record={"id": "c-7", "fields": {"name": "Ada"}}, tags=["a", "b"], dry_run=False)
+out["a_b"] = json.loads(evil.a_b(not_an_identifier="x", from_=1, _args_="y", _gk_="z", page_size=3, page_size_=4, x9lives="*/ x /*"))
+out["dict"] = json.loads(evil.dict(str="s"))
+out["class_"] = json.loads(evil.class_(x=1))
+out["get_records"] = [json.loads(evil.get_records(x=1)), json.loads(evil.get_records_(x=2))]
+out["any"] = json.loads(evil.Any_(free="form", n=1))
+out["constructor"] = evil.constructor_()
+out["then"] = json.loads(evil.then_())
+out["modules"] = [json.loads(m.ping()) for m in (class_, call_, json_server)]
+out["call_is_function"] = callable(gk.call)
+out["servers"] = gk.servers()
+
+hostile = json.loads(os.environ["HOSTILE"]).replace("\r\n", "\n").strip()
+out["doc_kept"] = hostile in evil.__doc__ and inspect.cleandoc(evil.a_b.__doc__).startswith(hostile + "\n")
+out["required_is_required"] = False
+try:
+    evil.a_b(from_=1)
+except TypeError:
+    out["required_is_required"] = True
+out["positional_refused"] = False
+try:
+    records.lookup("c-7")
+except TypeError:
+    out["positional_refused"] = True
+
+errors = {}
+for tool in ["x-denied", "x-limit", "x-timeout", "x-server", "x-cancelled", "x-bad-request", "x-novel", "x-tool-error"]:
+    try:
+        gk.call("records", tool, {})
+        errors[tool] = None
+    except gk.ToolCallError as e:
+        errors[tool] = {"class": type(e).__name__, "kind": e.kind, "rule": e.rule, "message": e.message,
+                        "is_denied": isinstance(e, gk.ToolCallDenied), "is_limit": isinstance(e, gk.ToolCallLimit),
+                        "has_result": e.result is not None}
+out["errors"] = errors
+
+# Several threads, calls in flight at once on one connection: the bridge
+# answers them only once all are there, in reverse order.
+n = int(os.environ["BARRIER"])
+results = [None] * n
+def worker(i):
+    results[i] = gk.call("records", "barrier", {"n": i})["structuredContent"]["n"]
+threads = [threading.Thread(target=worker, args=(i,)) for i in range(n)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+out["barrier"] = results
+
+big = gk.call("records", "x-big", {})["content"][0]["text"]
+out["big"] = len(big) if set(big) == {"\u00e9"} else -1
+
+# The bridge going away fails the pending call, and the next call connects again.
+try:
+    gk.call("records", "x-close", {})
+    out["closed"] = None
+except gk.ToolCallError as e:
+    out["closed"] = e.kind
+out["after_close"] = records.lookup(id="again")
+
+print(json.dumps(out))
