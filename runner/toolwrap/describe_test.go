@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gatekeeper-ai/gatekeeper/internal/claudecode"
+	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
