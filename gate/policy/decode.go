@@ -130,6 +130,13 @@ func (w *walker) fail(n *yaml.Node, path, format string, args ...any) {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
+// nodeChecker is a type that may be written in more than one shape (a
+// single value or a mapping, say): the walker lets it check its own node,
+// and its UnmarshalYAML decodes each shape it accepts.
+type nodeChecker interface {
+	checkNode(w *walker, n *yaml.Node, path string)
+}
+
 // check walks node against type t, recording positions and problems.
 func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind == yaml.AliasNode {
@@ -138,6 +145,10 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		w.fail(n, path, "null is not a value; leave the key out to keep the default")
+		return
+	}
+	if c, ok := reflect.New(t).Interface().(nodeChecker); ok {
+		c.checkNode(w, n, path)
 		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
@@ -169,6 +180,27 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 			}
 			w.pos[sub] = position{val.Line, val.Column}
 			w.check(val, f.Type, sub)
+		}
+	case reflect.Map:
+		if n.Kind != yaml.MappingNode {
+			w.fail(n, path, "expected a mapping of names")
+			return
+		}
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			sub := joinPath(path, k.Value)
+			switch {
+			case k.Kind != yaml.ScalarNode || k.Tag != "!!str":
+				w.fail(k, path, "a name must be a string")
+				continue
+			case seen[k.Value]:
+				w.fail(k, sub, "name %q appears twice", k.Value)
+				continue
+			}
+			seen[k.Value] = true
+			w.pos[sub] = position{val.Line, val.Column}
+			w.check(val, t.Elem(), sub)
 		}
 	case reflect.Slice:
 		if n.Kind != yaml.SequenceNode {

@@ -31,6 +31,9 @@ type Policy struct {
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// Ceilings bound what a per-query override may ask for.
 	Ceilings Ceilings `yaml:"ceilings" json:"ceilings"`
+	// MCPServers are the operator's MCP servers that sandboxed code may
+	// call, by name (mcpservers.go); none by default.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 
 	file string    // where the policy was decoded from
 	pos  positions // where each key stands in file
