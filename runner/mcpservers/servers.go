@@ -400,6 +400,15 @@ func (srv *server) failed(err error) {
 	srv.retryAt = time.Now().Add(delay)
 }
 
+// ended counts a session begun at began that ended: one more failure in a
+// row, or the first one if it lasted minUptime; srv.mu is held.
+func (srv *server) ended(began time.Time, why error) {
+	if time.Since(began) >= minUptime {
+		srv.failures = 0
+	}
+	srv.failed(fmt.Errorf("disconnected: %v", why))
+}
+
 // watch waits for the session to end by itself and drops it.
 func (srv *server) watch(sess *session) {
 	defer srv.all.wg.Done()
@@ -420,11 +429,8 @@ func (srv *server) drop(sess *session, why error) {
 		return
 	}
 	srv.cur = nil
-	if time.Since(sess.began) >= minUptime {
-		srv.failures = 0
-	}
 	if !srv.closed {
-		srv.failed(fmt.Errorf("disconnected: %v", why))
+		srv.ended(sess.began, why)
 		srv.log.Warn("mcp server disconnected", "err", why, "failures", srv.failures, "retry_in", time.Until(srv.retryAt).Round(time.Millisecond))
 	}
 	srv.mu.Unlock()
