@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -74,6 +75,36 @@ func TestMCPServersAbsentByDefault(t *testing.T) {
 	p, err := decode(t, minimal)
 	if err != nil || len(p.MCPServers) != 0 {
 		t.Errorf("minimal policy: servers %v, err %v", p.MCPServers, err)
+	}
+}
+
+// TestMCPServersShippedExample: the commented example in the shipped
+// policy, uncommented, is a valid section.
+func TestMCPServersShippedExample(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../sandbox.policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, ok := strings.Cut(string(data), "\n# mcp_servers:\n")
+	if !ok {
+		t.Fatal("the shipped policy has no commented mcp_servers example")
+	}
+	var b strings.Builder
+	b.WriteString(minimal + "mcp_servers:\n")
+	for line := range strings.Lines(example) {
+		rest, ok := strings.CutPrefix(line, "# ")
+		if !ok {
+			break
+		}
+		b.WriteString(rest)
+	}
+	p, err := decode(t, b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if len(p.MCPServers) != 2 || !p.MCPServers["crm"].Stdio() || p.MCPServers["tickets"].Headers["Authorization"].FromFile == "" {
+		t.Errorf("example servers = %+v", p.MCPServers)
 	}
 }
 
