@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -513,7 +514,7 @@ func (srv *server) dial(ctx context.Context) (*session, error) {
 		if err != nil {
 			return nil, err
 		}
-		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, HTTPClient: headerClient(headers)}
+		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, HTTPClient: headerClient(headers), MaxEventSize: MaxMessageBytes}
 	}
 	began := time.Now()
 	cs, err := srv.client.Connect(ctx, t, nil)
@@ -549,7 +550,36 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		req.Header.Set(k, v)
 	}
-	return h.base.RoundTrip(req)
+	resp, err := h.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost {
+		// The answer to one request (its result, and any notifications
+		// before it) is bounded as one stdio frame is.
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxMessageBytes}
+	}
+	return resp, err
+}
+
+// MaxMessageBytes bounds one message from a server: a stdio frame (the
+// SDK's own bound) and the whole HTTP answer to one request. A larger
+// result fails its call.
+const MaxMessageBytes = mcp.DefaultMaxLineLength
+
+// limitedBody fails a read past left bytes.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the server's answer is larger than %d bytes", MaxMessageBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // tools returns the server's tools, listing them if the session has not

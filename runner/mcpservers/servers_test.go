@@ -522,3 +522,22 @@ func ownZombie(pid int) bool {
 	fields := strings.Fields(string(stat[i+2:]))
 	return len(fields) > 1 && fields[0] == "Z" && fields[1] == fmt.Sprint(os.Getpid())
 }
+
+// TestOversizeResultFailsItsCall: a result past the SDK's frame bound (16
+// MiB, on both transports) fails its call without taking the sidecar's
+// memory further; the server answers the next call.
+func TestOversizeResultFailsItsCall(t *testing.T) {
+	t.Parallel()
+	s, _ := start(t, mcpservers.Options{}, mcptest.Stdio(stdioBin, "crm", 5, nil), mcptest.HTTP(t, "billing", 5, nil))
+	for _, server := range []string{"crm", "billing"} {
+		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+		_, err := s.CallTool(ctx, server, "big", json.RawMessage(`{"bytes": 17000000}`))
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), `mcp server "`+server+`": big:`) {
+			t.Errorf("%s: a 17 MB result: %v, want an error naming the server and tool", server, err)
+		}
+		if r := structured[mcptest.Record](t, call(t, s, server, "lookup", `{"id": 5}`)); r.ID != 5 {
+			t.Errorf("%s after the oversize result: %+v", server, r)
+		}
+	}
+}
