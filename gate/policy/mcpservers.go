@@ -167,7 +167,7 @@ var transportHeaders = []string{"accept", "connection", "content-length", "conte
 // URL query parameter) whose value is a secret: a word of the name (split
 // at _ - .) that contains one of them, or is one of secretNames.
 var (
-	secretWords = []string{"token", "secret", "passw", "pwd", "credential", "cookie", "auth", "apikey", "session", "signature", "bearer", "privatekey"}
+	secretWords = []string{"token", "secret", "passw", "pwd", "credential", "cookie", "auth", "apikey", "session", "signature", "bearer", "privatekey", "accesskey"}
 	secretNames = []string{"key", "pat", "pass", "sig", "jwt"}
 )
 

@@ -1,6 +1,7 @@
 package mcpservers_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -26,6 +28,10 @@ import (
 var stdioBin string
 
 func TestMain(m *testing.M) {
+	if bin := os.Getenv("GK_MCP_SIDECAR_BIN"); bin != "" {
+		sidecarChild(bin)
+		return
+	}
 	dir, err := os.MkdirTemp("", "mcptest")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -540,4 +546,51 @@ func TestOversizeResultFailsItsCall(t *testing.T) {
 			t.Errorf("%s after the oversize result: %+v", server, r)
 		}
 	}
+}
+
+// sidecarChild is the test binary run as a sidecar that TestServersDieWithTheSidecar
+// kills: it connects a stdio server, keeps a call in flight, prints the
+// server's pid, and waits to be killed.
+func sidecarChild(bin string) {
+	s, err := mcpservers.New([]mcpservers.Config{mcptest.Stdio(bin, "crm", 5, nil)}, mcpservers.Options{})
+	if err == nil {
+		var raw json.RawMessage
+		if raw, err = s.CallTool(context.Background(), "crm", "pid", nil); err == nil {
+			// A call in flight: the server does not end at its stdin's EOF.
+			go s.CallTool(context.Background(), "crm", "hang", nil)
+			fmt.Printf("%s\n", raw)
+			select {}
+		}
+	}
+	fmt.Println(err)
+	os.Exit(1)
+}
+
+// TestServersDieWithTheSidecar: a stdio server does not outlive a sidecar
+// that is killed without a chance to stop it.
+func TestServersDieWithTheSidecar(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "GK_MCP_SIDECAR_BIN="+stdioBin)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(out).ReadString('\n')
+	var r callResult
+	if err != nil || json.Unmarshal([]byte(line), &r) != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("sidecar child: %q, %v", line, err)
+	}
+	pid := structured[pidOut](t, r).PID
+	if !alive(pid) {
+		t.Fatalf("server %d is not running", pid)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	waitGone(t, pid)
 }
