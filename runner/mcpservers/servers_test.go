@@ -594,3 +594,11 @@ func TestServersDieWithTheSidecar(t *testing.T) {
 	cmd.Wait()
 	waitGone(t, pid)
 }
+
+// The method set the gate's ToolServers interface (code-mode contract)
+// asks for, with this package's ToolInfo.
+var _ interface {
+	Tool(ctx context.Context, server, tool string) (mcpservers.ToolInfo, bool, error)
+	CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error)
+	List(ctx context.Context) ([]mcpservers.ServerTools, error)
+} = (*mcpservers.Servers)(nil)
