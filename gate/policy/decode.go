@@ -183,7 +183,7 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 		}
 	case reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			w.fail(n, path, "expected a mapping of names")
+			w.fail(n, path, "expected a mapping")
 			return
 		}
 		seen := map[string]bool{}
@@ -191,11 +191,11 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 			k, val := n.Content[i], n.Content[i+1]
 			sub := joinPath(path, k.Value)
 			switch {
-			case k.Kind != yaml.ScalarNode || k.Tag != "!!str":
-				w.fail(k, path, "a name must be a string")
+			case k.Kind != yaml.ScalarNode:
+				w.fail(k, path, "a key must be a single value")
 				continue
 			case seen[k.Value]:
-				w.fail(k, sub, "name %q appears twice", k.Value)
+				w.fail(k, sub, "key %q appears twice", k.Value)
 				continue
 			}
 			seen[k.Value] = true

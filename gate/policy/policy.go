@@ -21,6 +21,9 @@ const Version = 1
 type Policy struct {
 	// Version must be 1.
 	Version int `yaml:"version" json:"version"`
+	// MCPServers are the operator's MCP servers that sandboxed code may
+	// call, by name (mcpservers.go); none by default.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 	// WorkspaceRoot is the host directory the agent's host-side file tools
 	// may touch. A relative path is relative to the policy file's directory;
 	// after Load it is absolute and cleaned.
@@ -31,9 +34,6 @@ type Policy struct {
 	Sandbox Sandbox `yaml:"sandbox" json:"sandbox"`
 	// Ceilings bound what a per-query override may ask for.
 	Ceilings Ceilings `yaml:"ceilings" json:"ceilings"`
-	// MCPServers are the operator's MCP servers that sandboxed code may
-	// call, by name (mcpservers.go); none by default.
-	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 
 	file string    // where the policy was decoded from
 	pos  positions // where each key stands in file
