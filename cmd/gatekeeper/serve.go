@@ -84,6 +84,13 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	if err != nil {
 		return err
 	}
+	servers, err := startMCPServers(ctx, eng, log)
+	if err != nil {
+		return err
+	}
+	if servers != nil {
+		defer servers.Close()
+	}
 	alog, closeAudit, err := auditOpts.open(stdout, stderr, log)
 	if err != nil {
 		return err

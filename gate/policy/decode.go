@@ -144,6 +144,13 @@ func (w *walker) fail(n *yaml.Node, path, format string, args ...any) {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
+// nodeChecker is a type that may be written in more than one shape (a
+// single value or a mapping, say): the walker lets it check its own node,
+// and its UnmarshalYAML decodes each shape it accepts.
+type nodeChecker interface {
+	checkNode(w *walker, n *yaml.Node, path string)
+}
+
 // check walks node against type t, recording positions and problems.
 func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 	if n.Kind == yaml.AliasNode {
@@ -152,6 +159,10 @@ func (w *walker) check(n *yaml.Node, t reflect.Type, path string) {
 	}
 	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
 		w.fail(n, path, "null is not a value; leave the key out to keep the default")
+		return
+	}
+	if c, ok := reflect.New(t).Interface().(nodeChecker); ok {
+		c.checkNode(w, n, path)
 		return
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {

@@ -19,6 +19,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(minimal))
 	f.Add([]byte(minimal + "sandbox:\n  proc: {memory: 1g, timeout: 1m30s, user: 1000}\n"))
 	f.Add([]byte("version: 1\nworkspace_root: &a /x\ntools: *a\n"))
+	f.Add([]byte(minimal + "mcp_servers:\n  a: {command: [srv, -v], env: {T: {from_env: T}, L: x}}\n  b: {url: https://x.example/mcp, headers: {X: {from_file: /t}}}\n"))
 	f.Add([]byte("{\"version\": 1, \"workspace_root\": \"/w\", \"sandbox\": {\"net\": {\"allow\": [\"*.x.com:443\"]}}}"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := policy.Decode("f.yaml", data, "/base")

@@ -21,6 +21,9 @@ const Version = 1
 type Policy struct {
 	// Version must be 1.
 	Version int `yaml:"version" json:"version"`
+	// MCPServers are the operator's MCP servers that sandboxed code may
+	// call, by name (mcpservers.go); none by default.
+	MCPServers map[string]MCPServer `yaml:"mcp_servers" json:"mcp_servers,omitempty"`
 	// WorkspaceRoot is the host directory the agent's host-side file tools
 	// may touch. A relative path is relative to the policy file's directory;
 	// after Load it is absolute and cleaned.

@@ -55,6 +55,7 @@ func (p *Policy) validate(file string, pos positions) error {
 	for i, img := range c.Images {
 		v.image(fmt.Sprintf("ceilings.images[%d]", i), img)
 	}
+	v.mcpServers(p.MCPServers)
 	return v.err()
 }
 

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
+)
+
+// startMCPServers starts the client to the policy's mcp_servers (as the
+// policy is at start; a reload does not change them) and connects every
+// server in the background, logging each one's state. It returns nil when
+// the policy configures none.
+func startMCPServers(ctx context.Context, eng *gate.Engine, log *slog.Logger) (*mcpservers.Servers, error) {
+	eff, err := baseEffective(ctx, eng)
+	if err != nil {
+		return nil, err
+	}
+	configs := mcpConfigs(eff.Policy.MCPServers)
+	if len(configs) == 0 {
+		return nil, nil
+	}
+	s, err := mcpservers.New(configs, mcpservers.Options{Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		for name, err := range s.Connect(ctx) {
+			if err != nil && ctx.Err() == nil {
+				log.Warn("mcp server unavailable at start; its calls fail until it connects", "mcp_server", name, "err", err)
+			}
+		}
+	}()
+	return s, nil
+}
+
+// mcpConfigs converts the policy's servers, sorted by name.
+func mcpConfigs(servers map[string]policy.MCPServer) []mcpservers.Config {
+	var out []mcpservers.Config
+	for name, s := range servers {
+		out = append(out, mcpservers.Config{
+			Name: name, Description: s.Description, Command: s.Argv(), URL: s.URL,
+			Env: mcpValues(s.Env), Headers: mcpValues(s.Headers),
+		})
+	}
+	slices.SortFunc(out, func(a, b mcpservers.Config) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+func mcpValues(m map[string]policy.MCPValue) map[string]mcpservers.Value {
+	if len(m) == 0 {
+		return nil
+	}
+	out := make(map[string]mcpservers.Value, len(m))
+	for k, v := range m {
+		out[k] = mcpservers.Value{Literal: v.Literal, FromEnv: v.FromEnv, FromFile: v.FromFile}
+	}
+	return out
+}

@@ -1,0 +1,699 @@
+// Package mcpservers is the sidecar's MCP client to the operator's MCP
+// servers (the policy's mcp_servers), through the official Go SDK: it
+// starts stdio servers and connects to streamable HTTP servers, lists
+// their tools, and calls them for sandboxed code.
+//
+// Each server is on its own: a server that is down, slow or crashing makes
+// only its own calls fail, with an error naming it; no lock is held across
+// a call, and a connection in progress holds up only callers of that
+// server, each no longer than its own context. A server connects on its
+// first use (or on Connect); a session that ends (a stdio server that
+// exits, an HTTP server that drops it) is replaced on the next use, after a
+// backoff that grows while the server keeps failing. Every connect,
+// disconnect and failure is logged. Close stops every server process and
+// its process group.
+//
+// Credentials (Value.FromEnv, Value.FromFile) are read when a server
+// connects and go only to that server: a stdio server's environment holds
+// its Env and a few variables of the sidecar's (PATH, HOME, ...), never the
+// sidecar's whole environment.
+package mcpservers
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Errors a call may wrap.
+var (
+	// ErrUnknownServer: the policy configures no server of that name.
+	ErrUnknownServer = errors.New("no such MCP server is configured")
+	// ErrUnavailable: the server could not be reached or started, or its
+	// session ended during the call.
+	ErrUnavailable = errors.New("MCP server unavailable")
+	// ErrClosed: Close was called.
+	ErrClosed = errors.New("MCP servers closed")
+)
+
+// Defaults of Options.
+const (
+	DefaultConnectTimeout = 30 * time.Second
+	DefaultCallTimeout    = 60 * time.Second
+	// minUptime is how long a session must have lasted for its end not to
+	// count as one more failure in a row.
+	minUptime  = time.Minute
+	firstDelay = 250 * time.Millisecond
+	maxDelay   = 30 * time.Second
+)
+
+// Options configure Servers; the zero value is usable.
+type Options struct {
+	// Logger gets every connect, disconnect and failure (default: discard).
+	Logger *slog.Logger
+	// ConnectTimeout bounds starting a server and its initialize handshake
+	// and first tools/list (default DefaultConnectTimeout).
+	ConnectTimeout time.Duration
+	// CallTimeout bounds a call whose context has no deadline (default
+	// DefaultCallTimeout).
+	CallTimeout time.Duration
+	// LookupEnv reads the sidecar's environment for FromEnv values and the
+	// inherited variables (default os.LookupEnv).
+	LookupEnv func(string) (string, bool)
+	// StopTimeout is how long a stdio server has to exit once its stdin is
+	// closed, and again after SIGTERM, before it is killed (default 2s).
+	StopTimeout time.Duration
+}
+
+// ToolInfo is what a server says about one of its tools. The hints are nil
+// when the server did not state them (MCP's defaults then apply: not
+// read-only, destructive, open world); ReadOnly is false, not nil, when
+// the server sent annotations without readOnlyHint.
+type ToolInfo struct {
+	Name         string          `json:"name"`
+	Title        string          `json:"title,omitempty"`
+	Description  string          `json:"description,omitempty"`
+	InputSchema  json.RawMessage `json:"inputSchema"`
+	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
+	ReadOnly     *bool           `json:"readOnlyHint,omitempty"`
+	Destructive  *bool           `json:"destructiveHint,omitempty"`
+	Idempotent   *bool           `json:"idempotentHint,omitempty"`
+	OpenWorld    *bool           `json:"openWorldHint,omitempty"`
+}
+
+// ServerTools is one server's tools, as List returns them.
+type ServerTools struct {
+	Name        string     `json:"name"`
+	Description string     `json:"description,omitempty"`
+	Tools       []ToolInfo `json:"tools"`
+	// Hash is the hex sha256 of the canonical JSON of Name, Description and
+	// Tools (sorted by name, object keys sorted): equal hashes, equal
+	// wrappers.
+	Hash string `json:"hash"`
+	// Err is why the server's tools could not be listed (Tools is then
+	// empty); a down server does not fail List.
+	Err error `json:"-"`
+}
+
+// Servers is the sidecar's MCP client to every configured server. It is
+// safe for concurrent use.
+type Servers struct {
+	opts    Options
+	servers map[string]*server
+	names   []string
+	base    context.Context // ends at Close: bounds every connect
+	stop    context.CancelFunc
+	wg      sync.WaitGroup // connects and session teardowns in flight
+}
+
+// New returns the client for configs; it starts nothing (see Connect).
+func New(configs []Config, opts Options) (*Servers, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.ConnectTimeout <= 0 {
+		opts.ConnectTimeout = DefaultConnectTimeout
+	}
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if opts.LookupEnv == nil {
+		opts.LookupEnv = os.LookupEnv
+	}
+	if opts.StopTimeout <= 0 {
+		opts.StopTimeout = 2 * time.Second
+	}
+	s := &Servers{opts: opts, servers: map[string]*server{}}
+	s.base, s.stop = context.WithCancel(context.Background())
+	for _, c := range configs {
+		switch {
+		case c.Name == "":
+			return nil, errors.New("an MCP server has no name")
+		case s.servers[c.Name] != nil:
+			return nil, fmt.Errorf("MCP server %q is configured twice", c.Name)
+		case (len(c.Command) > 0) == (c.URL != ""):
+			return nil, fmt.Errorf("MCP server %q: set a command or a url", c.Name)
+		}
+		srv := &server{cfg: c, all: s, log: opts.Logger.With("mcp_server", c.Name)}
+		srv.client = mcp.NewClient(&mcp.Implementation{Name: "gatekeeper", Version: "1"}, &mcp.ClientOptions{
+			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { srv.toolsChanged() },
+		})
+		s.servers[c.Name] = srv
+		s.names = append(s.names, c.Name)
+	}
+	slices.Sort(s.names)
+	return s, nil
+}
+
+// Names returns the configured servers' names, sorted.
+func (s *Servers) Names() []string { return slices.Clone(s.names) }
+
+// Connect connects every server not yet connected, all at once, and
+// returns each one's error (nil when it is up). It returns when all have
+// answered or ctx ends.
+func (s *Servers) Connect(ctx context.Context) map[string]error {
+	errs := make(map[string]error, len(s.names))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, name := range s.names {
+		wg.Go(func() {
+			_, err := s.servers[name].session(ctx)
+			mu.Lock()
+			errs[name] = err
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// Tool returns what server says about tool; ok is false when the server is
+// not configured or has no such tool. err is set when the server could not
+// be reached.
+func (s *Servers) Tool(ctx context.Context, server, tool string) (ToolInfo, bool, error) {
+	srv := s.servers[server]
+	if srv == nil {
+		return ToolInfo{}, false, nil
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	st, err := srv.tools(ctx)
+	if err != nil {
+		return ToolInfo{}, false, err
+	}
+	i, ok := slices.BinarySearchFunc(st.Tools, tool, func(t ToolInfo, name string) int { return compare(t.Name, name) })
+	if !ok {
+		return ToolInfo{}, false, nil
+	}
+	return st.Tools[i], true, nil
+}
+
+// CallTool calls tool on server with arguments (a JSON object) and returns
+// the MCP CallToolResult as JSON. A tool that ran and failed is a result
+// with isError true, not an error. The call ends with ctx (or after
+// Options.CallTimeout when ctx has no deadline); an error wraps
+// ErrUnknownServer, ErrUnavailable, ErrClosed, the context's error, or the
+// server's JSON-RPC error.
+func (s *Servers) CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error) {
+	srv := s.servers[server]
+	if srv == nil {
+		return nil, fmt.Errorf("mcp server %q: %w", server, ErrUnknownServer)
+	}
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	if len(arguments) == 0 {
+		arguments = json.RawMessage("{}")
+	}
+	return srv.call(ctx, tool, arguments)
+}
+
+// List returns every server's tools, sorted by server name. A server that
+// is down is listed with Err set; the error is ctx's when it ends first.
+func (s *Servers) List(ctx context.Context) ([]ServerTools, error) {
+	ctx, cancel := s.deadline(ctx)
+	defer cancel()
+	out := make([]ServerTools, len(s.names))
+	var wg sync.WaitGroup
+	for i, name := range s.names {
+		wg.Go(func() {
+			st, err := s.servers[name].tools(ctx)
+			if err != nil {
+				st = ServerTools{Name: name, Description: s.servers[name].cfg.Description, Err: err}
+			}
+			out[i] = st
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Close ends every session and stops every stdio server with its process
+// group, and waits for them. Calls after Close fail with ErrClosed.
+func (s *Servers) Close() error {
+	s.stop()
+	for _, name := range s.names {
+		s.servers[name].close()
+	}
+	s.wg.Wait()
+	return nil
+}
+
+func (s *Servers) deadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.opts.CallTimeout)
+}
+
+func compare(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// server is one configured server: at most one live session, replaced
+// when it ends.
+type server struct {
+	cfg    Config
+	all    *Servers
+	log    *slog.Logger
+	client *mcp.Client
+
+	mu         sync.Mutex
+	cur        *session      // the live session, or nil
+	connecting chan struct{} // closed when the connect in progress ends
+	failures   int           // failed connects and short sessions in a row
+	retryAt    time.Time     // no connect before
+	lastErr    error         // why the last connect or session failed
+	restarts   int           // sessions begun after the first
+	closed     bool
+}
+
+// session is one connection to the server (one process of a stdio server).
+type session struct {
+	cs    *mcp.ClientSession
+	cmd   *exec.Cmd // nil for HTTP
+	began time.Time
+
+	mu    sync.Mutex
+	tools *ServerTools // nil until listed, and after tools/list_changed
+}
+
+// session returns the live session, connecting when there is none. A
+// caller whose ctx ends stops waiting; the connect goes on for the next.
+func (srv *server) session(ctx context.Context) (*session, error) {
+	srv.mu.Lock()
+	switch {
+	case srv.closed:
+		srv.mu.Unlock()
+		return nil, fmt.Errorf("mcp server %q: %w", srv.cfg.Name, ErrClosed)
+	case srv.cur != nil:
+		cur := srv.cur
+		srv.mu.Unlock()
+		return cur, nil
+	}
+	if srv.connecting == nil {
+		if wait := time.Until(srv.retryAt); wait > 0 {
+			err := fmt.Errorf("mcp server %q: %w: %v (%d failures in a row; next try in %s)", srv.cfg.Name, ErrUnavailable, srv.lastErr, srv.failures, wait.Round(time.Millisecond))
+			srv.mu.Unlock()
+			return nil, err
+		}
+		srv.connecting = make(chan struct{})
+		srv.all.wg.Add(1)
+		go srv.connect(srv.connecting)
+	}
+	done := srv.connecting
+	srv.mu.Unlock()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("mcp server %q: waiting for it to connect: %w", srv.cfg.Name, ctx.Err())
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	if srv.cur == nil {
+		if srv.closed {
+			return nil, fmt.Errorf("mcp server %q: %w", srv.cfg.Name, ErrClosed)
+		}
+		return nil, fmt.Errorf("mcp server %q: %w: %v", srv.cfg.Name, ErrUnavailable, srv.lastErr)
+	}
+	return srv.cur, nil
+}
+
+// connect starts a session, lists its tools, and installs it; done is
+// closed when it has.
+func (srv *server) connect(done chan struct{}) {
+	defer srv.all.wg.Done()
+	defer close(done)
+	ctx, cancel := context.WithTimeout(srv.all.base, srv.all.opts.ConnectTimeout)
+	defer cancel()
+	sess, err := srv.dial(ctx)
+	if err == nil {
+		_, err = sess.list(ctx, srv.cfg)
+		if err != nil {
+			err = fmt.Errorf("list tools: %w", err)
+			srv.teardown(sess)
+		}
+	}
+	srv.mu.Lock()
+	defer srv.mu.Unlock()
+	srv.connecting = nil
+	if err != nil {
+		srv.failed(err)
+		srv.log.Warn("mcp server connect failed", "err", err, "failures", srv.failures, "retry_in", time.Until(srv.retryAt).Round(time.Millisecond))
+		return
+	}
+	if srv.closed {
+		srv.teardown(sess)
+		return
+	}
+	srv.cur = sess
+	attrs := []any{"transport", srv.transport(), "tools", len(sess.tools.Tools)}
+	if sess.cmd != nil {
+		attrs = append(attrs, "pid", sess.cmd.Process.Pid)
+	}
+	if srv.restarts > 0 {
+		attrs = append(attrs, "restart", srv.restarts)
+	}
+	srv.restarts++
+	srv.log.Info("mcp server connected", attrs...)
+	srv.all.wg.Add(1)
+	go srv.watch(sess)
+}
+
+func (srv *server) transport() string {
+	if len(srv.cfg.Command) > 0 {
+		return "stdio"
+	}
+	return "http"
+}
+
+// failed counts one more failure in a row; srv.mu is held.
+func (srv *server) failed(err error) {
+	srv.failures++
+	srv.lastErr = err
+	delay := time.Duration(0)
+	if srv.failures > 1 {
+		delay = min(firstDelay<<min(srv.failures-2, 16), maxDelay)
+	}
+	srv.retryAt = time.Now().Add(delay)
+}
+
+// ended counts a session begun at began that ended: one more failure in a
+// row, or the first one if it lasted minUptime; srv.mu is held.
+func (srv *server) ended(began time.Time, why error) {
+	if time.Since(began) >= minUptime {
+		srv.failures = 0
+	}
+	srv.failed(fmt.Errorf("disconnected: %v", why))
+}
+
+// watch waits for the session to end by itself and drops it.
+func (srv *server) watch(sess *session) {
+	defer srv.all.wg.Done()
+	err := sess.cs.Wait()
+	if err == nil {
+		err = errors.New("the session ended")
+	}
+	srv.drop(sess, err)
+}
+
+// drop replaces sess, if it is still the live session, with none: the next
+// use connects again. It is called by watch and by a call that found the
+// session broken, whichever comes first.
+func (srv *server) drop(sess *session, why error) {
+	srv.mu.Lock()
+	if srv.cur != sess {
+		srv.mu.Unlock()
+		return
+	}
+	srv.cur = nil
+	if !srv.closed {
+		srv.ended(sess.began, why)
+		srv.log.Warn("mcp server disconnected", "err", why, "failures", srv.failures, "retry_in", time.Until(srv.retryAt).Round(time.Millisecond))
+	}
+	srv.mu.Unlock()
+	srv.all.wg.Add(1)
+	go func() {
+		defer srv.all.wg.Done()
+		srv.teardown(sess)
+	}()
+}
+
+// close ends the live session for good.
+func (srv *server) close() {
+	srv.mu.Lock()
+	srv.closed = true
+	sess := srv.cur
+	srv.cur = nil
+	srv.mu.Unlock()
+	if sess != nil {
+		srv.teardown(sess)
+		srv.log.Info("mcp server stopped")
+	}
+}
+
+// teardown closes the session: for a stdio server, its stdin is closed,
+// then it is signalled and killed (by the SDK), and its process group is
+// killed so that no child it started outlives it.
+func (srv *server) teardown(sess *session) {
+	err := sess.cs.Close()
+	if sess.cmd != nil {
+		// The group's leader has been reaped by Close; its children have not
+		// (they are reparented), so the group id is still theirs.
+		_ = syscall.Kill(-sess.cmd.Process.Pid, syscall.SIGKILL)
+		srv.log.Debug("mcp server process ended", "pid", sess.cmd.Process.Pid, "state", sess.cmd.ProcessState, "err", err)
+	}
+}
+
+func (srv *server) toolsChanged() {
+	srv.mu.Lock()
+	sess := srv.cur
+	srv.mu.Unlock()
+	if sess != nil {
+		sess.mu.Lock()
+		sess.tools = nil
+		sess.mu.Unlock()
+	}
+}
+
+// dial starts the server (stdio) or opens its session (HTTP) and
+// initializes it.
+func (srv *server) dial(ctx context.Context) (*session, error) {
+	lookup := srv.all.opts.LookupEnv
+	var t mcp.Transport
+	var cmd *exec.Cmd
+	if len(srv.cfg.Command) > 0 {
+		env, err := resolveAll(srv.cfg.Env, "env", lookup)
+		if err != nil {
+			return nil, err
+		}
+		cmd = exec.Command(srv.cfg.Command[0], srv.cfg.Command[1:]...)
+		for _, k := range inheritedEnv {
+			if v, ok := lookup(k); ok {
+				if _, set := env[k]; !set {
+					cmd.Env = append(cmd.Env, k+"="+v)
+				}
+			}
+		}
+		for _, k := range sortedKeys(env) {
+			cmd.Env = append(cmd.Env, k+"="+env[k])
+		}
+		if cmd.Env == nil {
+			cmd.Env = []string{} // never the sidecar's environment
+		}
+		cmd.Stderr = &lineLogger{log: srv.log}
+		// Its own process group, killed as a whole at teardown; killed too
+		// if the sidecar dies.
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: srv.all.opts.StopTimeout}
+	} else {
+		headers, err := resolveAll(srv.cfg.Headers, "header", lookup)
+		if err != nil {
+			return nil, err
+		}
+		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, HTTPClient: headerClient(headers), MaxEventSize: MaxMessageBytes}
+	}
+	began := time.Now()
+	cs, err := srv.client.Connect(ctx, t, nil)
+	if err != nil {
+		if cmd != nil && cmd.Process != nil {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+			_ = cmd.Wait()
+		}
+		return nil, err
+	}
+	return &session{cs: cs, cmd: cmd, began: began}, nil
+}
+
+// headerClient is an HTTP client that sends headers with every request
+// and follows no redirect, so that the credentials go to the configured
+// URL only.
+func headerClient(headers map[string]string) *http.Client {
+	return &http.Client{
+		Transport: headerTransport{base: http.DefaultTransport.(*http.Transport).Clone(), headers: headers},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return errors.New("the MCP server redirected; redirects are not followed, so that its credentials go nowhere else")
+		},
+	}
+}
+
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	for k, v := range h.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := h.base.RoundTrip(req)
+	if err == nil && req.Method == http.MethodPost {
+		// The answer to one request (its result, and any notifications
+		// before it) is bounded as one stdio frame is.
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxMessageBytes}
+	}
+	return resp, err
+}
+
+// MaxMessageBytes bounds one message from a server: a stdio frame (the
+// SDK's own bound) and the whole HTTP answer to one request. A larger
+// result fails its call.
+const MaxMessageBytes = mcp.DefaultMaxLineLength
+
+// limitedBody fails a read past left bytes.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the server's answer is larger than %d bytes", MaxMessageBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// tools returns the server's tools, listing them if the session has not
+// yet or they changed.
+func (srv *server) tools(ctx context.Context) (ServerTools, error) {
+	sess, err := srv.session(ctx)
+	if err != nil {
+		return ServerTools{}, err
+	}
+	st, err := sess.list(ctx, srv.cfg)
+	if err != nil {
+		err = srv.callFailed(sess, "tools/list", err)
+	}
+	return st, err
+}
+
+// list returns the session's tools, listing them when not cached.
+func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) {
+	sess.mu.Lock()
+	cached := sess.tools
+	sess.mu.Unlock()
+	if cached != nil {
+		return *cached, nil
+	}
+	var tools []ToolInfo
+	for t, err := range sess.cs.Tools(ctx, nil) {
+		if err != nil {
+			return ServerTools{}, err
+		}
+		info, err := toolInfo(t)
+		if err != nil {
+			return ServerTools{}, err
+		}
+		tools = append(tools, info)
+	}
+	slices.SortFunc(tools, func(a, b ToolInfo) int { return compare(a.Name, b.Name) })
+	st := ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}
+	if st.Tools == nil {
+		st.Tools = []ToolInfo{}
+	}
+	canon, err := json.Marshal(st)
+	if err != nil {
+		return ServerTools{}, err
+	}
+	sum := sha256.Sum256(canon)
+	st.Hash = hex.EncodeToString(sum[:])
+	sess.mu.Lock()
+	sess.tools = &st
+	sess.mu.Unlock()
+	return st, nil
+}
+
+func toolInfo(t *mcp.Tool) (ToolInfo, error) {
+	info := ToolInfo{Name: t.Name, Title: t.Title, Description: t.Description}
+	var err error
+	// The SDK holds a schema as decoded JSON (maps): marshalling it sorts
+	// the keys, so the encoding is canonical.
+	if info.InputSchema, err = json.Marshal(t.InputSchema); err != nil {
+		return ToolInfo{}, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+	}
+	if t.OutputSchema != nil {
+		if info.OutputSchema, err = json.Marshal(t.OutputSchema); err != nil {
+			return ToolInfo{}, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
+		}
+	}
+	if a := t.Annotations; a != nil {
+		info.ReadOnly = &a.ReadOnlyHint
+		info.Idempotent = &a.IdempotentHint
+		info.Destructive = a.DestructiveHint
+		info.OpenWorld = a.OpenWorldHint
+		if info.Title == "" {
+			info.Title = a.Title
+		}
+	}
+	return info, nil
+}
+
+// call makes one tools/call on the live session.
+func (srv *server) call(ctx context.Context, tool string, arguments json.RawMessage) (json.RawMessage, error) {
+	sess, err := srv.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	res, err := sess.cs.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: arguments})
+	if err != nil {
+		return nil, srv.callFailed(sess, tool, err)
+	}
+	out, err := json.Marshal(res)
+	if err != nil {
+		return nil, fmt.Errorf("mcp server %q: tool %q: encode result: %w", srv.cfg.Name, tool, err)
+	}
+	return out, nil
+}
+
+// callFailed words err for the caller and drops the session when the
+// error is its transport's (not the server's answer, nor the caller's
+// deadline).
+func (srv *server) callFailed(sess *session, what string, err error) error {
+	var rpc *jsonrpc.Error
+	switch {
+	case errors.As(err, &rpc):
+		return fmt.Errorf("mcp server %q: %s: %w", srv.cfg.Name, what, err)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return fmt.Errorf("mcp server %q: %s: no answer in time: %w", srv.cfg.Name, what, err)
+	}
+	srv.drop(sess, err)
+	return fmt.Errorf("mcp server %q: %s: %w: %v", srv.cfg.Name, what, ErrUnavailable, err)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
