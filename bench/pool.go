@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,21 @@ const interpreterProfile = "python-data"
 
 // interpreters measures row 6.
 func (e *env) interpreters(ctx context.Context) error {
-	pol, err := policyWithImage(e.policy["runc"], interpreterProfile, interpreterProfile)
+	ir, err := e.interpretersOn(ctx, "interp-", nil, true)
 	if err != nil {
 		return err
+	}
+	e.res.Interpreters = ir
+	return nil
+}
+
+// interpretersOn measures row 6 on sidecars started with args (another
+// runner), their names beginning with prefix; withPlain adds the series
+// of a pool without interpreters started ahead.
+func (e *env) interpretersOn(ctx context.Context, prefix string, args []string, withPlain bool) (*InterpreterRun, error) {
+	pol, err := policyWithImage(e.policy["runc"], interpreterProfile, interpreterProfile)
+	if err != nil {
+		return nil, err
 	}
 	type series struct {
 		name, code, want string
@@ -52,8 +65,8 @@ func (e *env) interpreters(ctx context.Context) error {
 		warm             bool
 		took, ttfo, prog []time.Duration
 	}
-	start := func(name string, args ...string) (*Sidecar, *Client, string, error) {
-		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: "interp-" + name, Policy: pol, Args: args})
+	start := func(name string, more ...string) (*Sidecar, *Client, string, error) {
+		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: prefix + name, Policy: pol, Args: append(slices.Clone(args), more...)})
 		if err != nil {
 			return nil, nil, "", err
 		}
@@ -61,24 +74,26 @@ func (e *env) interpreters(ctx context.Context) error {
 	}
 	pre, prec, preq, err := start("preloaded")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pre.Stop()
-	plain, plainc, plainq, err := start("plain", "--pool-interpreters=false")
-	if err != nil {
-		return err
-	}
-	defer plain.Stop()
 	cold, coldc, coldq, err := start("cold", "--pool-size", "0")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cold.Stop()
 	all := []*series{
 		{name: "preloaded", code: pandasCode, want: pandasOut, sc: pre, c: prec, q: preq, warm: true},
 		{name: "hello", code: helloCode, want: "hello, world\n", sc: pre, c: prec, q: preq, warm: true},
-		{name: "warm_plain", code: pandasCode, want: pandasOut, sc: plain, c: plainc, q: plainq, warm: true},
 		{name: "cold", code: pandasCode, want: pandasOut, sc: cold, c: coldc, q: coldq},
+	}
+	if withPlain {
+		plain, plainc, plainq, err := start("plain", "--pool-interpreters=false")
+		if err != nil {
+			return nil, err
+		}
+		defer plain.Stop()
+		all = append(all, &series{name: "warm_plain", code: pandasCode, want: pandasOut, sc: plain, c: plainc, q: plainq, warm: true})
 	}
 	n := 0
 	run := func(s *series) (RunOutcome, error) {
@@ -102,7 +117,7 @@ func (e *env) interpreters(ctx context.Context) error {
 	for _, s := range all { // untimed: page cache, the pools' first fill
 		for range 2 {
 			if _, err := run(s); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
 	}
@@ -112,7 +127,7 @@ func (e *env) interpreters(ctx context.Context) error {
 			t0 := time.Now()
 			out, err := run(s)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			s.took, s.ttfo = append(s.took, time.Since(t0)), append(s.ttfo, out.FirstOutput)
 			s.prog = append(s.prog, time.Duration(out.Result.DurationMS)*time.Millisecond)
@@ -120,14 +135,51 @@ func (e *env) interpreters(ctx context.Context) error {
 	}
 	ir := &InterpreterRun{Profile: interpreterProfile, Code: pandasCode, Series: map[string]Summary{}}
 	for _, s := range all {
-		e.res.samples["interpreters/"+s.name] = s.took
+		e.res.samples[prefix+s.name] = s.took
 		ir.Series[s.name] = Summarize(s.took)
 		ir.Series[s.name+"_first_output"] = Summarize(s.ttfo)
 		ir.Series[s.name+"_program"] = Summarize(s.prog)
 	}
-	e.res.Interpreters = ir
-	e.cfg.Log.Info("bench: interpreters", "preloaded_p50_ms", ir.Series["preloaded"].P50, "warm_plain_p50_ms", ir.Series["warm_plain"].P50,
+	e.cfg.Log.Info("bench: interpreters", "sidecars", prefix, "preloaded_p50_ms", ir.Series["preloaded"].P50, "warm_plain_p50_ms", ir.Series["warm_plain"].P50,
 		"cold_p50_ms", ir.Series["cold"].P50, "hello_p50_ms", ir.Series["hello"].P50)
+	return ir, nil
+}
+
+// KubeRun is rows 6 and 7 on Kubernetes Pods (`--runner kube`, the
+// cluster of the environment scripts/ensure-kube sets): the pandas hello
+// world warm preloaded vs cold, and the pool under 8 sessions at the
+// longest think time, beside Docker's rows from the same run.
+type KubeRun struct {
+	Interpreters *InterpreterRun `json:"warm_interpreters,omitempty"`
+	Pool         *PoolLoad       `json:"pool_8,omitempty"`
+}
+
+// kubeSessions is the level of row 7 measured on Pods.
+const kubeSessions = 8
+
+// kube measures rows 6 and 7 on Pods.
+func (e *env) kube(ctx context.Context) error {
+	args := []string{"--runner", "kube"}
+	kr := &KubeRun{}
+	e.res.Kube = kr
+	ir, err := e.interpretersOn(ctx, "kube-interp-", args, false)
+	if err != nil {
+		return fmt.Errorf("pandas on Pods: %w", err)
+	}
+	kr.Interpreters = ir
+	think := slices.Max(e.cfg.PoolThink)
+	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "kube-pool", Args: args})
+	if err != nil {
+		return err
+	}
+	defer sc.Stop()
+	l, err := e.poolLoad(ctx, sc, kubeSessions, think)
+	if err != nil {
+		return fmt.Errorf("%d sessions on Pods: %w", kubeSessions, err)
+	}
+	kr.Pool = &l
+	e.cfg.Log.Info("bench: pool on Pods", "sessions", kubeSessions, "think_ms", l.ThinkMS, "warm_share", l.WarmShare(),
+		"first_output_p50_ms", l.FirstOutput.P50, "waited", l.Waited, "cold", l.Cold)
 	return nil
 }
 
@@ -411,6 +463,10 @@ func (r *Results) poolRows(row func(cells ...string)) {
 	} else {
 		row("6", "warm interpreters (pandas hello world)", "not measured", "", "", "", "")
 	}
+	if k := r.Kube; k != nil && k.Interpreters != nil {
+		s := k.Interpreters.Series
+		row("6", "the same on Kubernetes Pods (`--runner kube`, RuntimeClass runc): warm, pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "—", "")
+	}
 	if len(r.Pool) == 0 {
 		row("7", "the pool under concurrency", "not measured", "", "", "", "")
 		return
@@ -431,5 +487,11 @@ func (r *Results) poolRows(row func(cells ...string)) {
 				l.Sessions, think, l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
 				pp(l.FirstOutput), pp(p.Single.FirstOutput), fmt.Sprintf("%.2f× (p99 ÷ p50 %.2f×)", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50), Ratio(l.FirstOutput.P99, p.Single.FirstOutput.P50)), goal, result)
 		}
+	}
+	if k := r.Kube; k != nil && k.Pool != nil && target != nil {
+		l := k.Pool
+		row("7", fmt.Sprintf("the same on Kubernetes Pods (`--runner kube`): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
+			l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
+			pp(l.FirstOutput), pp(target.Single.FirstOutput), fmt.Sprintf("%.2f×", Ratio(l.FirstOutput.P50, target.Single.FirstOutput.P50)), "—", "")
 	}
 }
