@@ -41,7 +41,7 @@ const interpreterProfile = "python-data"
 
 // interpreters measures row 6.
 func (e *env) interpreters(ctx context.Context) error {
-	ir, err := e.interpretersOn(ctx, "interp-", nil, true)
+	ir, err := e.interpretersOn(ctx, e.policy["runc"], "interp-", nil, true)
 	if err != nil {
 		return err
 	}
@@ -49,11 +49,11 @@ func (e *env) interpreters(ctx context.Context) error {
 	return nil
 }
 
-// interpretersOn measures row 6 on sidecars started with args (another
-// runner), their names beginning with prefix; withPlain adds the series
-// of a pool without interpreters started ahead.
-func (e *env) interpretersOn(ctx context.Context, prefix string, args []string, withPlain bool) (*InterpreterRun, error) {
-	pol, err := policyWithImage(e.policy["runc"], interpreterProfile, interpreterProfile)
+// interpretersOn measures row 6 on sidecars of policy started with args
+// (another runner), their names beginning with prefix; withPlain adds the
+// series of a pool without interpreters started ahead.
+func (e *env) interpretersOn(ctx context.Context, policy, prefix string, args []string, withPlain bool) (*InterpreterRun, error) {
+	pol, err := policyWithImage(policy, interpreterProfile, interpreterProfile)
 	if err != nil {
 		return nil, err
 	}
@@ -148,8 +148,11 @@ func (e *env) interpretersOn(ctx context.Context, prefix string, args []string, 
 // KubeRun is rows 6 and 7 on Kubernetes Pods (`--runner kube`, the
 // cluster of the environment scripts/ensure-kube sets): the pandas hello
 // world warm preloaded vs cold, and the pool under 8 sessions at the
-// longest think time, beside Docker's rows from the same run.
+// longest think time, beside Docker's rows from the same run. Each Pod
+// gets KubeCPUs: its requests are its limits, and the test node's two
+// CPUs must hold a pool and the cold runs beside it.
 type KubeRun struct {
+	CPUs         string          `json:"cpus"`
 	Interpreters *InterpreterRun `json:"warm_interpreters,omitempty"`
 	Pool         *PoolLoad       `json:"pool_8,omitempty"`
 }
@@ -157,18 +160,25 @@ type KubeRun struct {
 // kubeSessions is the level of row 7 measured on Pods.
 const kubeSessions = 8
 
+// kubeCPUs is the CPUs of a Pod of the kube phase.
+const kubeCPUs = "0.25"
+
 // kube measures rows 6 and 7 on Pods.
 func (e *env) kube(ctx context.Context) error {
 	args := []string{"--runner", "kube"}
-	kr := &KubeRun{}
+	kr := &KubeRun{CPUs: kubeCPUs}
 	e.res.Kube = kr
-	ir, err := e.interpretersOn(ctx, "kube-interp-", args, false)
+	pol, err := policyWithCPUs(e.policy["runc"], "kube", kubeCPUs)
+	if err != nil {
+		return err
+	}
+	ir, err := e.interpretersOn(ctx, pol, "kube-interp-", args, false)
 	if err != nil {
 		return fmt.Errorf("pandas on Pods: %w", err)
 	}
 	kr.Interpreters = ir
 	think := slices.Max(e.cfg.PoolThink)
-	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "kube-pool", Args: args})
+	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "kube-pool", Policy: pol, Args: args})
 	if err != nil {
 		return err
 	}
@@ -465,7 +475,7 @@ func (r *Results) poolRows(row func(cells ...string)) {
 	}
 	if k := r.Kube; k != nil && k.Interpreters != nil {
 		s := k.Interpreters.Series
-		row("6", "the same on Kubernetes Pods (`--runner kube`, RuntimeClass runc): warm, pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "—", "")
+		row("6", "the same on Kubernetes Pods (`--runner kube`, RuntimeClass runc, "+k.CPUs+" CPU a Pod): warm, pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "—", "")
 	}
 	if len(r.Pool) == 0 {
 		row("7", "the pool under concurrency", "not measured", "", "", "", "")
@@ -490,8 +500,8 @@ func (r *Results) poolRows(row func(cells ...string)) {
 	}
 	if k := r.Kube; k != nil && k.Pool != nil && target != nil {
 		l := k.Pool
-		row("7", fmt.Sprintf("the same on Kubernetes Pods (`--runner kube`): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
-			l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
+		row("7", fmt.Sprintf("the same on Kubernetes Pods (`--runner kube`, %s CPU a Pod): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
+			k.CPUs, l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
 			pp(l.FirstOutput), pp(target.Single.FirstOutput), fmt.Sprintf("%.2f×", Ratio(l.FirstOutput.P50, target.Single.FirstOutput.P50)), "—", "")
 	}
 }
