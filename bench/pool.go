@@ -459,6 +459,23 @@ func (p *PoolResult) level(n int) *PoolLoad {
 	return nil
 }
 
+// kubePoolRow renders row 7 on Pods, against Docker's single session
+// when it was measured.
+func (r *Results) kubePoolRow(row func(cells ...string), pp func(Summary) string) {
+	k := r.Kube
+	if k == nil || k.Pool == nil {
+		return
+	}
+	l := k.Pool
+	ref, vs := "—", "—"
+	if p := r.poolAt(); p != nil && p.Single.Runs > 0 {
+		ref, vs = pp(p.Single.FirstOutput), fmt.Sprintf("%.2f×", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50))
+	}
+	row("7", fmt.Sprintf("Kubernetes Pods (`--runner kube`, %s CPU a Pod): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
+		k.CPUs, l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
+		pp(l.FirstOutput), ref, vs, "—", "")
+}
+
 // poolRows renders rows 6 and 7.
 func (r *Results) poolRows(row func(cells ...string)) {
 	pp := func(s Summary) string { return FormatMS(s.P50) + " (p99 " + FormatMS(s.P99) + ")" }
@@ -477,6 +494,7 @@ func (r *Results) poolRows(row func(cells ...string)) {
 		s := k.Interpreters.Series
 		row("6", "the same on Kubernetes Pods (`--runner kube`, RuntimeClass runc, "+k.CPUs+" CPU a Pod): warm, pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "—", "")
 	}
+	r.kubePoolRow(row, pp)
 	if len(r.Pool) == 0 {
 		row("7", "the pool under concurrency", "not measured", "", "", "", "")
 		return
@@ -498,10 +516,5 @@ func (r *Results) poolRows(row func(cells ...string)) {
 				pp(l.FirstOutput), pp(p.Single.FirstOutput), fmt.Sprintf("%.2f× (p99 ÷ p50 %.2f×)", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50), Ratio(l.FirstOutput.P99, p.Single.FirstOutput.P50)), goal, result)
 		}
 	}
-	if k := r.Kube; k != nil && k.Pool != nil && target != nil {
-		l := k.Pool
-		row("7", fmt.Sprintf("the same on Kubernetes Pods (`--runner kube`, %s CPU a Pod): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
-			k.CPUs, l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
-			pp(l.FirstOutput), pp(target.Single.FirstOutput), fmt.Sprintf("%.2f×", Ratio(l.FirstOutput.P50, target.Single.FirstOutput.P50)), "—", "")
-	}
+
 }

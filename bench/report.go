@@ -26,8 +26,7 @@ type Results struct {
 	Profiles     []ProfileRun       `json:"profiles,omitempty"`
 	Interpreters *InterpreterRun    `json:"warm_interpreters,omitempty"`
 	Pool         []PoolResult       `json:"pool_concurrency,omitempty"`
-	// Kube is rows 6 and 7 on Kubernetes Pods (Config.Kube).
-	Kube *KubeRun `json:"kube,omitempty"`
+	Kube         *KubeRun           `json:"kube,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
