@@ -91,6 +91,10 @@ const (
 	DefaultNamespace        = "gatekeeper"
 	DefaultEphemeralStorage = 256 << 20
 	DefaultStartTimeout     = 2 * time.Minute
+	// DefaultPoolMaxMaking is the warm Pods made at once (Docker's pool
+	// makes two): a Pod's start is seconds of waiting on the scheduler
+	// and the kubelet, so two at once refill fewer than one a second.
+	DefaultPoolMaxMaking = 4
 )
 
 // RuntimeClasses names the RuntimeClass of each kind of run. An empty
@@ -239,6 +243,9 @@ func New(cfg Config) (*Runner, error) {
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.Pool.MaxMaking == 0 {
+		cfg.Pool.MaxMaking = DefaultPoolMaxMaking
 	}
 	if cfg.Listen == nil {
 		cfg.Listen = net.Listen
