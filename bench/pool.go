@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,9 +41,21 @@ const interpreterProfile = "python-data"
 
 // interpreters measures row 6.
 func (e *env) interpreters(ctx context.Context) error {
-	pol, err := policyWithImage(e.policy["runc"], interpreterProfile, interpreterProfile)
+	ir, err := e.interpretersOn(ctx, e.policy["runc"], "interp-", nil, true)
 	if err != nil {
 		return err
+	}
+	e.res.Interpreters = ir
+	return nil
+}
+
+// interpretersOn measures row 6 on sidecars of policy started with args
+// (another runner), their names beginning with prefix; withPlain adds the
+// series of a pool without interpreters started ahead.
+func (e *env) interpretersOn(ctx context.Context, policy, prefix string, args []string, withPlain bool) (*InterpreterRun, error) {
+	pol, err := policyWithImage(policy, interpreterProfile, interpreterProfile)
+	if err != nil {
+		return nil, err
 	}
 	type series struct {
 		name, code, want string
@@ -52,8 +65,8 @@ func (e *env) interpreters(ctx context.Context) error {
 		warm             bool
 		took, ttfo, prog []time.Duration
 	}
-	start := func(name string, args ...string) (*Sidecar, *Client, string, error) {
-		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: "interp-" + name, Policy: pol, Args: args})
+	start := func(name string, more ...string) (*Sidecar, *Client, string, error) {
+		sc, c, q, _, err := e.sidecarQuery(ctx, "runc", SidecarOptions{Name: prefix + name, Policy: pol, Args: append(slices.Clone(args), more...)})
 		if err != nil {
 			return nil, nil, "", err
 		}
@@ -61,24 +74,26 @@ func (e *env) interpreters(ctx context.Context) error {
 	}
 	pre, prec, preq, err := start("preloaded")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer pre.Stop()
-	plain, plainc, plainq, err := start("plain", "--pool-interpreters=false")
-	if err != nil {
-		return err
-	}
-	defer plain.Stop()
 	cold, coldc, coldq, err := start("cold", "--pool-size", "0")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer cold.Stop()
 	all := []*series{
 		{name: "preloaded", code: pandasCode, want: pandasOut, sc: pre, c: prec, q: preq, warm: true},
 		{name: "hello", code: helloCode, want: "hello, world\n", sc: pre, c: prec, q: preq, warm: true},
-		{name: "warm_plain", code: pandasCode, want: pandasOut, sc: plain, c: plainc, q: plainq, warm: true},
 		{name: "cold", code: pandasCode, want: pandasOut, sc: cold, c: coldc, q: coldq},
+	}
+	if withPlain {
+		plain, plainc, plainq, err := start("plain", "--pool-interpreters=false")
+		if err != nil {
+			return nil, err
+		}
+		defer plain.Stop()
+		all = append(all, &series{name: "warm_plain", code: pandasCode, want: pandasOut, sc: plain, c: plainc, q: plainq, warm: true})
 	}
 	n := 0
 	run := func(s *series) (RunOutcome, error) {
@@ -102,7 +117,7 @@ func (e *env) interpreters(ctx context.Context) error {
 	for _, s := range all { // untimed: page cache, the pools' first fill
 		for range 2 {
 			if _, err := run(s); err != nil {
-				return fmt.Errorf("warm-up: %w", err)
+				return nil, fmt.Errorf("warm-up: %w", err)
 			}
 		}
 	}
@@ -112,7 +127,7 @@ func (e *env) interpreters(ctx context.Context) error {
 			t0 := time.Now()
 			out, err := run(s)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			s.took, s.ttfo = append(s.took, time.Since(t0)), append(s.ttfo, out.FirstOutput)
 			s.prog = append(s.prog, time.Duration(out.Result.DurationMS)*time.Millisecond)
@@ -120,14 +135,61 @@ func (e *env) interpreters(ctx context.Context) error {
 	}
 	ir := &InterpreterRun{Profile: interpreterProfile, Code: pandasCode, Series: map[string]Summary{}}
 	for _, s := range all {
-		e.res.samples["interpreters/"+s.name] = s.took
+		e.res.samples[prefix+s.name] = s.took
 		ir.Series[s.name] = Summarize(s.took)
 		ir.Series[s.name+"_first_output"] = Summarize(s.ttfo)
 		ir.Series[s.name+"_program"] = Summarize(s.prog)
 	}
-	e.res.Interpreters = ir
-	e.cfg.Log.Info("bench: interpreters", "preloaded_p50_ms", ir.Series["preloaded"].P50, "warm_plain_p50_ms", ir.Series["warm_plain"].P50,
+	e.cfg.Log.Info("bench: interpreters", "sidecars", prefix, "preloaded_p50_ms", ir.Series["preloaded"].P50, "warm_plain_p50_ms", ir.Series["warm_plain"].P50,
 		"cold_p50_ms", ir.Series["cold"].P50, "hello_p50_ms", ir.Series["hello"].P50)
+	return ir, nil
+}
+
+// KubeRun is rows 6 and 7 on Kubernetes Pods (`--runner kube`, the
+// cluster of the environment scripts/ensure-kube sets): the pandas hello
+// world warm preloaded vs cold, and the pool under 8 sessions at the
+// longest think time, beside Docker's rows from the same run. Each Pod
+// gets KubeCPUs: its requests are its limits, and the test node's two
+// CPUs must hold a pool and the cold runs beside it.
+type KubeRun struct {
+	CPUs         string          `json:"cpus"`
+	Interpreters *InterpreterRun `json:"warm_interpreters,omitempty"`
+	Pool         *PoolLoad       `json:"pool_8,omitempty"`
+}
+
+// kubeSessions is the level of row 7 measured on Pods.
+const kubeSessions = 8
+
+// kubeCPUs is the CPUs of a Pod of the kube phase.
+const kubeCPUs = "0.25"
+
+// kube measures rows 6 and 7 on Pods.
+func (e *env) kube(ctx context.Context) error {
+	args := []string{"--runner", "kube"}
+	kr := &KubeRun{CPUs: kubeCPUs}
+	e.res.Kube = kr
+	pol, err := policyWithCPUs(e.policy["runc"], "kube", kubeCPUs)
+	if err != nil {
+		return err
+	}
+	ir, err := e.interpretersOn(ctx, pol, "kube-interp-", args, false)
+	if err != nil {
+		return fmt.Errorf("pandas on Pods: %w", err)
+	}
+	kr.Interpreters = ir
+	think := slices.Max(e.cfg.PoolThink)
+	sc, err := e.startSidecar(ctx, "runc", SidecarOptions{Name: "kube-pool", Policy: pol, Args: args})
+	if err != nil {
+		return err
+	}
+	defer sc.Stop()
+	l, err := e.poolLoad(ctx, sc, kubeSessions, think)
+	if err != nil {
+		return fmt.Errorf("%d sessions on Pods: %w", kubeSessions, err)
+	}
+	kr.Pool = &l
+	e.cfg.Log.Info("bench: pool on Pods", "sessions", kubeSessions, "think_ms", l.ThinkMS, "warm_share", l.WarmShare(),
+		"first_output_p50_ms", l.FirstOutput.P50, "waited", l.Waited, "cold", l.Cold)
 	return nil
 }
 
@@ -397,6 +459,23 @@ func (p *PoolResult) level(n int) *PoolLoad {
 	return nil
 }
 
+// kubePoolRow renders row 7 on Pods, against Docker's single session
+// when it was measured.
+func (r *Results) kubePoolRow(row func(cells ...string), pp func(Summary) string) {
+	k := r.Kube
+	if k == nil || k.Pool == nil {
+		return
+	}
+	l := k.Pool
+	ref, vs := "—", "—"
+	if p := r.poolAt(); p != nil && p.Single.Runs > 0 {
+		ref, vs = pp(p.Single.FirstOutput), fmt.Sprintf("%.2f×", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50))
+	}
+	row("7", fmt.Sprintf("Kubernetes Pods (`--runner kube`, %s CPU a Pod): %d sessions thinking ~%s: %.1f runs/s, %.0f%% warm at once (%d waited %s on average, %d cold): time to first output vs 1 session on Docker",
+		k.CPUs, l.Sessions, FormatMS(l.ThinkMS), l.PerSec, 100*l.WarmShare(), l.Waited, FormatMS(l.WaitMeanMS), l.Cold),
+		pp(l.FirstOutput), ref, vs, "—", "")
+}
+
 // poolRows renders rows 6 and 7.
 func (r *Results) poolRows(row func(cells ...string)) {
 	pp := func(s Summary) string { return FormatMS(s.P50) + " (p99 " + FormatMS(s.P99) + ")" }
@@ -411,6 +490,11 @@ func (r *Results) poolRows(row func(cells ...string)) {
 	} else {
 		row("6", "warm interpreters (pandas hello world)", "not measured", "", "", "", "")
 	}
+	if k := r.Kube; k != nil && k.Interpreters != nil {
+		s := k.Interpreters.Series
+		row("6", "the same on Kubernetes Pods (`--runner kube`, RuntimeClass runc, "+k.CPUs+" CPU a Pod): warm, pandas preloaded vs cold, p50", pp(s["preloaded"]), pp(s["cold"]), ratio(s["preloaded"], s["cold"]), "—", "")
+	}
+	r.kubePoolRow(row, pp)
 	if len(r.Pool) == 0 {
 		row("7", "the pool under concurrency", "not measured", "", "", "", "")
 		return
@@ -432,4 +516,5 @@ func (r *Results) poolRows(row func(cells ...string)) {
 				pp(l.FirstOutput), pp(p.Single.FirstOutput), fmt.Sprintf("%.2f× (p99 ÷ p50 %.2f×)", Ratio(l.FirstOutput.P50, p.Single.FirstOutput.P50), Ratio(l.FirstOutput.P99, p.Single.FirstOutput.P50)), goal, result)
 		}
 	}
+
 }

@@ -47,6 +47,26 @@ func policyWithImage(path, name, image string) (string, error) {
 	return out, os.WriteFile(out, imageLineRE.ReplaceAll(p, []byte("${1}"+image)), 0o644)
 }
 
+// cpusLineRE is the sandbox's cpus line of a policy (the first; the
+// ceilings' comes after it).
+var cpusLineRE = regexp.MustCompile(`(?m)^(\s*cpus:\s*)\S+`)
+
+// policyWithCPUs writes a copy of the policy at path whose sandbox has
+// cpus CPUs, named after name, and returns its path.
+func policyWithCPUs(path, name, cpus string) (string, error) {
+	p, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	loc := cpusLineRE.FindSubmatchIndex(p)
+	if loc == nil {
+		return "", fmt.Errorf("%s: no `cpus:` line", path)
+	}
+	out := strings.TrimSuffix(path, ".policy.yaml") + "-" + name + ".policy.yaml"
+	q := append(append(append([]byte{}, p[:loc[3]]...), cpus...), p[loc[1]:]...)
+	return out, os.WriteFile(out, q, 0o644)
+}
+
 // helloFor is the hello world of a profile: JavaScript for node, Python
 // for the others.
 func helloFor(name string) (language, code string) {

@@ -26,6 +26,7 @@ type Results struct {
 	Profiles     []ProfileRun       `json:"profiles,omitempty"`
 	Interpreters *InterpreterRun    `json:"warm_interpreters,omitempty"`
 	Pool         []PoolResult       `json:"pool_concurrency,omitempty"`
+	Kube         *KubeRun           `json:"kube,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`

@@ -47,6 +47,10 @@ type Config struct {
 	// PoolSessions are its levels of concurrent sessions (8, 32), after a
 	// single session, the reference.
 	PoolSessions []int
+	// Kube also measures rows 6 and 7 on Kubernetes Pods (phase kube):
+	// sidecars with --runner kube on the cluster the environment names
+	// (scripts/ensure-kube env), the python-data image loaded in it.
+	Kube bool
 	// Perf records the sidecar with perf(1) during the heaviest throughput
 	// level, when perf is installed.
 	Perf bool
@@ -65,8 +69,8 @@ type Config struct {
 	// memory (the output flood), trace (a cold run by engine API call),
 	// profiles (row 5: hello world per image profile), interpreters (row
 	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
-	// under 8 and 32 concurrent sessions), compare (Compare); empty means
-	// all.
+	// under 8 and 32 concurrent sessions), kube (rows 6 and 7 on Pods,
+	// with Kube), compare (Compare); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -162,10 +166,11 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"trace", e.trace},
 		{"interpreters", e.interpreters},
 		{"pool", e.pool},
+		{"kube", e.kube},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {
-		if !cfg.wants(p.name) || p.name == "compare" && len(cfg.Compare) == 0 {
+		if !cfg.wants(p.name) || p.name == "compare" && len(cfg.Compare) == 0 || p.name == "kube" && !cfg.Kube {
 			continue
 		}
 		if ctx.Err() != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // TraceCall is one kind of engine API call made while traced runs ran: how
@@ -159,7 +160,7 @@ func TraceRuns(ctx context.Context, sb runner.Sandbox, timeout time.Duration, n 
 	cfg := docker.Config{Instance: "bench-trace-cold", Client: cli}
 	if warm {
 		cfg.Instance = "bench-trace-warm"
-		cfg.Pool = docker.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
+		cfg.Pool = sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
 	}
 	r, err := docker.New(cfg)
 	if err != nil {

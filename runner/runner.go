@@ -1,6 +1,7 @@
 // Package runner holds the contract between the gate and a sandbox backend:
 // a Spec describing one run of untrusted code and the Result it produced.
-// Backends (runner/docker today) implement Run; callers define the small
+// Backends (runner/docker, runner/kube: runner/sandbox's runner over
+// their platform) implement Run; callers define the small
 // interface they need where they use it.
 package runner
 

@@ -17,7 +17,6 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/internal/netns"
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/kube"
 )
@@ -123,16 +122,10 @@ func newKubeRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(c
 	// error each time an attach's connection ends as it should; the
 	// runner returns and logs the errors that matter.
 	klog.SetSlogLogger(slog.New(slog.DiscardHandler))
-	// The Kubernetes pool keeps a fixed number of warm Pods per sandbox
-	// (no demand scaling, no interpreter preload): --pool-min of them, as
-	// many as the Docker pool keeps whatever the demand; --pool-size 0
-	// disables it. Warm Pods hold their requests on a node.
-	pool := kube.PoolConfig{Size: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all}
-	if o.pool.base != nil {
-		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
-	}
+	// Warm Pods hold their requests on a node; one a run's Pod needs the
+	// room of is given up.
 	cfg := kube.Config{
-		Instance: o.instance, Namespace: ko.namespace, REST: rc, Pool: pool, Logger: o.log,
+		Instance: o.instance, Namespace: ko.namespace, REST: rc, Pool: o.pool.config(), Logger: o.log,
 		EgressAddr: addr, EgressPorts: ports, Listen: ko.listen(),
 		HostUsers: ko.hostUsers, StartTimeout: ko.startTimeout,
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/kube"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,18 +48,33 @@ type poolOptions struct {
 	idle         time.Duration
 	all          bool
 	interpreters bool
+	maxMemory    int64
 	base         *runner.Sandbox // the base policy's sandbox; nil: none pinned
 }
 
 // poolFlags registers the warm pool's flags on fs.
 func poolFlags(fs *flag.FlagSet) *poolOptions {
 	o := &poolOptions{}
-	fs.IntVar(&o.size, "pool-size", 8, "the most warm sandbox containers kept ready per pooled sandbox, as demand asks (0 disables the pool)")
-	fs.IntVar(&o.min, "pool-min", 2, "the fewest warm sandbox containers kept ready per pooled sandbox, whatever the demand (1 to --pool-size)")
-	fs.BoolVar(&o.interpreters, "pool-interpreters", true, "warm containers of the image profiles start their interpreter and preload its heavy modules ahead")
-	fs.DurationVar(&o.idle, "pool-idle", docker.DefaultPoolIdle, "a warm container unused for this long is replaced")
+	fs.IntVar(&o.size, "pool-size", 8, "the most warm sandboxes (containers or Pods) kept ready per pooled sandbox, as demand asks (0 disables the pool)")
+	fs.IntVar(&o.min, "pool-min", 2, "the fewest warm sandboxes kept ready per pooled sandbox, whatever the demand (1 to --pool-size)")
+	fs.BoolVar(&o.interpreters, "pool-interpreters", true, "warm sandboxes of the image profiles start their interpreter and preload its heavy modules ahead")
+	fs.DurationVar(&o.idle, "pool-idle", sandbox.DefaultPoolIdle, "a warm sandbox unused for this long is replaced")
 	fs.BoolVar(&o.all, "pool-all", false, "pool every sandbox a run uses, not only the base policy's")
+	fs.Int64Var(&o.maxMemory, "pool-max-memory", 0, "the most bytes of memory limits all warm sandboxes together may hold; 0 means half the Docker engine's memory (with --runner kube: no bound but the nodes' room, which warm Pods give up to runs)")
 	return o
+}
+
+// config is the warm pool's configuration, the same for every backend.
+func (o poolOptions) config() sandbox.PoolConfig {
+	if o.size <= 0 {
+		return sandbox.PoolConfig{}
+	}
+	c := sandbox.PoolConfig{Size: o.size, Min: min(max(o.min, 1), o.size), Idle: o.idle, All: o.all,
+		Interpreters: o.interpreters, MaxMemoryBytes: o.maxMemory}
+	if o.base != nil {
+		c.Sandboxes = []runner.Sandbox{*o.base}
+	}
+	return c
 }
 
 // baseSandbox is the sandbox of the base policy (no override), which the
@@ -254,11 +270,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 
 // newDockerRunner makes the Docker backend.
 func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
-	pool := docker.PoolConfig{Size: o.pool.size, Min: min(max(o.pool.min, 1), o.pool.size), Idle: o.pool.idle, All: o.pool.all, Interpreters: o.pool.interpreters}
-	if o.pool.base != nil {
-		pool.Sandboxes = []runner.Sandbox{*o.pool.base}
-	}
-	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: pool, Logger: o.log})
+	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: o.pool.config(), Logger: o.log})
 	if err != nil {
 		return nil, err
 	}

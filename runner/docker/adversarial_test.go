@@ -20,6 +20,7 @@ import (
 	"github.com/docker/docker/client"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 )
 
@@ -171,7 +172,7 @@ func readHostProc(pid int) (hostProc, bool) {
 // program (through a file the program waits for) that it may end.
 func advSandboxProcesses(t *testing.T, r *Runner, cli *client.Client) []hostProc {
 	ctx := t.Context()
-	list, err := r.containers(ctx)
+	list, err := r.pf.containers(ctx)
 	if err != nil || len(list) != 1 {
 		t.Errorf("the runner's containers while the program waits: %v, %v; want one", list, err)
 		return nil
@@ -250,13 +251,13 @@ time.sleep(120)
 	t.Logf("the program said: %q", out[:n])
 	attach.Close() // the sidecar is gone
 
-	waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout+backstopGrace+5*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout+launch.BackstopGrace+5*time.Second)
 	defer cancel()
-	waitC, errC := r.cli.ContainerWait(waitCtx, id, container.WaitConditionNotRunning)
+	waitC, errC := r.pf.cli.ContainerWait(waitCtx, id, container.WaitConditionNotRunning)
 	select {
 	case w := <-waitC:
 		t.Logf("the abandoned container ended after %v with %d", time.Since(begin), w.StatusCode)
 	case err := <-errC:
-		t.Fatalf("the abandoned container with a stopped backstop still runs %v after it started (timeout %v, backstop grace %v): %v", time.Since(begin), spec.Timeout, backstopGrace, err)
+		t.Fatalf("the abandoned container with a stopped backstop still runs %v after it started (timeout %v, backstop grace %v): %v", time.Since(begin), spec.Timeout, launch.BackstopGrace, err)
 	}
 }

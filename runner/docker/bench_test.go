@@ -7,6 +7,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -27,7 +28,7 @@ func benchmarkRun(b *testing.B, warm bool) {
 			sb.Runtime = rt
 			var r *Runner
 			if warm {
-				r = newPooledRunner(b, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+				r = newPooledRunner(b, sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
 			} else {
 				r = newTestRunner(b)
 			}
@@ -56,7 +57,7 @@ func benchmarkRun(b *testing.B, warm bool) {
 			}
 			b.StopTimer()
 			if warm {
-				if misses := counterValue(b, r.metrics.Misses); misses != 0 {
+				if misses := counterValue(b, r.Metrics().Misses); misses != 0 {
 					b.Errorf("%v runs missed the pool", misses)
 				}
 			}
@@ -75,7 +76,7 @@ func settle(b *testing.B, r *Runner, size int) {
 		b.Fatal(err)
 	}
 	for range 200 {
-		list, err := r.containers(b.Context())
+		list, err := r.pf.containers(b.Context())
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +97,7 @@ func BenchmarkRunWarmVsCold(b *testing.B) {
 			requireRuntime(b, rt)
 			sb := runnertest.Sandbox()
 			sb.Runtime = rt
-			pooled := newPooledRunner(b, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+			pooled := newPooledRunner(b, sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
 			cold := newTestRunner(b)
 			spec := runnertest.Spec(`print("hello, world")`)
 			spec.Sandbox = sb
@@ -149,7 +150,7 @@ func BenchmarkRunWarmSnapshot(b *testing.B) {
 			requireRuntime(b, rt)
 			sb := runnertest.Sandbox()
 			sb.Runtime = rt
-			r := newPooledRunner(b, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+			r := newPooledRunner(b, sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
 			store, err := workspace.OpenStore(b.TempDir())
 			if err != nil {
 				b.Fatal(err)
@@ -195,7 +196,7 @@ func BenchmarkRunWarmSnapshot(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			if misses := counterValue(b, r.metrics.Misses); misses != 0 {
+			if misses := counterValue(b, r.Metrics().Misses); misses != 0 {
 				b.Errorf("%v runs missed the pool", misses)
 			}
 			slices.Sort(with)

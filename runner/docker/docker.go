@@ -1,5 +1,14 @@
 // Package docker runs sandboxed code in Docker containers, under runc or
-// gVisor's runsc, enforcing a runner.Sandbox with container settings only:
+// gVisor's runsc: it is the Docker platform of runner/sandbox, whose runner
+// (validation, the warm pool, the run loop, metrics) it wraps. What it
+// provides is what only Docker has: the engine client and its fault
+// handling (retried removals, lost creates), the container settings
+// (spec.go), the sandbox networks and their host firewall (network.go,
+// firewall.go), the deps bind (deps.go), and how a container ended: its
+// exit, the engine's OOM report and events, and its peak memory from the
+// stats stream and the cgroup (run.go, cgroup.go).
+//
+// It enforces a runner.Sandbox with container settings only:
 // a read-only root; size-limited tmpfs at /workspace (owned by the
 // sandbox user) and /tmp (nosuid, nodev, noexec); an optional read-only,
 // non-recursive bind of Sandbox.DepsDir at /deps and no other mount; no
@@ -84,8 +93,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // Every container a Runner creates carries runner.LabelInstance,
@@ -95,8 +104,6 @@ import (
 // Defaults for the zero fields of Config.
 const (
 	DefaultShmBytes       = 16 << 20
-	DefaultNofile         = 1024
-	DefaultHostNproc      = 4096
 	DefaultRunscPIDsExtra = 64
 )
 
@@ -139,12 +146,12 @@ type Config struct {
 	// ShmBytes is the size of the container's private /dev/shm; 0 means
 	// DefaultShmBytes.
 	ShmBytes int64
-	// Nofile is RLIMIT_NOFILE; 0 means DefaultNofile.
+	// Nofile is RLIMIT_NOFILE; 0 means sandbox.DefaultNofile.
 	Nofile int64
 	// HostNproc is RLIMIT_NPROC under runc. The host kernel counts that
 	// limit over every process of the uid on the host, across runs, so it is
 	// only a backstop there; Sandbox.PIDs (the pids cgroup) is the per-run
-	// bound. 0 means DefaultHostNproc. Under runsc, whose kernel counts only
+	// bound. 0 means sandbox.DefaultHostNproc. Under runsc, whose kernel counts only
 	// the sandbox's own processes, RLIMIT_NPROC is Sandbox.PIDs.
 	HostNproc int64
 	// RunscPIDsExtra is added, twice Sandbox.PIDs plus this, to the pids
@@ -159,10 +166,10 @@ type Config struct {
 	// The Runner needs the host firewall for networked sandboxes (root or
 	// CAP_NET_ADMIN and the iptables commands); without it they are refused
 	// the same way, never run unfirewalled.
-	Egress Egress
-	// Pool configures the warm pool (see PoolConfig); the zero value
-	// disables it.
-	Pool PoolConfig
+	Egress sandbox.Egress
+	// Pool configures the warm pool of containers (see
+	// sandbox.PoolConfig); the zero value disables it.
+	Pool sandbox.PoolConfig
 	// Logger receives what happens outside a run's Result: the ids of runs
 	// in warm containers, cleanup and pool failures, the proxy's serving
 	// errors. nil discards.
@@ -171,20 +178,24 @@ type Config struct {
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
-// Runner runs Specs in Docker containers. It is safe for concurrent use;
-// it does not bound concurrency itself (see runner.Queue).
+// Runner runs Specs in Docker containers: runner/sandbox's runner over
+// the Docker platform. It is safe for concurrent use; it does not bound
+// concurrency itself (see runner.Queue).
 type Runner struct {
+	*sandbox.Runner
+	pf *platform
+}
+
+// platform is the Docker engine as a sandbox.Platform.
+type platform struct {
 	cfg       Config
 	cli       engine
 	fw        firewall
 	log       *slog.Logger
-	pool      *pool // nil: no pool
-	metrics   poolmetrics.Metrics
 	closeCli  func() error
 	mu        sync.Mutex
 	runtimes  map[string]bool          // nil until the engine was asked
 	languages map[langKey]languageInfo // per image ID and language
-	removals  sync.WaitGroup           // removals of ended runs' containers
 	retry     *retrier                 // removals that failed, tried again
 }
 
@@ -215,86 +226,56 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 	if !instanceRE.MatchString(cfg.Instance) {
 		return nil, fmt.Errorf("instance name %q: want 1 to 64 of [A-Za-z0-9_.-]", cfg.Instance)
 	}
-	if cfg.ShmBytes <= 0 {
-		cfg.ShmBytes = DefaultShmBytes
-	}
-	if cfg.Nofile <= 0 {
-		cfg.Nofile = DefaultNofile
-	}
-	if cfg.HostNproc <= 0 {
-		cfg.HostNproc = DefaultHostNproc
-	}
-	if cfg.RunscPIDsExtra <= 0 {
-		cfg.RunscPIDsExtra = DefaultRunscPIDsExtra
+	for _, f := range []struct {
+		v   *int64
+		def int64
+	}{
+		{&cfg.ShmBytes, DefaultShmBytes}, {&cfg.Nofile, sandbox.DefaultNofile},
+		{&cfg.HostNproc, sandbox.DefaultHostNproc}, {&cfg.RunscPIDsExtra, DefaultRunscPIDsExtra},
+	} {
+		if *f.v <= 0 {
+			*f.v = f.def
+		}
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg, cli: cli, fw: iptables{}, log: log, metrics: poolmetrics.New(), closeCli: closeCli, languages: map[langKey]languageInfo{}}
-	r.retry = newRetrier(r)
-	if cfg.Pool.Size > 0 {
-		p, err := newPool(r, cfg.Pool)
-		if err != nil {
-			return nil, err
-		}
-		r.pool = p
+	pf := &platform{cfg: cfg, cli: cli, fw: iptables{}, log: log, closeCli: closeCli, languages: map[langKey]languageInfo{}}
+	pf.retry = newRetrier(pf)
+	sr, err := sandbox.New(pf, sandbox.Config{
+		Instance: cfg.Instance, DefaultImage: cfg.DefaultImage, ColdMargin: coldMargin, DrainTimeout: drainTimeout,
+		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, Logger: log,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	return &Runner{Runner: sr, pf: pf}, nil
 }
 
-// Close waits for the removal of ended runs' containers, stops the warm
-// pool and removes its warm containers, tries once more the removals that
-// failed (see Run), then releases the engine client if New made it. It
-// does not stop runs in progress or remove their containers; call it once
-// they ended.
-func (r *Runner) Close() error {
-	r.removals.Wait()
-	var err error
-	if r.pool != nil {
-		err = r.pool.close()
-		// Closing the pool hands its warm containers, and any a cancelled
-		// make left, to removeLater: wait for those removals too.
-		r.removals.Wait()
-	}
-	r.retry.close()
-	return errors.Join(err, r.closeCli())
+// Close tries once more the removals that failed, then releases the
+// engine client if New made it. (Runner.Close first waits for the
+// removal of ended runs' containers and removes the pool's.)
+func (pf *platform) Close() error {
+	pf.retry.close()
+	return pf.closeCli()
 }
 
-// Warm starts the warm pool: it makes the warm containers of
-// Config.Pool.Sandboxes and waits until each has Config.Pool.Size, ctx
-// ends (its error is returned; the pool goes on filling), or making them
-// fails (that error is returned; the pool retries in the background). The
-// pool also starts with the first Run. Call Cleanup before, not after:
-// Cleanup removes warm containers too. Without a pool Warm does nothing.
-func (r *Runner) Warm(ctx context.Context) error {
-	if r.pool == nil {
-		return nil
-	}
-	return r.pool.warm(ctx)
-}
-
-// Collectors returns the runner's Prometheus collectors, for the sidecar's
-// registry: the warm pool's gatekeeper_pool_hits_total,
-// gatekeeper_pool_interpreter_hits_total, gatekeeper_pool_waits_total,
-// gatekeeper_pool_misses_total, gatekeeper_pool_refill_seconds,
-// gatekeeper_pool_refill_errors_total, gatekeeper_pool_wait_seconds,
-// gatekeeper_pool_warm_containers, gatekeeper_pool_making_containers and
-// gatekeeper_pool_target_containers (at zero without a pool), and
-// gatekeeper_sandbox_removals_pending.
-func (r *Runner) Collectors() []prometheus.Collector {
-	return append(r.metrics.Collectors(r.poolCounts), prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+// Collectors returns gatekeeper_sandbox_removals_pending, beside the
+// runner's own.
+func (pf *platform) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "gatekeeper_sandbox_removals_pending", Help: "Containers and sandbox networks whose removal failed and is being retried.",
-	}, r.retry.count))
+	}, pf.retry.count)}
 }
 
-// poolCounts is the pool's containers ready and being made, and its
-// targets.
-func (r *Runner) poolCounts() (ready, making, targets int) {
-	if r.pool == nil {
-		return 0, 0, 0
+// Memory is the engine's memory: the pool's default budget is half of it.
+func (pf *platform) Memory(ctx context.Context) (int64, error) {
+	info, err := pf.cli.Info(ctx)
+	if err != nil {
+		return 0, engineErr("engine info", err)
 	}
-	return r.pool.counts()
+	return info.MemTotal, nil
 }
 
 // Status is what the engine says about itself.
@@ -308,7 +289,7 @@ type Status struct {
 // Status asks the engine for its version and runtimes now. An engine that
 // cannot be reached is an error wrapping runner.ErrUnavailable.
 func (r *Runner) Status(ctx context.Context) (Status, error) {
-	info, err := r.cli.Info(ctx)
+	info, err := r.pf.cli.Info(ctx)
 	if err != nil {
 		return Status{}, engineErr("engine info", err)
 	}
@@ -321,26 +302,24 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 }
 
 // Instance returns the runner's instance name.
-func (r *Runner) Instance() string { return r.cfg.Instance }
+func (r *Runner) Instance() string { return r.pf.cfg.Instance }
 
-// Cleanup force-removes every container labelled with this runner's
-// instance, running or not (warm ones of the pool included), then the
-// instance's sandbox networks and their host firewall rules, and returns
-// how many containers and networks it removed. Call it when the sidecar
-// starts, to remove what a killed predecessor of the same instance left,
-// before Warm, and not while this runner has runs in progress: it would
-// remove their containers too. It first waits for the removals of ended
-// runs' containers, which run in the background.
-func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
-	r.removals.Wait()
-	list, err := r.containers(ctx)
+// Sweep force-removes the containers labelled with this runner's
+// instance that keep does not keep, running or not, then (when keep is
+// nil) the instance's sandbox networks and their host firewall rules, and
+// returns how many containers and networks it removed.
+func (pf *platform) Sweep(ctx context.Context, keep func(id string, pooled bool) bool) (removed int, err error) {
+	list, err := pf.containers(ctx)
 	if err != nil {
 		return 0, err
 	}
 	var errs []error
 	for _, c := range list {
 		id := c.ID
-		err := r.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
+		if keep != nil && keep(id, c.Labels[runner.LabelPool] != "") {
+			continue
+		}
+		err := pf.cli.ContainerRemove(ctx, id, container.RemoveOptions{Force: true, RemoveVolumes: true})
 		switch {
 		case err == nil:
 			removed++
@@ -350,7 +329,10 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 			errs = append(errs, engineErr("remove container "+short(id), err))
 		}
 	}
-	n, err := r.cleanupNetworks(ctx)
+	if keep != nil {
+		return removed, errors.Join(errs...) // networks are runs', never the pool's
+	}
+	n, err := pf.cleanupNetworks(ctx)
 	removed += n
 	errs = append(errs, err)
 	return removed, errors.Join(errs...)
@@ -358,29 +340,25 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 
 // Leftovers returns how many containers and sandbox networks labelled with
 // this runner's instance exist, plus (with an egress proxy) the instance's
-// host firewall rules, once the removals of ended runs' containers (which
-// run in the background) have finished. The warm pool's containers not
-// taken by a run are not counted: they are the pool's until Close. Tests
-// use it (see runnertest.Leftovers).
-func (r *Runner) Leftovers(ctx context.Context) (int, error) {
-	r.removals.Wait()
-	list, err := r.containers(ctx)
+// host firewall rules; containers keep keeps (the pool's) are not counted.
+func (pf *platform) Leftovers(ctx context.Context, keep func(id string, labels map[string]string) bool) (int, error) {
+	list, err := pf.containers(ctx)
 	if err != nil {
 		return 0, err
 	}
-	n, err := r.leftoverNetworks(ctx)
+	n, err := pf.leftoverNetworks(ctx)
 	for _, c := range list {
-		if r.pool == nil || !r.pool.owns(c.ID, c.Labels) {
+		if !keep(c.ID, c.Labels) {
 			n++
 		}
 	}
 	return n, err
 }
 
-func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
-	list, err := r.cli.ContainerList(ctx, container.ListOptions{
+func (pf *platform) containers(ctx context.Context) ([]container.Summary, error) {
+	list, err := pf.cli.ContainerList(ctx, container.ListOptions{
 		All:     true,
-		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+r.cfg.Instance)),
+		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+pf.cfg.Instance)),
 	})
 	if err != nil {
 		return nil, engineErr("list containers", err)
@@ -390,12 +368,12 @@ func (r *Runner) containers(ctx context.Context) ([]container.Summary, error) {
 
 // runtimeAvailable reports whether the engine has the OCI runtime. The
 // engine's list is asked once and cached; a failed ask is not cached.
-func (r *Runner) runtimeAvailable(ctx context.Context, rt runner.Runtime) (bool, error) {
-	r.mu.Lock()
-	known := r.runtimes
-	r.mu.Unlock()
+func (pf *platform) runtimeAvailable(ctx context.Context, rt runner.Runtime) (bool, error) {
+	pf.mu.Lock()
+	known := pf.runtimes
+	pf.mu.Unlock()
 	if known == nil {
-		info, err := r.cli.Info(ctx)
+		info, err := pf.cli.Info(ctx)
 		if err != nil {
 			return false, engineErr("engine info", err)
 		}
@@ -403,9 +381,9 @@ func (r *Runner) runtimeAvailable(ctx context.Context, rt runner.Runtime) (bool,
 		for name := range info.Runtimes {
 			known[name] = true
 		}
-		r.mu.Lock()
-		r.runtimes = known
-		r.mu.Unlock()
+		pf.mu.Lock()
+		pf.runtimes = known
+		pf.mu.Unlock()
 	}
 	return known[string(rt)], nil
 }

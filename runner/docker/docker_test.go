@@ -23,6 +23,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 func newFakeRunner(t *testing.T, f *fakeEngine) *Runner {
@@ -157,10 +158,12 @@ func TestLanguageMissingFromImage(t *testing.T) {
 			t.Errorf("error %q does not name the image", err)
 		}
 	}
-	if n := f.count("ContainerStatPath"); n != len(imagePath) {
-		t.Errorf("%d stat calls for two runs, want %d (one PATH search, then cached)", n, len(imagePath))
+	if n := f.count("ContainerStatPath"); n != len(launch.ImagePath()) {
+		t.Errorf("%d stat calls for two runs, want %d (one PATH search, then cached)", n, len(launch.ImagePath()))
 	}
-	r.removals.Wait() // containers are removed in the background
+	if err := r.Close(); err != nil { // containers are removed in the background; Close waits
+		t.Fatal(err)
+	}
 	if c, rm := f.count("ContainerCreate"), f.count("ContainerRemove"); c != rm {
 		t.Errorf("%d containers created, %d removed; want all removed", c, rm)
 	}
@@ -208,11 +211,11 @@ func TestContainerSettings(t *testing.T) {
 			spec.Sandbox.DepsDir = deps
 			spec.Timeout = 5 * time.Second
 			spec.Labels = map[string]string{"team": "a", runner.LabelInstance: "spoofed"}
-			p, err := r.plan(spec)
+			p, err := r.Plan(spec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg, host := p.config, p.host
+			cfg, host := r.pf.containerSettings(spec, p, nil)
 			check := func(what string, ok bool) {
 				t.Helper()
 				if !ok {
@@ -235,7 +238,7 @@ func TestContainerSettings(t *testing.T) {
 			check("cpu quota", host.NanoCPUs == 5e8)
 			check("memory without swap", host.Memory == 128<<20 && host.MemorySwap == 128<<20)
 			check("user", cfg.User == "1000:1001")
-			check("environment", slices.Equal(cfg.Env, sandboxEnv))
+			check("environment", slices.Equal(cfg.Env, launch.Env()))
 			check("workdir", cfg.WorkingDir == "/workspace")
 			check("labels", cfg.Labels[runner.LabelInstance] == "unit" && cfg.Labels[runner.LabelRunID] == spec.RunID && cfg.Labels[runner.LabelQueryID] == "conformance" && cfg.Labels["team"] == "a")
 			check("stdin for the workspace", cfg.OpenStdin && cfg.StdinOnce && !cfg.Tty)
@@ -246,27 +249,31 @@ func TestContainerSettings(t *testing.T) {
 			m := host.Mounts[0]
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
-			check("init waits for the code as long as it lets the container live, then starts the launcher", cfg.Entrypoint[11] == "17" && slices.Equal(cfg.Entrypoint[12:16], []string{"/bin/sh", "-c", launcher, "gatekeeper-launcher"}))
-			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.in.Tag) == 16 && string(header(spec.Timeout, spec.Language, p.in.Tag, wantsSnapshot(spec))) == "15 python "+p.in.Tag+" 0\n")
+			check("init waits for the code as long as it lets the container live, then starts the launcher", cfg.Entrypoint[11] == "17" && slices.Equal(cfg.Entrypoint[12:16], []string{"/bin/sh", "-c", launch.Script(), "gatekeeper-launcher"}))
+			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.Input.Tag) == 16 && string(launch.Header(spec.Timeout, spec.Language, p.Input.Tag, launch.WantsSnapshot(spec))) == "15 python "+p.Input.Tag+" 0\n")
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 			withFiles := spec
 			withFiles.Sandbox.MaxFiles = 1
-			ps, err := r.plan(withFiles)
-			check("a run that sends its workspace back asks for a snapshot and lives 30s longer for it", err == nil &&
-				string(header(spec.Timeout, spec.Language, ps.in.Tag, wantsSnapshot(withFiles))) == "15 python "+ps.in.Tag+" 1\n" &&
-				ps.config.Entrypoint[10] == "47")
+			ps, err := r.Plan(withFiles)
+			if err != nil {
+				t.Fatal(err)
+			}
+			psCfg, _ := r.pf.containerSettings(withFiles, ps, nil)
+			check("a run that sends its workspace back asks for a snapshot and lives 30s longer for it",
+				string(launch.Header(spec.Timeout, spec.Language, ps.Input.Tag, launch.WantsSnapshot(withFiles))) == "15 python "+ps.Input.Tag+" 1\n" &&
+					psCfg.Entrypoint[10] == "47")
 
 			ulimits := map[string]int64{}
 			for _, u := range host.Ulimits {
 				check("ulimit soft equals hard", u.Soft == u.Hard)
 				ulimits[u.Name] = u.Hard
 			}
-			check("nofile", ulimits["nofile"] == DefaultNofile)
+			check("nofile", ulimits["nofile"] == sandbox.DefaultNofile)
 			check("fsize above the largest tmpfs", ulimits["fsize"] == 2*(16<<20))
 			switch rt {
 			case runner.Runc:
 				check("pids cgroup is the policy", *host.PidsLimit == 50)
-				check("nproc is the host backstop", ulimits["nproc"] == DefaultHostNproc)
+				check("nproc is the host backstop", ulimits["nproc"] == sandbox.DefaultHostNproc)
 			case runner.Runsc:
 				check("pids cgroup leaves room for gVisor", *host.PidsLimit == 2*50+DefaultRunscPIDsExtra)
 				check("nproc is the policy inside gVisor", ulimits["nproc"] == 50)
@@ -385,7 +392,7 @@ func newFakeNetRunner(t *testing.T, f *fakeEngine, fw *fakeFirewall) *Runner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.fw = fw
+	r.pf.fw = fw
 	return r
 }
 
@@ -449,24 +456,23 @@ func TestNetworkContainerSettings(t *testing.T) {
 	r := newFakeNetRunner(t, f, fw)
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"pypi.org"}}
-	p, err := r.plan(spec)
+	p, err := r.Plan(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sn, err := r.openNetwork(t.Context(), spec)
+	sn, err := r.pf.openNetwork(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.withNetwork(spec, p, sn)
 	proxy := "http://" + sn.proxy.String()
-	cfg, host := p.config, p.host
+	cfg, host := r.pf.containerSettings(spec, p, sn)
 	if host.NetworkMode != container.NetworkMode(sn.name) || !strings.HasPrefix(sn.name, "gatekeeper-unit-") {
 		t.Errorf("network mode %q, want the run's network %q", host.NetworkMode, sn.name)
 	}
 	if !slices.Equal(host.DNS, []string{"0.0.0.0"}) {
 		t.Errorf("DNS %v, want 0.0.0.0 only (no server)", host.DNS)
 	}
-	wantEnv := append(append([]string{}, sandboxEnv...), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "no_proxy=")
+	wantEnv := append(append([]string{}, launch.Env()...), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy, "https_proxy="+proxy, "NO_PROXY=", "no_proxy=")
 	if !slices.Equal(cfg.Env, wantEnv) {
 		t.Errorf("env %q, want %q", cfg.Env, wantEnv)
 	}
@@ -492,15 +498,15 @@ func TestRemovalsTheEngineRefusedAreRetried(t *testing.T) {
 	f := newFake("runc")
 	f.failRemovals = 2 // the run's own two
 	r := newFakeNetRunner(t, f, &fakeFirewall{})
-	r.retry.min, r.retry.max = 5*time.Millisecond, 20*time.Millisecond
+	r.pf.retry.min, r.pf.retry.max = 5*time.Millisecond, 20*time.Millisecond
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.Network = runner.Network{Enabled: true, Allow: []string{"pypi.org"}}
 	if _, err := r.Run(t.Context(), spec); err == nil {
 		t.Fatal("the fake engine starts no container, yet Run succeeded")
 	}
-	for i := 0; r.retry.count() > 0; i++ {
+	for i := 0; r.pf.retry.count() > 0; i++ {
 		if i == 1000 {
-			t.Fatalf("%v removals still pending", r.retry.count())
+			t.Fatalf("%v removals still pending", r.pf.retry.count())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -546,7 +552,7 @@ func TestAn137IsCheckedAgainstTheEngineOOMEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := r.oomKilled("c0ffee", tc.peak, limit, time.Now()); got != tc.want {
+		if got := r.pf.oomKilled("c0ffee", tc.peak, limit, time.Now()); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -565,13 +571,13 @@ func TestAContainerWhoseCreateAnswerWasLostIsRemoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.retry.min, r.retry.max, r.retry.lost = 5*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
+	r.pf.retry.min, r.pf.retry.max, r.pf.retry.lost = 5*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond
 	if _, err := r.Run(t.Context(), runnertest.Spec("print(1)")); err == nil || !strings.Contains(err.Error(), "EOF") {
 		t.Fatalf("Run = %v, want the lost create's error", err)
 	}
-	for i := 0; r.retry.count() > 0; i++ {
+	for i := 0; r.pf.retry.count() > 0; i++ {
 		if i == 1000 {
-			t.Fatalf("%v removals still pending", r.retry.count())
+			t.Fatalf("%v removals still pending", r.pf.retry.count())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -60,7 +60,7 @@ func newEgressRunner(t *testing.T, aud egress.Auditor) *Runner {
 		t.Fatal(err)
 	}
 	r := newTestRunner(t)
-	r.cfg.Egress = p
+	r.pf.cfg.Egress = p
 	return r
 }
 
@@ -640,7 +640,7 @@ func TestEgressCleanupRemovesLeftoverNetworks(t *testing.T) {
 	r := newEgressRunner(t, &egresstest.Recorder{})
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.Network = egressPolicy()
-	sn, err := r.openNetwork(t.Context(), spec)
+	sn, err := r.pf.openNetwork(t.Context(), spec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -786,11 +786,11 @@ func runWithoutNetAdmin(t *testing.T, instance string) {
 	// Without the capability the firewall cannot be listed either: ask
 	// the engine directly for what the instance has.
 	filter := filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+instance))
-	cs, err := r.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filter})
+	cs, err := r.pf.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filter})
 	if err != nil || len(cs) != 0 {
 		t.Errorf("containers of the refused run: %d, %v; want none", len(cs), err)
 	}
-	ns, err := r.cli.NetworkList(t.Context(), network.ListOptions{Filters: filter})
+	ns, err := r.pf.cli.NetworkList(t.Context(), network.ListOptions{Filters: filter})
 	if err != nil || len(ns) != 0 {
 		t.Errorf("networks of the refused run: %d, %v; want none (removed with the refusal)", len(ns), err)
 	}

@@ -15,7 +15,9 @@ import (
 	"github.com/docker/docker/api/types/container"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // These tests need the real engine and check what the conformance suite
@@ -27,15 +29,14 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 	r := newTestRunner(t)
 	spec := runnertest.Spec("print(1)")
 	spec.Sandbox.DepsDir = t.TempDir()
-	p, id := createFor(t, r, spec)
-	insp, err := r.cli.ContainerInspect(t.Context(), id)
+	cfg, want, id := createFor(t, r, spec)
+	insp, err := r.pf.cli.ContainerInspect(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
 	h := insp.HostConfig
 	// Every setting TestContainerSettings pins in the request, as the
 	// engine holds it.
-	want := p.host
 	for _, c := range []struct {
 		name string
 		ok   bool
@@ -48,8 +49,8 @@ func TestEngineKeepsEverySetting(t *testing.T) {
 		{"pids", h.PidsLimit != nil && want.PidsLimit != nil && *h.PidsLimit == *want.PidsLimit},
 		{"runtime", h.Runtime == want.Runtime},
 		{"pid and uts namespaces", h.PidMode == want.PidMode && h.UTSMode == want.UTSMode},
-		{"user", insp.Config.User == p.config.User},
-		{"entrypoint", slices.Equal(insp.Config.Entrypoint, p.config.Entrypoint)},
+		{"user", insp.Config.User == cfg.User},
+		{"entrypoint", slices.Equal(insp.Config.Entrypoint, cfg.Entrypoint)},
 	} {
 		if !c.ok {
 			t.Errorf("the engine does not hold the requested %s", c.name)
@@ -170,16 +171,16 @@ func TestAbandonedContainerEndsByItself(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	attach.Close() // the sidecar is gone
 
-	waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout+backstopGrace+15*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, spec.Timeout+launch.BackstopGrace+15*time.Second)
 	defer cancel()
-	waitC, errC := r.cli.ContainerWait(waitCtx, id, container.WaitConditionNotRunning)
+	waitC, errC := r.pf.cli.ContainerWait(waitCtx, id, container.WaitConditionNotRunning)
 	select {
 	case w := <-waitC:
 		took := time.Since(begin)
 		if w.StatusCode != 137 {
 			t.Errorf("abandoned container exited %d, want 137 (killed by the backstop)", w.StatusCode)
 		}
-		if took < spec.Timeout+backstopGrace-time.Second {
+		if took < spec.Timeout+launch.BackstopGrace-time.Second {
 			t.Errorf("abandoned container ended after %v, before its backstop", took)
 		}
 		t.Logf("abandoned container ended after %v", took)
@@ -194,25 +195,28 @@ func TestAbandonedContainerEndsByItself(t *testing.T) {
 // test ends.
 func startUnwatched(t *testing.T, r *Runner, spec runner.Spec) (id string, attach types.HijackedResponse, begin time.Time) {
 	t.Helper()
-	p, err := r.plan(spec)
+	p, err := r.Plan(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := t.Context()
-	id, err = r.create(ctx, p)
+	cfg, host := r.pf.containerSettings(spec, p, nil)
+	id, err = r.pf.create(ctx, cfg, host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.remove(id) })
-	attach, err = r.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
+	t.Cleanup(func() { r.pf.remove(id) })
+	attach, err = r.pf.cli.ContainerAttach(ctx, id, container.AttachOptions{Stream: true, Stdin: true, Stdout: true, Stderr: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
+	if err := r.pf.cli.ContainerStart(ctx, id, container.StartOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	begin = time.Now()
-	if _, err := writeInput(attach, p, spec); err != nil {
+	_, err = p.Input.Write(attach.Conn, spec)
+	_ = attach.CloseWrite()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return id, attach, begin
@@ -223,11 +227,13 @@ func TestCleanupRemovesOnlyItsInstance(t *testing.T) {
 	requireEngine(t)
 	mine, other := newTestRunner(t), newTestRunner(t)
 	for _, r := range []*Runner{mine, mine, other} {
-		p, err := r.plan(runnertest.Spec("print(1)"))
+		spec := runnertest.Spec("print(1)")
+		p, err := r.Plan(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := r.create(t.Context(), p); err != nil {
+		cfg, host := r.pf.containerSettings(spec, p, nil)
+		if _, err := r.pf.create(t.Context(), cfg, host); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -304,13 +310,15 @@ sys.exit(7)
 `)
 			spec.Sandbox.Runtime = rt
 			spec.Timeout = 20 * time.Second
-			p, id := createFor(t, r, spec)
-			s, err := r.startContainer(t.Context(), id)
+			// The engine's report never comes: the runner's platform
+			// hides the containers' exits.
+			sr, err := sandbox.New(exitUnseen{r.pf}, sandbox.Config{Instance: r.Instance(), DefaultImage: testImage,
+				ColdMargin: coldMargin, DrainTimeout: drainTimeout, MinMemoryBytes: minMemoryBytes})
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.waitC, s.errC = nil, nil // the engine's report never comes
-			res, err := r.execute(t.Context(), id, s, p, spec, runner.Result{})
+			defer sr.Close()
+			res, err := sr.Run(t.Context(), spec)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -331,19 +339,35 @@ sys.exit(7)
 func tail(s string) string { return s[max(0, len(s)-40):] }
 
 // createFor plans spec and creates its container, removed when t ends.
-func createFor(t *testing.T, r *Runner, spec runner.Spec) (*plan, string) {
+func createFor(t *testing.T, r *Runner, spec runner.Spec) (*container.Config, *container.HostConfig, string) {
 	t.Helper()
-	p, err := r.plan(spec)
+	p, err := r.Plan(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := r.create(t.Context(), p)
+	cfg, host := r.pf.containerSettings(spec, p, nil)
+	id, err := r.pf.create(t.Context(), cfg, host)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.remove(id) })
-	return p, id
+	t.Cleanup(func() { r.pf.remove(id) })
+	return cfg, host, id
 }
+
+// exitUnseen is a platform whose containers' exits are never reported.
+type exitUnseen struct{ *platform }
+
+func (e exitUnseen) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Instance, error) {
+	inst, err := e.platform.Create(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return exitUnseenRun{inst.(*containerRun)}, nil
+}
+
+type exitUnseenRun struct{ *containerRun }
+
+func (exitUnseenRun) Done() <-chan struct{} { return nil }
 
 // TestCloseWaitsForBackgroundRemovals: a run's container is removed off the
 // run's path, and Close returns only once that removal is done, so a
@@ -366,7 +390,7 @@ func TestCloseWaitsForBackgroundRemovals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	list, err := other.containers(t.Context())
+	list, err := other.pf.containers(t.Context())
 	if err != nil || len(list) != 0 {
 		t.Errorf("after Close: %d containers of the instance, %v; want none", len(list), err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // logAuditor prints egress events; the sidecar writes them to its audit log.
@@ -44,7 +45,7 @@ func Example() {
 	r, err := docker.New(docker.Config{
 		Instance: "gatekeeper",
 		Egress:   proxy,
-		Pool:     docker.PoolConfig{Size: 2, Idle: 5 * time.Minute, Sandboxes: []runner.Sandbox{base}},
+		Pool:     sandbox.PoolConfig{Size: 2, Idle: 5 * time.Minute, Sandboxes: []runner.Sandbox{base}},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -16,17 +16,8 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
-
-// Egress is what a Runner needs of the egress proxy; *egress.Proxy
-// satisfies it. The Runner serves it on a listener of each sandbox
-// network's own and registers the sandbox's address for the length of the
-// run.
-type Egress interface {
-	Serve(ctx context.Context, ln net.Listener) error
-	Register(addr netip.Addr, id egress.RunIdentity, n runner.Network) error
-	Unregister(addr netip.Addr)
-}
 
 // Network labels and options.
 const (
@@ -55,7 +46,7 @@ var fwIDRE = regexp.MustCompile(`^[0-9a-f]{10}$`)
 // listener on its gateway and the firewall that leaves the proxy the only
 // thing the sandbox reaches. close undoes all of it.
 type sandboxNet struct {
-	r       *Runner
+	r       *platform
 	name    string // the Docker network's name
 	netID   string // the Docker network's ID
 	fw      fwRule
@@ -70,7 +61,7 @@ type sandboxNet struct {
 // openNetwork creates the run's internal network, listens for the proxy on
 // its gateway, installs the firewall and starts serving. On error nothing
 // of it is left.
-func (r *Runner) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandboxNet, err error) {
+func (r *platform) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandboxNet, err error) {
 	var b [5]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("network id: %w", err)
@@ -153,10 +144,7 @@ func (sn *sandboxNet) proxyURL() string { return "http://" + sn.proxy.String() }
 // env is the sandbox's proxy environment: upper and lower case, as tools
 // differ in which they read, and an empty NO_PROXY so that nothing bypasses
 // the proxy (nothing else is reachable anyway).
-func (sn *sandboxNet) env() []string {
-	u := sn.proxyURL()
-	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
-}
+func (sn *sandboxNet) env() []string { return sandbox.ProxyEnv(sn.proxyURL()) }
 
 // register tells the proxy the started container's address is spec's run.
 func (sn *sandboxNet) register(ctx context.Context, containerID string, spec runner.Spec) error {
@@ -182,12 +170,18 @@ func (sn *sandboxNet) register(ctx context.Context, containerID string, spec run
 	return nil
 }
 
+// unregister makes the proxy forget the sandbox's address, once.
+func (sn *sandboxNet) unregister() {
+	if sn.src.IsValid() {
+		sn.r.cfg.Egress.Unregister(sn.src)
+		sn.src = netip.Addr{}
+	}
+}
+
 // close unregisters the sandbox, stops serving, and removes the firewall
 // and the network, with fresh contexts. The container must be gone first.
 func (sn *sandboxNet) close() {
-	if sn.src.IsValid() {
-		sn.r.cfg.Egress.Unregister(sn.src)
-	}
+	sn.unregister()
 	if sn.stop != nil {
 		sn.stop()
 		<-sn.served
@@ -208,7 +202,7 @@ func (sn *sandboxNet) close() {
 }
 
 // networks lists the sandbox networks labelled with this runner's instance.
-func (r *Runner) networks(ctx context.Context) ([]network.Summary, error) {
+func (r *platform) networks(ctx context.Context) ([]network.Summary, error) {
 	list, err := r.cli.NetworkList(ctx, network.ListOptions{
 		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+r.cfg.Instance)),
 	})
@@ -221,7 +215,7 @@ func (r *Runner) networks(ctx context.Context) ([]network.Summary, error) {
 // cleanupNetworks removes this instance's sandbox networks and their
 // firewalls, and firewall rules whose network is gone. Containers on the
 // networks must be removed first.
-func (r *Runner) cleanupNetworks(ctx context.Context) (removed int, err error) {
+func (r *platform) cleanupNetworks(ctx context.Context) (removed int, err error) {
 	list, err := r.networks(ctx)
 	if err != nil {
 		return 0, err
@@ -257,7 +251,7 @@ func (r *Runner) cleanupNetworks(ctx context.Context) (removed int, err error) {
 
 // leftoverNetworks counts this instance's sandbox networks and, when the
 // runner has an egress proxy, its firewall rules.
-func (r *Runner) leftoverNetworks(ctx context.Context) (int, error) {
+func (r *platform) leftoverNetworks(ctx context.Context) (int, error) {
 	list, err := r.networks(ctx)
 	if err != nil {
 		return 0, err

@@ -46,7 +46,7 @@ func packageRunner(t *testing.T) *Runner {
 		t.Fatal(err)
 	}
 	r := newTestRunner(t)
-	r.cfg.Egress = p
+	r.pf.cfg.Egress = p
 	return r
 }
 

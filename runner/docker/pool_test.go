@@ -3,6 +3,7 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -16,13 +17,15 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // newPooledRunner returns a test Runner with a warm pool, closed (and its
 // instance cleaned up) when t ends; then nothing of the instance may be
 // left, warm containers included.
-func newPooledRunner(t testing.TB, cfg PoolConfig) *Runner {
+func newPooledRunner(t testing.TB, cfg sandbox.PoolConfig) *Runner {
 	t.Helper()
 	r, err := New(Config{
 		Instance:     fmt.Sprintf("test-%d-%d", os.Getpid(), instanceSeq.Add(1)),
@@ -38,7 +41,7 @@ func newPooledRunner(t testing.TB, cfg PoolConfig) *Runner {
 		if err := r.Close(); err != nil {
 			t.Errorf("close: %v", err)
 		}
-		if ids, err := r.containers(ctx); err != nil || len(ids) != 0 {
+		if ids, err := r.pf.containers(ctx); err != nil || len(ids) != 0 {
 			t.Errorf("after Close: %d containers of the instance, %v; want none", len(ids), err)
 		}
 		if _, err := r.Cleanup(ctx); err != nil {
@@ -46,44 +49,6 @@ func newPooledRunner(t testing.TB, cfg PoolConfig) *Runner {
 		}
 	})
 	return r
-}
-
-// waitReady pools sb (as All would) and waits until it has a warm
-// container. It returns at once for a sandbox that is not poolable.
-func (p *pool) waitReady(ctx context.Context, sb runner.Sandbox) error {
-	if !poolable(sb) {
-		return nil
-	}
-	pl, err := p.r.plan(templateSpec(sb))
-	if err != nil {
-		return nil // Run refuses it the same way
-	}
-	key := poolKey(sb, pl)
-	p.start()
-	for {
-		p.mu.Lock()
-		s := p.sets[key]
-		if s == nil {
-			if s, err = p.addSet(sb, false); err != nil {
-				p.mu.Unlock()
-				return err
-			}
-		}
-		p.fill(s)
-		n, lastErr, changed := len(s.ready), s.lastErr, p.changed
-		p.mu.Unlock()
-		switch {
-		case n > 0:
-			return nil
-		case lastErr != nil:
-			return lastErr
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // pooledRuntime runs every Spec under one runtime, after making sure a
@@ -96,7 +61,7 @@ type pooledRuntime struct {
 
 func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
 	spec.Sandbox.Runtime = w.rt
-	if err := w.pool.waitReady(ctx, spec.Sandbox); err != nil {
+	if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil {
 		return runner.Result{}, fmt.Errorf("warm the pool: %w", err)
 	}
 	return w.Runner.Run(ctx, spec)
@@ -120,7 +85,7 @@ func conformancePooled(t *testing.T, rt runner.Runtime) {
 	var mu sync.Mutex
 	var runners []*Runner
 	runnertest.Conformance(t, func(t *testing.T) runnertest.Runner {
-		r := newPooledRunner(t, PoolConfig{Size: 3, Idle: 5 * time.Minute, All: true})
+		r := newPooledRunner(t, sandbox.PoolConfig{Size: 3, Idle: 5 * time.Minute, All: true})
 		mu.Lock()
 		runners = append(runners, r)
 		mu.Unlock()
@@ -129,8 +94,8 @@ func conformancePooled(t *testing.T, rt runner.Runtime) {
 	t.Cleanup(func() {
 		var hits, misses float64
 		for _, r := range runners {
-			hits += counterValue(t, r.metrics.Hits)
-			misses += counterValue(t, r.metrics.Misses)
+			hits += counterValue(t, r.Metrics().Hits)
+			misses += counterValue(t, r.Metrics().Misses)
 		}
 		t.Logf("pool: %v hits, %v misses", hits, misses)
 		if hits < 10 {
@@ -160,14 +125,14 @@ func TestPoolWarmRunTimeoutCountsFromTheCode(t *testing.T) {
 			requireRuntime(t, rt)
 			sb := runnertest.Sandbox()
 			sb.Runtime = rt
-			r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}})
+			r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}})
 			if err := r.Warm(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			// Longer than the run's timeout and its in-container backstop
-			// (1s + backstopGrace): a clock started with the container
+			// (1s + launch.BackstopGrace): a clock started with the container
 			// would have killed it before the run.
-			time.Sleep(time.Second + backstopGrace + 2*time.Second)
+			time.Sleep(time.Second + launch.BackstopGrace + 2*time.Second)
 
 			spec := runnertest.Spec("import time\nprint('started', flush=True)\nwhile True:\n    pass")
 			spec.Sandbox = sb
@@ -176,7 +141,7 @@ func TestPoolWarmRunTimeoutCountsFromTheCode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if hits := counterValue(t, r.metrics.Hits); hits != 1 {
+			if hits := counterValue(t, r.Metrics().Hits); hits != 1 {
 				t.Fatalf("%v pool hits, want the run to be warm", hits)
 			}
 			if res.Reason != runner.TimedOut || res.ExitCode != 137 || res.Stdout != "started\n" {
@@ -198,7 +163,7 @@ func TestPoolContainersServeOneRun(t *testing.T) {
 	t.Parallel()
 	requireRuntime(t, runner.Runc)
 	sb := runnertest.Sandbox()
-	r := newPooledRunner(t, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
 	if err := r.Warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +190,7 @@ open("/tmp/marker", "w").write("x")`
 		seen = append(seen, id)
 		gone := false
 		for range 50 { // removed in the background, right after the run
-			list, err := r.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("id", id))})
+			list, err := r.pf.cli.ContainerList(t.Context(), container.ListOptions{All: true, Filters: filters.NewArgs(filters.Arg("id", id))})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -241,7 +206,7 @@ open("/tmp/marker", "w").write("x")`
 			t.Fatal(err)
 		}
 	}
-	if hits := counterValue(t, r.metrics.Hits); hits != 4 {
+	if hits := counterValue(t, r.Metrics().Hits); hits != 4 {
 		t.Errorf("%v hits, want 4", hits)
 	}
 }
@@ -252,7 +217,7 @@ func TestPoolReplacesIdleContainers(t *testing.T) {
 	t.Parallel()
 	requireRuntime(t, runner.Runc)
 	sb := runnertest.Sandbox()
-	r := newPooledRunner(t, PoolConfig{Size: 2, Idle: time.Second, Sandboxes: []runner.Sandbox{sb}})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 2, Idle: time.Second, Sandboxes: []runner.Sandbox{sb}})
 	if err := r.Warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +238,7 @@ func TestPoolReplacesIdleContainers(t *testing.T) {
 	}
 	// The replaced containers are removed, not only forgotten.
 	for range 50 {
-		list, err := r.containers(t.Context())
+		list, err := r.pf.containers(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -287,52 +252,44 @@ func TestPoolReplacesIdleContainers(t *testing.T) {
 
 func warmIDs(t *testing.T, r *Runner) []string {
 	t.Helper()
-	r.pool.mu.Lock()
-	defer r.pool.mu.Unlock()
-	var ids []string
-	for _, s := range r.pool.sets {
-		for _, w := range s.ready {
-			ids = append(ids, w.id)
-		}
-	}
-	return ids
+	return r.Ready()
 }
 
 // TestPoolWarmContainerEndsByItself plays a sidecar that hangs: a warm
-// container nobody sends code to ends itself after its idle lifetime plus
-// the grace, without the runner.
+// container nobody sends code to ends itself after its wait, without the
+// runner.
 func TestPoolWarmContainerEndsByItself(t *testing.T) {
 	t.Parallel()
 	requireRuntime(t, runner.Runc)
-	sb := runnertest.Sandbox()
-	r := newPooledRunner(t, PoolConfig{Size: 1, Idle: time.Second, Sandboxes: []runner.Sandbox{sb}})
-	p := r.pool
-	p.grace = time.Second
-	if len(p.sets) != 1 {
-		t.Fatalf("%d pooled sandboxes, want 1", len(p.sets))
-	}
-	var s *warmSet
-	for _, s = range p.sets {
-	}
-	pl := s.plans[""]
-	pl.wait = p.idle + p.grace
-	pl.config, pl.host = r.containerSettings(templateSpec(sb), pl)
-	begin := time.Now()
-	w, _, err := p.warmUp(s, "") // made by hand: the pool's reaper never sees it
+	r := newTestRunner(t)
+	spec := runnertest.Spec("print(1)")
+	pl, err := r.Plan(spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.release(w)
+	// A warm container as the pool plans one, waiting 2s for its code
+	// (made by hand: no pool's reaper sees it).
+	pl.PoolKey, pl.Warm, pl.Wait = "by-hand", &launch.Warm{}, 2*time.Second
+	begin := time.Now()
+	inst, err := r.pf.Create(t.Context(), sandbox.CreateRequest{Plan: pl, Spec: spec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Remove()
+	defer inst.Detach()
+	go func() { _, _ = io.Copy(io.Discard, inst.Streams().Stdout) }()
 	select {
-	case st := <-w.sess.waitC:
+	case <-inst.Done():
 		took := time.Since(begin)
+		ex, err := inst.Exit(t.Context(), sandbox.Ending{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		// 125 is the launcher's own "no run arrived": its wait, not the
 		// runner, ended the container.
-		if st.StatusCode != 125 || took < 2*time.Second {
-			t.Errorf("the abandoned warm container exited %d after %v; want 125 after its 2s wait", st.StatusCode, took)
+		if ex.Code != 125 || took < 2*time.Second {
+			t.Errorf("the abandoned warm container exited %d after %v; want 125 after its 2s wait", ex.Code, took)
 		}
-	case err := <-w.sess.errC:
-		t.Fatal(err)
 	case <-time.After(30 * time.Second):
 		t.Fatal("the abandoned warm container still waits after 30s")
 	}
@@ -344,7 +301,7 @@ func TestPoolCleanupCollectsWarmContainers(t *testing.T) {
 	t.Parallel()
 	requireRuntime(t, runner.Runc)
 	sb := runnertest.Sandbox()
-	crashed := newPooledRunner(t, PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
+	crashed := newPooledRunner(t, sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}})
 	if err := crashed.Warm(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +327,7 @@ func TestPoolMetrics(t *testing.T) {
 	t.Parallel()
 	requireRuntime(t, runner.Runc)
 	sb := runnertest.Sandbox()
-	r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, All: true, Sandboxes: []runner.Sandbox{sb}})
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(r.Collectors()...)
 	if err := r.Warm(t.Context()); err != nil {
@@ -380,26 +337,20 @@ func TestPoolMetrics(t *testing.T) {
 		spec := runnertest.Spec("print(1)")
 		spec.Sandbox = sb
 		if i == 1 {
-			spec.Sandbox.MemoryBytes = 128 << 20 // not pooled: neither hit nor miss
+			spec.Timeout = sandbox.PoolMaxTimeout + time.Second // not pooled: neither hit nor miss
 		}
 		if _, err := r.Run(t.Context(), spec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := r.Warm(t.Context()); err != nil { // the refill after the hit is done
+	if err := r.AwaitWarm(t.Context(), sb); err != nil { // the refill after the hit is done
 		t.Fatal(err)
 	}
+	// A sandbox pooled only once a run used it: that first run misses.
+	other := sb
+	other.MemoryBytes = 96 << 20
 	spec := runnertest.Spec("print(1)")
-	spec.Sandbox = sb
-	r.pool.mu.Lock()
-	for _, s := range r.pool.sets {
-		s.retryAt = time.Now().Add(time.Hour) // no refill: the next run misses
-		for _, w := range s.ready {
-			r.pool.discard(w)
-		}
-		s.ready = nil
-	}
-	r.pool.mu.Unlock()
+	spec.Sandbox = other
 	if _, err := r.Run(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
@@ -446,14 +397,14 @@ func TestPoolRefusesUnpoolableSandboxes(t *testing.T) {
 	withNet := runnertest.Sandbox()
 	withNet.Network = runner.Network{Enabled: true, Allow: []string{"example.com"}}
 	for _, sb := range []runner.Sandbox{withDeps, withNet} {
-		_, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}}, newFake(), func() error { return nil })
+		_, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}}, newFake(), func() error { return nil })
 		if err == nil || !strings.Contains(err.Error(), "never pooled") {
 			t.Errorf("New with pooled sandbox %+v = %v, want a refusal", sb, err)
 		}
 	}
 	bad := runnertest.Sandbox()
 	bad.UID = 0
-	if _, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{bad}}}, newFake(), func() error { return nil }); err == nil {
+	if _, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{bad}}}, newFake(), func() error { return nil }); err == nil {
 		t.Error("New with a pooled root sandbox succeeded, want the plan's refusal")
 	}
 }

@@ -33,7 +33,7 @@ const LabelCreate = "gatekeeper.create"
 // Its goroutine runs while anything is pending; close stops it after one
 // last attempt.
 type retrier struct {
-	r        *Runner
+	r        *platform
 	min, max time.Duration // the wait between attempts
 	lost     time.Duration // how long after a lost create it is looked for again
 	mu       sync.Mutex
@@ -60,7 +60,7 @@ type lookup struct {
 	first time.Time // of a list that found nothing
 }
 
-func newRetrier(r *Runner) *retrier {
+func newRetrier(r *platform) *retrier {
 	return &retrier{r: r, min: retryMin, max: retryMax, lost: lostAfter, pending: map[retryItem]*lookup{}, stop: make(chan struct{})}
 }
 

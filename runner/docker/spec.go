@@ -12,137 +12,39 @@ import (
 	"github.com/docker/docker/api/types/strslice"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
-// Names of the launch protocol (runner/launch) used here.
-const (
-	workspaceDir  = launch.WorkspaceDir
-	tmpDir        = launch.TmpDir
-	depsDir       = "/deps"
-	backstopGrace = launch.BackstopGrace
-	snapshotGrace = launch.SnapshotGrace
-)
-
-// sandboxEnv is the complete environment of the program; nothing of the
-// sidecar's environment reaches the container.
-var sandboxEnv = launch.Env()
-
-// launcher is the in-container script (launch.Script).
-var launcher = launch.Script()
-
-// header is the line the launcher waits for (launch.Header).
-func header(timeout time.Duration, lang runner.Language, tag string, snapshot bool) []byte {
-	return launch.Header(timeout, lang, tag, snapshot)
-}
-
-// wantsSnapshot reports whether a run of spec sends /workspace back
-// (launch.WantsSnapshot).
-func wantsSnapshot(spec runner.Spec) bool { return launch.WantsSnapshot(spec) }
+// depsDir is where Sandbox.DepsDir is mounted.
+const depsDir = "/deps"
 
 // coldMargin is how long past the run's backstop (timeout plus
-// backstopGrace) the container's PID 1 ends a container created for one
-// run, counted from its start: the code is sent right after the start.
+// launch.BackstopGrace) the container's PID 1 ends a container created for
+// one run, counted from its start: the code is sent right after the start.
 const coldMargin = 2 * time.Second
 
 // minMemoryBytes is the smallest memory limit Docker accepts.
 const minMemoryBytes = 6 << 20
 
-// plan is a validated Spec turned into container settings. The settings
-// depend on the Sandbox (and, for a networked one, its network) but not on
-// the language, the timeout or the code, which travel on standard input
-// (input); a warm pool creates containers from a plan before any of those
-// is known.
-type plan struct {
-	image   string
-	runtime runner.Runtime
-	in      *launch.Input // the program, the code and files, the end marks' tag, the saved workspace
-	config  *container.Config
-	host    *container.HostConfig
-	env     []string      // the program's whole environment
-	net     *sandboxNet   // nil: no network
-	poolKey string        // set for a warm container: its labels are the pool's
-	warm    *launch.Warm  // set for a warm container: what it starts ahead
-	wait    time.Duration // the longest the container waits for its code
-	life    time.Duration // the longest the container lives (PID 1's timeout)
-}
-
-// command is the container's command line (launch.Command, or
-// launch.WarmCommand for a warm container).
-func (p *plan) command() []string {
-	if p.warm != nil {
-		// The pool checked the Warm when it planned the container
-		// (warmStarts); a Warm{} always passes.
-		if argv, err := launch.WarmCommand(p.life, p.wait, p.env, *p.warm); err == nil {
-			return argv
-		}
-	}
-	return launch.Command(p.life, p.wait, p.env)
-}
-
-// plan validates spec and builds the container settings. Problems with the
-// Spec are returned together, wrapped in runner.ErrInvalidSpec; a network
-// policy on a Runner without an egress proxy is refused with
-// runner.ErrNetworkUnsupported. The settings of a networked plan are
-// completed by withNetwork once its network exists.
-func (r *Runner) plan(spec runner.Spec) (*plan, error) {
+// Validate refuses a network policy on a Runner without an egress proxy
+// (runner.ErrNetworkUnsupported) and checks the deps directory.
+func (r *platform) Validate(spec runner.Spec, _ *sandbox.Plan) ([]string, error) {
 	sb := spec.Sandbox
 	if sb.Network.Enabled && r.cfg.Egress == nil {
 		return nil, fmt.Errorf("sandbox network enabled, but the runner has no egress proxy: %w", runner.ErrNetworkUnsupported)
 	}
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if sb.Network.Enabled {
-		if err := egress.ValidateNetwork(sb.Network); err != nil {
-			bad("%v", err)
-		}
-	}
-
-	life := spec.Timeout + backstopGrace + coldMargin
-	if wantsSnapshot(spec) {
-		life += snapshotGrace
-	}
-	p := &plan{image: sb.Image, runtime: sb.Runtime, env: sandboxEnv, wait: life, life: life}
-	if p.image == "" {
-		p.image = r.cfg.DefaultImage
-	}
-	if p.image == "" {
-		bad("no image: Sandbox.Image and the runner's default image are empty")
-	}
-	if p.runtime == "" {
-		p.runtime = runner.Runc
-	}
-	if p.runtime != runner.Runc && p.runtime != runner.Runsc {
-		bad("unknown runtime %q", p.runtime)
-	}
-	in, more := launch.Check(spec, minMemoryBytes)
-	problems = append(problems, more...)
-	p.in = in
 	if sb.DepsDir != "" {
 		if err := checkDeps(sb.DepsDir, sb.DenyGlobs, r.extraProtected()); err != nil {
-			bad("%v", err)
+			return []string{err.Error()}, nil
 		}
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))
-	}
-
-	p.config, p.host = r.containerSettings(spec, p)
-	return p, nil
-}
-
-// withNetwork puts the plan's container on sandbox network sn, with the
-// proxy in its environment.
-func (r *Runner) withNetwork(spec runner.Spec, p *plan, sn *sandboxNet) {
-	p.net = sn
-	p.env = append(append([]string(nil), sandboxEnv...), sn.env()...)
-	p.config, p.host = r.containerSettings(spec, p)
+	return nil, nil
 }
 
 // extraProtected are deps-protected paths that depend on this machine: the
 // engine's socket and the sidecar user's home directory.
-func (r *Runner) extraProtected() []string {
+func (r *platform) extraProtected() []string {
 	out := []string{"/var/run/docker.sock", "/run/docker.sock"}
 	if h := r.cli.DaemonHost(); strings.HasPrefix(h, "unix://") {
 		out = append(out, strings.TrimPrefix(h, "unix://"))
@@ -153,16 +55,21 @@ func (r *Runner) extraProtected() []string {
 	return out
 }
 
-// containerSettings turns a validated spec into the container's config. Each
-// enforcement is one setting here; see the package doc.
-func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config, *container.HostConfig) {
-	sb := spec.Sandbox
+// containerSettings turns a plan into the container's config, on sandbox
+// network sn (nil: none). Each enforcement is one setting here; see the
+// package doc.
+func (r *platform) containerSettings(spec runner.Spec, p *sandbox.Plan, sn *sandboxNet) (*container.Config, *container.HostConfig) {
+	sb := p.Sandbox
+	env := launch.Env()
+	if sn != nil {
+		env = append(env, sn.env()...)
+	}
 	labels := map[string]string{}
-	if p.poolKey != "" {
+	if p.PoolKey != "" {
 		// A warm container serves a run not known yet; the run's ids and
 		// labels go to the runner's log instead (see PoolConfig).
 		labels[runner.LabelInstance] = r.cfg.Instance
-		labels[runner.LabelPool] = p.poolKey
+		labels[runner.LabelPool] = p.PoolKey
 	} else {
 		for k, v := range spec.Labels {
 			labels[k] = v
@@ -172,16 +79,16 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 		labels[runner.LabelQueryID] = spec.QueryID
 	}
 
-	argv := p.command()
+	argv := p.Command(env)
 
 	cfg := &container.Config{
 		User:         fmt.Sprintf("%d:%d", sb.UID, sb.GID),
 		Hostname:     "sandbox",
-		Env:          append([]string(nil), p.env...),
+		Env:          env,
 		Entrypoint:   strslice.StrSlice(argv),
 		Cmd:          strslice.StrSlice{},
-		WorkingDir:   workspaceDir,
-		Image:        p.image,
+		WorkingDir:   launch.WorkspaceDir,
+		Image:        p.Image,
 		Labels:       labels,
 		AttachStdin:  true,
 		AttachStdout: true,
@@ -192,7 +99,7 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 
 	pids := sb.PIDs
 	nproc := r.cfg.HostNproc
-	if p.runtime == runner.Runsc {
+	if p.Runtime == runner.Runsc {
 		nproc = sb.PIDs
 		pids = 2*sb.PIDs + r.cfg.RunscPIDsExtra
 	}
@@ -208,11 +115,11 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 	}
 	host := &container.HostConfig{
 		NetworkMode:    "none",
-		Runtime:        string(p.runtime),
+		Runtime:        string(p.Runtime),
 		ReadonlyRootfs: true,
 		Tmpfs: map[string]string{
-			workspaceDir: tmpfsOpts(sb.WorkspaceBytes, true),
-			tmpDir:       tmpfsOpts(sb.TmpBytes, false),
+			launch.WorkspaceDir: tmpfsOpts(sb.WorkspaceBytes, true),
+			launch.TmpDir:       tmpfsOpts(sb.TmpBytes, false),
 		},
 		CapDrop:     strslice.StrSlice{"ALL"},
 		SecurityOpt: []string{"no-new-privileges:true"},
@@ -234,8 +141,8 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 			},
 		},
 	}
-	if p.net != nil {
-		host.NetworkMode = container.NetworkMode(p.net.name)
+	if sn != nil {
+		host.NetworkMode = container.NetworkMode(sn.name)
 		host.DNS = []string{unusedDNS}
 		host.DNSOptions = []string{"timeout:1", "attempts:1"} // fail in a second, not ten
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // probeCode prints, as JSON, what a Python program can see of how it was
@@ -136,7 +137,7 @@ func TestWarmInterpreterStartsTheRunAsAColdStart(t *testing.T) {
 				sb.Runtime, sb.Image = rt, profileImages[prof.name]
 				cold := probe(t, newTestRunner(t), sb, prof.lang)
 
-				r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
+				r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
 				for i := range 2 { // the first container and its replacement
 					warm := probe(t, r, sb, prof.lang)
 					for _, k := range slices.Sorted(maps.Keys(cold)) {
@@ -150,7 +151,7 @@ func TestWarmInterpreterStartsTheRunAsAColdStart(t *testing.T) {
 						}
 					}
 				}
-				if got := counterValue(t, r.metrics.InterpreterHits); got != 2 {
+				if got := counterValue(t, r.Metrics().InterpreterHits); got != 2 {
 					t.Errorf("%v runs found their interpreter started ahead, want 2: the probe compared nothing", got)
 				}
 			})
@@ -175,12 +176,12 @@ print(pd.DataFrame({"a": [1]}))`
 	if want := "[]\n" + frame; cold.Stdout != want || cold.ExitCode != 0 {
 		t.Errorf("cold: stdout %q stderr %q, want %q", cold.Stdout, cold.Stderr, want)
 	}
-	r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
 	warm := runIn(t, r, sb, code)
 	if want := "['matplotlib', 'matplotlib.pyplot', 'numpy', 'pandas']\n" + frame; warm.Stdout != want || warm.ExitCode != 0 {
 		t.Errorf("warm: stdout %q stderr %q, want %q", warm.Stdout, warm.Stderr, want)
 	}
-	if got := counterValue(t, r.metrics.InterpreterHits); got != 1 {
+	if got := counterValue(t, r.Metrics().InterpreterHits); got != 1 {
 		t.Errorf("%v interpreter hits, want 1", got)
 	}
 }
@@ -195,7 +196,7 @@ func TestWarmInterpreterCarriesNothingOver(t *testing.T) {
 	requireRuntime(t, runner.Runc)
 	sb := runnertest.Sandbox()
 	sb.Image = profileImages["python-data"]
-	r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
 	taint := `import builtins, os, signal, subprocess, sys
 import pandas, numpy
 pandas.gatekeeper_taint = 1
@@ -232,7 +233,7 @@ print(hasattr(pandas, "gatekeeper_taint"), hasattr(builtins, "gatekeeper_taint")
 	if ids[0] == ids[1] || len(ids[1]) != 64 {
 		t.Errorf("the runs ran in containers %q and %q, want two", ids[0], ids[1])
 	}
-	if got := counterValue(t, r.metrics.InterpreterHits); got != 2 {
+	if got := counterValue(t, r.Metrics().InterpreterHits); got != 2 {
 		t.Errorf("%v interpreter hits, want 2", got)
 	}
 }
@@ -247,7 +248,7 @@ func TestConformanceRuncWarmInterpreters(t *testing.T) {
 	var mu sync.Mutex
 	var runners []*Runner
 	runnertest.Conformance(t, func(t *testing.T) runnertest.Runner {
-		r := newPooledRunner(t, PoolConfig{Size: 2, Idle: 5 * time.Minute, All: true, Interpreters: true})
+		r := newPooledRunner(t, sandbox.PoolConfig{Size: 2, Idle: 5 * time.Minute, All: true, Interpreters: true})
 		mu.Lock()
 		runners = append(runners, r)
 		mu.Unlock()
@@ -256,7 +257,7 @@ func TestConformanceRuncWarmInterpreters(t *testing.T) {
 	t.Cleanup(func() {
 		var hits float64
 		for _, r := range runners {
-			hits += counterValue(t, r.metrics.InterpreterHits)
+			hits += counterValue(t, r.Metrics().InterpreterHits)
 		}
 		t.Logf("pool: %v runs found their interpreter started", hits)
 		if hits < 10 {
@@ -289,7 +290,7 @@ func TestWarmInterpreterSeesTheRunsWorkspaceAsAColdStart(t *testing.T) {
 		{"an untouched workspace keeps the preload", map[string]string{"data.csv": "a\n1\n"},
 			"import sys\nprint('pandas' in sys.modules)", "True\n"},
 	}
-	r := newPooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
+	r := newPooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}, Interpreters: true})
 	for _, tc := range cases {
 		// One pool, one run at a time: each takes the warm container.
 		spec := runnertest.Spec(tc.code)
@@ -299,7 +300,7 @@ func TestWarmInterpreterSeesTheRunsWorkspaceAsAColdStart(t *testing.T) {
 			t.Errorf("%s: stdout %q stderr %q exit %d, want %q", tc.name, res.Stdout, res.Stderr, res.ExitCode, tc.want)
 		}
 	}
-	if got := counterValue(t, r.metrics.InterpreterHits); got != float64(len(cases)) {
+	if got := counterValue(t, r.Metrics().InterpreterHits); got != float64(len(cases)) {
 		t.Errorf("%v interpreter hits, want %d: some runs did not take the preloaded container", got, len(cases))
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // BenchmarkHelloWorld runs a Python hello world through the backend, cold
@@ -55,7 +56,7 @@ func BenchmarkHelloWorld(b *testing.B) {
 			sbRT := sb
 			sbRT.Runtime = rt
 			cfg := testConfig(b, nil)
-			cfg.Pool = PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sbRT}}
+			cfg.Pool = sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sbRT}}
 			r := newTestRunner(b, cfg)
 			if err := r.Warm(b.Context()); err != nil {
 				b.Fatal(err)
@@ -74,12 +75,12 @@ func BenchmarkHelloWorld(b *testing.B) {
 		})
 		for _, warm := range []bool{false, true} {
 			name := "docker-cold-" + string(rt)
-			pool := docker.PoolConfig{}
+			pool := sandbox.PoolConfig{}
 			if warm {
 				name = "docker-warm-" + string(rt)
 				sbRT := sb
 				sbRT.Runtime = rt
-				pool = docker.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sbRT}}
+				pool = sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sbRT}}
 			}
 			b.Run(name, func(b *testing.B) {
 				d, err := docker.New(docker.Config{Instance: fmt.Sprintf("kube-bench-%d-%d", os.Getpid(), instanceSeq.Add(1)), Pool: pool})

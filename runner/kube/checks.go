@@ -17,6 +17,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // checkRetry is how long a failed check of a RuntimeClass (or an image's
@@ -27,7 +28,7 @@ const checkRetry = 30 * time.Second
 // runner's life, opened on first use, beside a canary listener on the
 // same address that no Pod may reach.
 type egressListener struct {
-	r      *Runner
+	r      *platform
 	mu     sync.Mutex
 	proxy  netip.AddrPort // valid once open
 	canary *canaryListener
@@ -139,7 +140,7 @@ func (c *canaryListener) count() int {
 
 // classChecks holds what the canary found of each RuntimeClass.
 type classChecks struct {
-	r      *Runner
+	r      *platform
 	mu     sync.Mutex
 	states map[string]*classState
 }
@@ -151,7 +152,7 @@ type classState struct {
 	at  time.Time
 }
 
-func newClassChecks(r *Runner) *classChecks {
+func newClassChecks(r *platform) *classChecks {
 	return &classChecks{r: r, states: map[string]*classState{}}
 }
 
@@ -187,12 +188,8 @@ func (c *classChecks) require(ctx context.Context, p *plan) error {
 	return err
 }
 
-// Check checks the RuntimeClasses of every runtime, with and without a
-// network, running sandboxes of image, and returns what it found: nil
-// for each class that passed. A sidecar calls it at start, so that its
-// log says at once what it cannot run; runs check their class themselves
-// anyway.
-func (r *Runner) Check(ctx context.Context, image string) map[string]error {
+// check is Runner.Check.
+func (r *platform) check(ctx context.Context, image string) map[string]error {
 	if err := r.watch.start(ctx); err != nil {
 		return map[string]error{"": err}
 	}
@@ -205,11 +202,7 @@ func (r *Runner) Check(ctx context.Context, image string) map[string]error {
 			}
 			sb := probeSandbox()
 			sb.Image, sb.Runtime, sb.Network.Enabled = image, rt, network
-			p, err := r.plan(probeSpec(sb))
-			if err == nil {
-				err = r.checks.require(ctx, p)
-			}
-			out[class] = err
+			out[class] = r.checks.require(ctx, r.podPlan(&sandbox.Plan{Image: image, Runtime: rt, Sandbox: sb}))
 		}
 	}
 	return out
@@ -251,7 +244,7 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 	if err != nil {
 		return fmt.Errorf("the canary of RuntimeClass %s: %w: %w", p.class, runner.ErrRuntimeUnavailable, err)
 	}
-	r.images.record(p.image, out.interps)
+	r.images.record(p.Image, out.interps)
 	var wrong []string
 	for name := range targets {
 		got, ok := out.connects[name]
@@ -274,7 +267,7 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 	if canary != nil && canary.count() != before {
 		wrong = append(wrong, "the canary listener was reached")
 	}
-	if !r.hostUsers(p.runtime) && (out.uidMap == "" || out.uidMap == identityUIDMap) {
+	if !r.hostUsers(p.Runtime) && (out.uidMap == "" || out.uidMap == identityUIDMap) {
 		return fmt.Errorf("RuntimeClass %s fails its canary: its Pods do not get a user namespace of their own (uid_map %q), so RLIMIT_NPROC cannot bound one run's processes; use a runtime handler with idmapped mounts (runc 1.2 or later, Linux 6.3 or later), or accept the node-wide pids bound with HostUsers (--kube-host-users): %w",
 			p.class, out.uidMap, runner.ErrRuntimeUnavailable)
 	}
@@ -290,7 +283,7 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 
 // apiServerAddr is the API server's address as an IP and port, for the
 // canary; ok is false when it cannot be told.
-func (r *Runner) apiServerAddr(ctx context.Context) (netip.AddrPort, bool) {
+func (r *platform) apiServerAddr(ctx context.Context) (netip.AddrPort, bool) {
 	u, err := url.Parse(r.cfg.REST.Host)
 	if err != nil || u.Host == "" {
 		u, err = url.Parse("https://" + r.cfg.REST.Host)
@@ -354,7 +347,7 @@ func probeSpec(sb runner.Sandbox) runner.Spec {
 
 // probe runs probeScript in a Pod of p's class and image, outside the
 // checks and the pool, connecting to targets.
-func (r *Runner) probe(ctx context.Context, p *plan, targets map[string]netip.AddrPort) (probeOutput, error) {
+func (r *platform) probe(ctx context.Context, p *plan, targets map[string]netip.AddrPort) (probeOutput, error) {
 	var interps []string
 	for _, l := range runner.Languages() {
 		prog, _ := launch.ProgramFor(l)
@@ -365,17 +358,13 @@ func (r *Runner) probe(ctx context.Context, p *plan, targets map[string]netip.Ad
 		ts = append(ts, name+"="+addr.String())
 	}
 	sb := probeSandbox()
-	sb.Image, sb.Runtime = p.image, p.runtime
+	sb.Image, sb.Runtime = p.Image, p.Runtime
 	if p.network {
 		sb.Network = runner.Network{Enabled: true}
 	}
 	spec := probeSpec(sb)
 	spec.Code = fmt.Sprintf(probeScript, strings.Join(interps, " "), strings.Join(ts, " "))
-	pp, err := r.plan(spec)
-	if err != nil {
-		return probeOutput{}, err
-	}
-	res, err := r.runCold(ctx, pp, spec, runner.Result{RunID: spec.RunID})
+	res, err := r.sr.Probe(ctx, spec)
 	if err != nil {
 		return probeOutput{}, err
 	}
@@ -402,7 +391,7 @@ func (r *Runner) probe(ctx context.Context, p *plan, targets map[string]netip.Ad
 // imageProbes holds the interpreters each image has, as a probe run found
 // them.
 type imageProbes struct {
-	r      *Runner
+	r      *platform
 	mu     sync.Mutex
 	images map[string]*imageState
 }
@@ -414,7 +403,7 @@ type imageState struct {
 	at      time.Time
 }
 
-func newImageProbes(r *Runner) *imageProbes {
+func newImageProbes(r *platform) *imageProbes {
 	return &imageProbes{r: r, images: map[string]*imageState{}}
 }
 
@@ -440,7 +429,7 @@ func (ip *imageProbes) record(image string, interps map[string]bool) {
 // require makes sure image has lang's interpreter in its PATH, probing
 // the image once (under p's class) if no probe has yet.
 func (ip *imageProbes) require(ctx context.Context, p *plan, lang runner.Language) error {
-	st := ip.state(p.image)
+	st := ip.state(p.Image)
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.interps == nil && (st.err == nil || time.Since(st.at) >= checkRetry) {
@@ -449,7 +438,7 @@ func (ip *imageProbes) require(ctx context.Context, p *plan, lang runner.Languag
 			if ctx.Err() != nil || errors.Is(err, errImageMissing) {
 				return err // probed again on the next run, once the image is loaded
 			}
-			st.err, st.at = fmt.Errorf("list the interpreters of image %s: %w", p.image, err), time.Now()
+			st.err, st.at = fmt.Errorf("list the interpreters of image %s: %w", p.Image, err), time.Now()
 		} else {
 			st.interps, st.err = out.interps, nil
 		}
@@ -457,8 +446,12 @@ func (ip *imageProbes) require(ctx context.Context, p *plan, lang runner.Languag
 	if st.err != nil {
 		return st.err
 	}
-	if !st.interps[p.in.Program.Interp] {
-		return fmt.Errorf("%s: no %s in image %s: %w", lang, p.in.Program.Interp, p.image, runner.ErrLanguageUnavailable)
+	prog, ok := launch.ProgramFor(lang)
+	if !ok {
+		return fmt.Errorf("unknown language %q: %w", lang, runner.ErrInvalidSpec)
+	}
+	if !st.interps[prog.Interp] {
+		return fmt.Errorf("%s: no %s in image %s: %w", lang, prog.Interp, p.Image, runner.ErrLanguageUnavailable)
 	}
 	return nil
 }

@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress/egresstest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // TestCleanupRemovesWhatACrashedSidecarLeft leaves what a sidecar killed
@@ -33,26 +35,28 @@ func TestCleanupRemovesWhatACrashedSidecarLeft(t *testing.T) {
 		if network {
 			spec.Sandbox.Network.Enabled, spec.Sandbox.Network.Allow = true, []string{"upstream.test"}
 		}
-		p, err := r.plan(spec)
+		sp, err := r.Plan(spec)
 		if err != nil {
 			t.Fatal(err)
 		}
+		p, env := r.pf.podPlan(sp), launch.Env()
 		var proxy netip.AddrPort
 		if network {
-			if proxy, err = r.egress.addr(t.Context()); err != nil {
+			if proxy, err = r.pf.egress.addr(t.Context()); err != nil {
 				t.Fatal(err)
 			}
+			env = append(env, sandbox.ProxyEnv("http://"+proxy.String())...)
 		}
-		if err := r.watch.start(t.Context()); err != nil {
+		if err := r.pf.watch.start(t.Context()); err != nil {
 			t.Fatal(err)
 		}
 		name := newPodName()
-		if err := r.createPod(t.Context(), spec, p, name, proxy); err != nil {
+		if err := r.pf.createPod(t.Context(), spec, p, env, name, proxy); err != nil {
 			t.Fatal(err)
 		}
 		// Running and blocked on its standard input, as a run's Pod is
 		// between its start and the code's arrival.
-		if _, err := r.waitStarted(t.Context(), name, p); err != nil {
+		if _, err := r.pf.waitStarted(t.Context(), name, p, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,5 +1,12 @@
-// Package kube runs sandboxed code as Kubernetes Pods, one Pod per run,
-// enforcing a runner.Sandbox with the Pod's own fields (the table in
+// Package kube runs sandboxed code as Kubernetes Pods, one Pod per run: it
+// is the Kubernetes platform of runner/sandbox, whose runner (validation,
+// the warm pool, the run loop, metrics) it wraps. What it provides is what
+// only a cluster has: the Pod and NetworkPolicy (pod.go), the Pod's start,
+// attach and end as the API server reports them (run.go, watch.go), the
+// RuntimeClass canaries and image probes (checks.go), the listener of the
+// egress proxy the cluster's firewall admits, and image loading (load.go).
+//
+// It enforces a runner.Sandbox with the Pod's own fields (the table in
 // docs/SANDBOX.md maps each guarantee to the field that enforces it): a
 // RuntimeClass chosen by the runtime and by whether the run has a
 // network; a non-root uid and gid; a read-only root; no privilege
@@ -52,18 +59,15 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // Labels on Pods and NetworkPolicies beside runner.LabelInstance,
@@ -86,9 +90,11 @@ const (
 const (
 	DefaultNamespace        = "gatekeeper"
 	DefaultEphemeralStorage = 256 << 20
-	DefaultNofile           = 1024
-	DefaultHostNproc        = 4096
 	DefaultStartTimeout     = 2 * time.Minute
+	// DefaultPoolMaxMaking is the warm Pods made at once (Docker's pool
+	// makes two): a Pod's start is seconds of waiting on the scheduler
+	// and the kubelet, so two at once refill fewer than one a second.
+	DefaultPoolMaxMaking = 4
 )
 
 // RuntimeClasses names the RuntimeClass of each kind of run. An empty
@@ -122,15 +128,6 @@ func (c RuntimeClasses) For(rt runner.Runtime, network bool) string {
 	return ""
 }
 
-// Egress is what a Runner needs of the egress proxy; *egress.Proxy
-// satisfies it. The Runner serves it on a listener at Config.EgressAddr
-// and registers each networked Pod's address for the length of its run.
-type Egress interface {
-	Serve(ctx context.Context, ln net.Listener) error
-	Register(addr netip.Addr, id egress.RunIdentity, n runner.Network) error
-	Unregister(addr netip.Addr)
-}
-
 // Config configures a Runner. Instance and REST are required.
 type Config struct {
 	// Instance names this runner: every Pod and NetworkPolicy it creates
@@ -151,7 +148,7 @@ type Config struct {
 	// through; nil refuses a Sandbox with Network.Enabled
 	// (runner.ErrNetworkUnsupported), as does an EgressAddr that is not
 	// valid.
-	Egress Egress
+	Egress sandbox.Egress
 	// EgressAddr is where the runner serves the proxy: an address Pods
 	// of the networked classes can reach (on the test cluster, the Pod
 	// network's gateway inside the cluster's network namespace), and
@@ -168,7 +165,7 @@ type Config struct {
 	// the container's log, which the CRI writes whatever gatekeeper reads.
 	// 0 means DefaultEphemeralStorage.
 	EphemeralStorageBytes int64
-	// Nofile is RLIMIT_NOFILE; 0 means DefaultNofile.
+	// Nofile is RLIMIT_NOFILE; 0 means sandbox.DefaultNofile.
 	Nofile int64
 	// HostUsers runs runc Pods in the node's own user namespace instead
 	// of one of their own (hostUsers: false, which needs Kubernetes 1.33
@@ -184,34 +181,39 @@ type Config struct {
 	// use the node's (their kernel counts RLIMIT_NPROC per sandbox).
 	HostUsers bool
 	// HostNproc is RLIMIT_NPROC of runc Pods with HostUsers; 0 means
-	// DefaultHostNproc.
+	// sandbox.DefaultHostNproc.
 	HostNproc int64
 	// StartTimeout bounds how long a Pod may take from its creation to a
 	// running container (scheduling included); past it the run fails with
 	// runner.ErrUnavailable. 0 means DefaultStartTimeout.
 	StartTimeout time.Duration
-	// Pool configures the warm pool (see PoolConfig); the zero value
-	// disables it.
-	Pool PoolConfig
+	// Pool configures the warm pool of Pods (see sandbox.PoolConfig); the
+	// zero value disables it.
+	Pool sandbox.PoolConfig
 	// Logger receives what happens outside a run's Result. nil discards.
 	Logger *slog.Logger
 }
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9_.-]{0,61}[A-Za-z0-9])?$`)
 
-// Runner runs Specs as Pods. It is safe for concurrent use; it does not
-// bound concurrency itself (see runner.Queue).
+// Runner runs Specs as Pods: runner/sandbox's runner over the Kubernetes
+// platform. It is safe for concurrent use; it does not bound concurrency
+// itself (see runner.Queue).
 type Runner struct {
-	cfg      Config
-	cs       kubernetes.Interface
-	log      *slog.Logger
-	watch    *podWatch
-	egress   *egressListener // nil without Config.Egress
-	checks   *classChecks
-	images   *imageProbes
-	pool     *pool // nil: no pool
-	metrics  poolmetrics.Metrics
-	removals sync.WaitGroup // removals of ended runs' Pods
+	*sandbox.Runner
+	pf *platform
+}
+
+// platform is a Kubernetes cluster as a sandbox.Platform.
+type platform struct {
+	cfg    Config
+	cs     kubernetes.Interface
+	log    *slog.Logger
+	watch  *podWatch
+	egress *egressListener // nil without Config.Egress
+	checks *classChecks
+	images *imageProbes
+	sr     *sandbox.Runner // runs the canaries and probes
 }
 
 // New returns a Runner for cfg. It does not contact the API server; the
@@ -234,13 +236,16 @@ func New(cfg Config) (*Runner, error) {
 		cfg.EphemeralStorageBytes = DefaultEphemeralStorage
 	}
 	if cfg.Nofile <= 0 {
-		cfg.Nofile = DefaultNofile
+		cfg.Nofile = sandbox.DefaultNofile
 	}
 	if cfg.HostNproc <= 0 {
-		cfg.HostNproc = DefaultHostNproc
+		cfg.HostNproc = sandbox.DefaultHostNproc
 	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = DefaultStartTimeout
+	}
+	if cfg.Pool.MaxMaking == 0 {
+		cfg.Pool.MaxMaking = DefaultPoolMaxMaking
 	}
 	if cfg.Listen == nil {
 		cfg.Listen = net.Listen
@@ -257,66 +262,52 @@ func newRunner(cfg Config, cs kubernetes.Interface) (*Runner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Runner{cfg: cfg, cs: cs, log: log, metrics: poolmetrics.New()}
+	r := &platform{cfg: cfg, cs: cs, log: log}
 	r.watch = newPodWatch(cs, cfg.Namespace, cfg.Instance, log)
 	if cfg.Egress != nil && cfg.EgressAddr.IsValid() {
 		r.egress = &egressListener{r: r}
 	}
 	r.checks = newClassChecks(r)
 	r.images = newImageProbes(r)
-	if cfg.Pool.Size > 0 {
-		p, err := newPool(r, cfg.Pool)
-		if err != nil {
-			return nil, err
-		}
-		r.pool = p
+	sr, err := sandbox.New(r, sandbox.Config{
+		Instance: cfg.Instance, ColdMargin: coldMargin, DrainTimeout: drainTimeout,
+		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, Logger: log,
+	})
+	if err != nil {
+		return nil, err
 	}
-	return r, nil
+	r.sr = sr
+	return &Runner{Runner: sr, pf: r}, nil
 }
 
 // Instance returns the runner's instance name.
-func (r *Runner) Instance() string { return r.cfg.Instance }
+func (r *Runner) Instance() string { return r.pf.cfg.Instance }
 
 // Namespace returns the namespace the runner's Pods run in.
-func (r *Runner) Namespace() string { return r.cfg.Namespace }
+func (r *Runner) Namespace() string { return r.pf.cfg.Namespace }
 
-// Close waits for the removal of ended runs' Pods, stops the warm pool and
-// removes its warm Pods, stops serving the egress proxy and stops watching
-// the cluster. It does not stop runs in progress; call it once they ended.
-func (r *Runner) Close() error {
-	r.removals.Wait()
-	var err error
-	if r.pool != nil {
-		err = r.pool.close()
-	}
+// Check checks the RuntimeClasses of every runtime, with and without a
+// network, running sandboxes of image, and returns what it found: nil
+// for each class that passed. A sidecar calls it at start, so that its
+// log says at once what it cannot run; runs check their class themselves
+// anyway.
+func (r *Runner) Check(ctx context.Context, image string) map[string]error {
+	return r.pf.check(ctx, image)
+}
+
+// Status asks the API server for its version and the runner's
+// RuntimeClasses now.
+func (r *Runner) Status(ctx context.Context) (Status, error) { return r.pf.status(ctx) }
+
+// Close stops serving the egress proxy and stops watching the cluster.
+// (Runner.Close first waits for the removal of ended runs' Pods and
+// removes the pool's.)
+func (r *platform) Close() error {
 	if r.egress != nil {
 		r.egress.close()
 	}
 	r.watch.stop()
-	return err
-}
-
-// Warm starts the warm pool (see docker.Runner.Warm, which it mirrors):
-// it makes the warm Pods of Config.Pool.Sandboxes and waits until each
-// has Config.Pool.Size, ctx ends, or making them fails. Call Cleanup
-// before, not after. Without a pool Warm does nothing.
-func (r *Runner) Warm(ctx context.Context) error {
-	if r.pool == nil {
-		return nil
-	}
-	return r.pool.warm(ctx)
-}
-
-// Collectors returns the warm pool's Prometheus collectors, named as the
-// Docker backend's (gatekeeper_pool_*); they exist, at zero, without a
-// pool.
-func (r *Runner) Collectors() []prometheus.Collector {
-	return r.metrics.Collectors(func() (ready, making, target int) {
-		if r.pool == nil {
-			return 0, 0, 0
-		}
-		return r.pool.counts()
-	})
+	return nil
 }
 
 // Status is what the cluster says about itself.
@@ -327,9 +318,7 @@ type Status struct {
 	Classes []string
 }
 
-// Status asks the API server for its version and the runner's
-// RuntimeClasses now.
-func (r *Runner) Status(ctx context.Context) (Status, error) {
+func (r *platform) status(ctx context.Context) (Status, error) {
 	v, err := r.cs.Discovery().ServerVersion()
 	if err != nil {
 		return Status{}, apiErr("server version", err)
@@ -345,7 +334,7 @@ func (r *Runner) Status(ctx context.Context) (Status, error) {
 
 // classNames are the configured RuntimeClass names, sorted, without
 // repeats or empty ones.
-func (r *Runner) classNames() []string {
+func (r *platform) classNames() []string {
 	c := r.cfg.Classes
 	seen := map[string]bool{}
 	var out []string
@@ -359,28 +348,33 @@ func (r *Runner) classNames() []string {
 	return out
 }
 
-// Cleanup deletes every Pod and NetworkPolicy labelled with this runner's
-// instance (warm Pods of the pool included) and returns how many it
-// deleted. Call it when the sidecar starts, to remove what a crashed
-// predecessor of the same instance left, before Warm, and not while this
-// runner has runs in progress.
-func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
-	r.removals.Wait()
+// Sweep deletes the Pods labelled with this runner's instance that keep
+// does not keep (warm Pods of the pool included), and their
+// NetworkPolicies, and returns how many it deleted.
+func (r *platform) Sweep(ctx context.Context, keep func(id string, pooled bool) bool) (removed int, err error) {
 	sel := metav1.ListOptions{LabelSelector: runner.LabelInstance + "=" + r.cfg.Instance}
 	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
 	if err != nil {
 		return 0, apiErr("list pods", err)
 	}
+	kept := func(name string, labels map[string]string) bool {
+		return keep != nil && keep(name, labels[runner.LabelPool] != "")
+	}
 	var errs []error
+	var deleted []string
 	for _, p := range pods.Items {
+		if kept(p.Name, p.Labels) {
+			continue
+		}
 		if err := r.deletePod(ctx, p.Name); err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		deleted = append(deleted, p.Name)
 		removed++
 	}
-	for _, p := range pods.Items {
-		if err := r.watch.waitGone(ctx, p.Name); err != nil {
+	for _, name := range deleted {
+		if err := r.watch.waitGone(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -389,6 +383,9 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 		return removed, errors.Join(append(errs, apiErr("list network policies", err))...)
 	}
 	for _, np := range nps.Items {
+		if kept(np.Name, np.Labels) {
+			continue // named after its Pod, which is kept
+		}
 		err := r.cs.NetworkingV1().NetworkPolicies(r.cfg.Namespace).Delete(ctx, np.Name, metav1.DeleteOptions{})
 		switch {
 		case err == nil:
@@ -402,12 +399,9 @@ func (r *Runner) Cleanup(ctx context.Context) (removed int, err error) {
 }
 
 // Leftovers returns how many Pods and NetworkPolicies labelled with this
-// runner's instance exist once the removals of ended runs (which run in
-// the background) have finished. The warm pool's Pods are not counted:
-// they are the pool's until Close; nor their NetworkPolicies. Tests use
-// it (see runnertest.Leftovers).
-func (r *Runner) Leftovers(ctx context.Context) (int, error) {
-	r.removals.Wait()
+// runner's instance exist, except those keep keeps (the pool's, and
+// their NetworkPolicies, named as their Pods).
+func (r *platform) Leftovers(ctx context.Context, keep func(id string, labels map[string]string) bool) (int, error) {
 	sel := metav1.ListOptions{LabelSelector: runner.LabelInstance + "=" + r.cfg.Instance}
 	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
 	if err != nil {
@@ -419,12 +413,12 @@ func (r *Runner) Leftovers(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, p := range pods.Items {
-		if r.pool == nil || !r.pool.owns(p.Name, p.Labels) {
+		if !keep(p.Name, p.Labels) {
 			n++
 		}
 	}
 	for _, np := range nps.Items {
-		if r.pool == nil || !r.pool.owns(np.Name, np.Labels) {
+		if !keep(np.Name, np.Labels) {
 			n++
 		}
 	}
@@ -434,7 +428,7 @@ func (r *Runner) Leftovers(ctx context.Context) (int, error) {
 // deletePod asks the API server to delete the Pod, with a grace period of
 // one second (the kubelet gives a container at least two before it kills
 // it). A Pod that is gone already is fine.
-func (r *Runner) deletePod(ctx context.Context, name string) error {
+func (r *platform) deletePod(ctx context.Context, name string) error {
 	grace := int64(1)
 	err := r.cs.CoreV1().Pods(r.cfg.Namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &grace})
 	if err != nil && !apierrors.IsNotFound(err) {
@@ -457,7 +451,7 @@ func apiErr(op string, err error) error {
 
 // podLabels are the labels every Pod and NetworkPolicy of the runner
 // carries, plus extra.
-func (r *Runner) labels(extra map[string]string) map[string]string {
+func (r *platform) labels(extra map[string]string) map[string]string {
 	l := map[string]string{runner.LabelInstance: r.cfg.Instance}
 	for k, v := range extra {
 		l[k] = v

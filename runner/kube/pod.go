@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"math"
 	"net/netip"
 	"sort"
@@ -20,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // containerName is the one container of a sandbox Pod.
@@ -42,82 +41,30 @@ const minMemoryBytes = 6 << 20
 const unusedDNS = "0.0.0.0"
 
 // limits is the shell that sets the run's rlimits, which a Pod spec cannot
-// hold, and becomes the rest of its arguments (env, then PID 1's timeout).
-// ulimit with neither -H nor -S sets both, so the program cannot raise
-// them again. RLIMIT_NPROC is -u in bash and -p in dash; a shell that
-// takes neither fails the Pod (exit 125, no end marks) rather than run it
-// without the limit.
+// hold, waits for the go line (goLine: the runner has attached), and
+// becomes the rest of its arguments (env, then PID 1's timeout). ulimit
+// with neither -H nor -S sets both, so the program cannot raise them
+// again. RLIMIT_NPROC is -u in bash and -p in dash; a shell that takes
+// neither fails the Pod (exit 125, no end marks) rather than run it
+// without the limit. read takes the go line a byte at a time (standard
+// input is a pipe), leaving the header that follows to the launcher.
 const limits = `ulimit -n "$1" && { ulimit -u "$2" 2>/dev/null || ulimit -p "$2"; } && ulimit -f "$3" || { echo "gatekeeper: cannot set the sandbox's rlimits" >&2; exit 125; }
 shift 3
+IFS= read -r _ || exit 125
 exec "$@"`
 
-// plan is a validated Spec turned into a Pod's settings. Like the Docker
-// backend's, it depends on the Sandbox but not on the language, the
-// timeout or the code, which travel on standard input.
+// plan is a sandbox.Plan with what a Pod adds: its RuntimeClass, chosen
+// by the runtime and by whether the sandbox has a network.
 type plan struct {
-	in      *launch.Input
-	image   string
-	runtime runner.Runtime
-	class   string // the RuntimeClass
+	*sandbox.Plan
+	class   string
 	network bool
-	env     []string      // the program's whole environment
-	poolKey string        // set for a warm Pod: its labels are the pool's
-	wait    time.Duration // the longest the launcher waits for its code
-	life    time.Duration // the longest the container lives (PID 1's timeout)
 }
 
-// plan validates spec. Problems with the Spec are returned together,
-// wrapped in runner.ErrInvalidSpec; a network policy the runner cannot
-// enforce is refused with runner.ErrNetworkUnsupported, a runtime without
-// a RuntimeClass with runner.ErrRuntimeUnavailable.
-func (r *Runner) plan(spec runner.Spec) (*plan, error) {
-	sb := spec.Sandbox
-	if sb.Network.Enabled && r.egress == nil {
-		return nil, fmt.Errorf("sandbox network enabled, but the runner has no egress proxy address Pods can reach: %w", runner.ErrNetworkUnsupported)
-	}
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	if sb.Network.Enabled {
-		if err := egress.ValidateNetwork(sb.Network); err != nil {
-			bad("%v", err)
-		}
-	}
-	life := spec.Timeout + launch.BackstopGrace + coldMargin
-	if launch.WantsSnapshot(spec) {
-		life += launch.SnapshotGrace
-	}
-	p := &plan{image: sb.Image, runtime: sb.Runtime, network: sb.Network.Enabled, env: launch.Env(), wait: life, life: life}
-	if p.image == "" {
-		bad("no image: Sandbox.Image is empty")
-	}
-	if p.runtime == "" {
-		p.runtime = runner.Runc
-	}
-	if p.runtime != runner.Runc && p.runtime != runner.Runsc {
-		bad("unknown runtime %q", p.runtime)
-	}
-	if sb.DepsDir != "" {
-		bad("deps dir %q: the Kubernetes backend mounts no host path (sandbox.fs.deps is for the Docker backend; put dependencies in the image)", sb.DepsDir)
-	}
-	in, more := launch.Check(spec, minMemoryBytes)
-	problems = append(problems, more...)
-	p.in = in
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s", runner.ErrInvalidSpec, strings.Join(problems, "; "))
-	}
-	p.class = r.cfg.Classes.For(p.runtime, p.network)
-	if p.class == "" {
-		what := "without a network"
-		if p.network {
-			what = "with a network"
-		}
-		err := runner.ErrRuntimeUnavailable
-		if !p.network {
-			err = runner.ErrNetworkUnsupported
-		}
-		return nil, fmt.Errorf("no RuntimeClass is configured for %s sandboxes %s: %w", p.runtime, what, err)
-	}
-	return p, nil
+// podPlan completes p for a Pod.
+func (r *platform) podPlan(p *sandbox.Plan) *plan {
+	network := p.Sandbox.Network.Enabled
+	return &plan{Plan: p, class: r.cfg.Classes.For(p.Runtime, network), network: network}
 }
 
 // newPodName returns a fresh Pod name: "gk-" and 16 hex digits.
@@ -168,14 +115,14 @@ func networkLabel(on bool) string {
 
 // pod is the Pod of plan p with name. Each guarantee is one field here;
 // see the package doc and docs/SANDBOX.md.
-func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
-	sb := spec.Sandbox
+func (r *platform) pod(spec runner.Spec, p *plan, env []string, name string) *corev1.Pod {
+	sb := p.Sandbox
 	labels := r.labels(map[string]string{LabelPod: name, LabelNetwork: networkLabel(p.network)})
 	var annotations map[string]string
-	if p.poolKey != "" {
+	if p.PoolKey != "" {
 		// A warm Pod serves a run not known yet; the run labels it when
-		// it takes it (see pool.take).
-		labels[runner.LabelPool] = p.poolKey
+		// it takes it (podRun.LabelRun).
+		labels[runner.LabelPool] = p.PoolKey
 	} else {
 		for k, v := range runLabels(spec) {
 			labels[k] = v
@@ -187,15 +134,15 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 	// namespace: a gVisor sandbox's kernel, or a runc Pod's own namespace,
 	// holds this run's alone; the node's holds every Pod's (see
 	// Config.HostUsers).
-	hostUsers := r.hostUsers(p.runtime)
+	hostUsers := r.hostUsers(p.Runtime)
 	nproc := sb.PIDs
-	if hostUsers && p.runtime == runner.Runc {
+	if hostUsers && p.Runtime == runner.Runc {
 		nproc = r.cfg.HostNproc
 	}
 	fsize := max(sb.WorkspaceBytes, sb.TmpBytes) * 2
 	argv := append([]string{"/bin/sh", "-c", limits, "gatekeeper-limits",
 		strconv.FormatInt(r.cfg.Nofile, 10), strconv.FormatInt(nproc, 10), strconv.FormatInt((fsize+511)/512, 10)},
-		launch.Command(p.life, p.wait, p.env)...)
+		p.Command(env)...)
 	for i, a := range argv {
 		// The kubelet expands $(VAR) in a container's command and turns
 		// $$ into $: doubled, every $ reaches the container as written.
@@ -209,7 +156,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 	}
 	no, yes := false, true
 	uid, gid := int64(sb.UID), int64(sb.GID)
-	deadline := int64(math.Ceil(p.life.Seconds()))
+	deadline := int64(math.Ceil(p.Life.Seconds()))
 	grace := int64(1)
 	class := p.class
 	memory := func(size int64) *resource.Quantity { return resource.NewQuantity(size, resource.BinarySI) }
@@ -241,7 +188,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 			},
 			Containers: []corev1.Container{{
 				Name:            containerName,
-				Image:           p.image,
+				Image:           p.Image,
 				ImagePullPolicy: corev1.PullNever,
 				Command:         argv,
 				WorkingDir:      launch.WorkspaceDir,
@@ -277,7 +224,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 // plugin enforces NetworkPolicy it is a second layer under the
 // RuntimeClass (no network) and the cluster's own firewall (the proxy
 // only); the canary checks what holds without relying on it.
-func (r *Runner) networkPolicy(name string, p *plan, proxy netip.AddrPort) *networkingv1.NetworkPolicy {
+func (r *platform) networkPolicy(name string, p *plan, proxy netip.AddrPort) *networkingv1.NetworkPolicy {
 	np := &networkingv1.NetworkPolicy{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: name, Namespace: r.cfg.Namespace,
@@ -290,8 +237,8 @@ func (r *Runner) networkPolicy(name string, p *plan, proxy netip.AddrPort) *netw
 			Egress:      []networkingv1.NetworkPolicyEgressRule{},
 		},
 	}
-	if p.poolKey != "" {
-		np.Labels[runner.LabelPool] = p.poolKey
+	if p.PoolKey != "" {
+		np.Labels[runner.LabelPool] = p.PoolKey
 	}
 	if p.network && proxy.IsValid() {
 		tcp := corev1.ProtocolTCP
@@ -307,6 +254,6 @@ func (r *Runner) networkPolicy(name string, p *plan, proxy netip.AddrPort) *netw
 // hostUsers reports whether Pods under rt share the node's user
 // namespace: gVisor's always (its kernel is the sandbox's boundary), runc's
 // only with Config.HostUsers.
-func (r *Runner) hostUsers(rt runner.Runtime) bool { return rt == runner.Runsc || r.cfg.HostUsers }
+func (r *platform) hostUsers(rt runner.Runtime) bool { return rt == runner.Runsc || r.cfg.HostUsers }
 
 func ptr[T any](v T) *T { return &v }

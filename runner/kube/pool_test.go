@@ -16,6 +16,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 func counterValue(t testing.TB, c prometheus.Counter) float64 {
@@ -28,7 +29,7 @@ func counterValue(t testing.TB, c prometheus.Counter) float64 {
 }
 
 // pooledRunner is a test Runner with a warm pool of cfg, warmed.
-func pooledRunner(t *testing.T, cfg PoolConfig) *Runner {
+func pooledRunner(t *testing.T, cfg sandbox.PoolConfig) *Runner {
 	t.Helper()
 	rc := testConfig(t, nil)
 	rc.Pool = cfg
@@ -49,7 +50,7 @@ func warmUp(t *testing.T, r *Runner) {
 		switch {
 		case err == nil:
 			return
-		case !errors.Is(err, errNoRoom) || ctx.Err() != nil:
+		case !errors.Is(err, sandbox.ErrNoRoom) || ctx.Err() != nil:
 			t.Fatalf("warm the pool: %v", err)
 		}
 		select {
@@ -72,7 +73,7 @@ func TestPoolPodsServeOneRun(t *testing.T) {
 			t.Parallel()
 			sb := runnertest.Sandbox()
 			sb.Image, sb.Runtime, sb.CPUs = c.image, rt, 0.5
-			r := pooledRunner(t, PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}})
+			r := pooledRunner(t, sandbox.PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}})
 			time.Sleep(2 * time.Second) // longer than the timeout below
 			for i := range 4 {
 				spec := runnertest.Spec(`import os
@@ -94,7 +95,7 @@ while True:
 				}
 				warmUp(t, r) // refilled in the background
 			}
-			if hits := counterValue(t, r.metrics.Hits); hits != 4 {
+			if hits := counterValue(t, r.Metrics().Hits); hits != 4 {
 				t.Errorf("%v pool hits, want 4: every run warm", hits)
 			}
 			if n, err := r.Leftovers(t.Context()); err != nil || n != 0 {
@@ -117,7 +118,7 @@ func TestAColdRunTakesTheRoomOfAWarmPod(t *testing.T) {
 	sb := runnertest.Sandbox()
 	sb.Image, sb.Runtime, sb.CPUs = c.image, runner.Runc, c.nodeCPUs(t)/2
 	rc := testConfig(t, nil)
-	rc.Pool = PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
+	rc.Pool = sandbox.PoolConfig{Size: 2, Sandboxes: []runner.Sandbox{sb}}
 	rc.StartTimeout = time.Minute
 	r := newTestRunner(t, rc)
 	warmUp(t, r)
@@ -131,43 +132,8 @@ func TestAColdRunTakesTheRoomOfAWarmPod(t *testing.T) {
 	if res.Reason != runner.Exited || strings.TrimSpace(res.Stdout) != "cold" {
 		t.Errorf("the cold run ended %s %d stdout %q stderr %q; want exited 0 printing cold", res.Reason, res.ExitCode, res.Stdout, res.Stderr)
 	}
-	if hits := counterValue(t, r.metrics.Hits); hits != 0 {
+	if hits := counterValue(t, r.Metrics().Hits); hits != 0 {
 		t.Errorf("%v pool hits, want 0: the run's sandbox is not pooled", hits)
-	}
-}
-
-// waitReady waits until the pool has a warm Pod of sb ready (making the
-// set if the pool has none for sb), its makers fail, or ctx ends.
-func (p *pool) waitReady(ctx context.Context, sb runner.Sandbox) error {
-	pl, err := p.r.plan(templateSpec(sb))
-	if err != nil {
-		return err
-	}
-	key := poolKey(sb, pl)
-	p.start()
-	for {
-		p.mu.Lock()
-		s := p.sets[key]
-		if s == nil {
-			if s, err = p.addSet(sb, false); err != nil {
-				p.mu.Unlock()
-				return err
-			}
-		}
-		p.fill(s)
-		n, lastErr, changed := len(s.ready), s.lastErr, p.changed
-		p.mu.Unlock()
-		switch {
-		case n > 0:
-			return nil
-		case lastErr != nil:
-			return lastErr
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
 	}
 }
 
@@ -188,10 +154,10 @@ func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result
 	if spec.Sandbox.Image == "" {
 		spec.Sandbox.Image = w.image
 	}
-	if _, err := w.plan(spec); err == nil && poolable(spec.Sandbox) && spec.Timeout <= PoolMaxTimeout {
+	if spec.Timeout <= sandbox.PoolMaxTimeout {
 		// A warm Pod takes only room no run needs: on a full node the
 		// run goes cold, and its Pod takes a warm Pod's place.
-		if err := w.pool.waitReady(ctx, spec.Sandbox); err != nil && !errors.Is(err, errNoRoom) {
+		if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil && !errors.Is(err, sandbox.ErrNoRoom) {
 			return runner.Result{}, fmt.Errorf("warm the pool: %w", err)
 		}
 	}
@@ -218,7 +184,7 @@ func conformancePooled(t *testing.T, rt runner.Runtime) {
 	var runners []*Runner
 	runnertest.ConformanceWith(t, func(t *testing.T) runnertest.Runner {
 		cfg := testConfig(t, nil)
-		cfg.Pool = PoolConfig{Size: 1, Idle: 5 * time.Minute, All: true}
+		cfg.Pool = sandbox.PoolConfig{Size: 1, Idle: 5 * time.Minute, All: true}
 		r := newTestRunner(t, cfg)
 		mu.Lock()
 		runners = append(runners, r)
@@ -228,8 +194,8 @@ func conformancePooled(t *testing.T, rt runner.Runtime) {
 	t.Cleanup(func() {
 		var hits, misses float64
 		for _, r := range runners {
-			hits += counterValue(t, r.metrics.Hits)
-			misses += counterValue(t, r.metrics.Misses)
+			hits += counterValue(t, r.Metrics().Hits)
+			misses += counterValue(t, r.Metrics().Misses)
 		}
 		t.Logf("pool: %v hits, %v misses", hits, misses)
 		if hits < 10 {

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -21,7 +23,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
-	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // Timeouts for API calls that must happen even after the caller's context
@@ -34,129 +36,123 @@ const (
 	drainTimeout = 10 * time.Second
 )
 
-// Run runs spec in a new Pod, or in a warm one of the pool (see
-// PoolConfig), and deletes the Pod whatever happened, in the background
-// right after (Close, Cleanup and Leftovers wait for those deletions). A
-// Pod serves one run only.
-//
-// Before the first run under a RuntimeClass, and again after a failed
-// check, a canary run under it checks what the class must give (see the
-// package doc); a class that fails refuses the run with the canary's
-// finding (runner.ErrNetworkUnsupported for a network that does not hold,
-// runner.ErrRuntimeUnavailable for a missing class). Before the first run
-// in an image, a probe run lists its interpreters; a language the image
-// lacks is runner.ErrLanguageUnavailable.
-//
-// Errors, each wrapping a runner sentinel where one applies: a refused
-// Spec (runner.ErrInvalidSpec, every problem listed), a network policy the
-// runner cannot enforce (runner.ErrNetworkUnsupported), a RuntimeClass
-// that is missing or fails its canary, an image without the language's
-// interpreter, a cluster that cannot be reached or does not start the Pod
-// within Config.StartTimeout (runner.ErrUnavailable, with the Pod's own
-// reason). An image the node's runtime lacks is an error naming the
-// command that loads it.
-//
-// Once the Pod's container runs, Run returns a Result and a nil error
-// (unless the attach to it fails): Exited (or OOMKilled when the memory
-// limit killed it), TimedOut (exit code 137), or Cancelled. If ctx ends
-// before the container ran, Run returns ctx's error. Output is streamed to
-// spec.OnOutput as it arrives, each stream capped at MaxOutputBytes.
-func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
-	res := runner.Result{RunID: spec.RunID}
-	p, err := r.plan(spec)
-	if err != nil {
-		return res, err
+// Validate refuses a network policy the runner cannot enforce
+// (runner.ErrNetworkUnsupported), a deps directory (no host path is
+// mounted), and a runtime without a RuntimeClass.
+func (r *platform) Validate(spec runner.Spec, sp *sandbox.Plan) ([]string, error) {
+	sb := spec.Sandbox
+	if sb.Network.Enabled && r.egress == nil {
+		return nil, fmt.Errorf("sandbox network enabled, but the runner has no egress proxy address Pods can reach: %w", runner.ErrNetworkUnsupported)
 	}
-	res.Image, res.Runtime = p.image, p.runtime
-	if err := p.in.OpenSaved(spec); err != nil {
-		return res, err
+	var problems []string
+	if sb.DepsDir != "" {
+		problems = append(problems, fmt.Sprintf("deps dir %q: the Kubernetes backend mounts no host path (sandbox.fs.deps is for the Docker backend; put dependencies in the image)", sb.DepsDir))
 	}
-	defer p.in.CloseSaved()
-	if err := r.watch.start(ctx); err != nil {
-		return res, err
+	if sp.Runtime != runner.Runc && sp.Runtime != runner.Runsc {
+		return problems, nil // refused already
 	}
-	if err := r.checks.require(ctx, p); err != nil {
-		return res, err
-	}
-	if err := r.images.require(ctx, p, spec.Language); err != nil {
-		return res, err
-	}
-	if r.pool != nil {
-		if w := r.pool.take(spec, p); w != nil {
-			return r.runWarm(ctx, w, p, spec, res)
+	if p := r.podPlan(sp); p.class == "" {
+		what := "without a network"
+		if p.network {
+			what = "with a network"
 		}
+		err := runner.ErrRuntimeUnavailable
+		if !p.network {
+			err = runner.ErrNetworkUnsupported
+		}
+		return nil, fmt.Errorf("no RuntimeClass is configured for %s sandboxes %s: %w", p.Runtime, what, err)
 	}
-	return r.runCold(ctx, p, spec, res)
+	return problems, nil
 }
 
-// runCold creates a Pod for spec, waits until its container runs and
-// executes the run in it.
-func (r *Runner) runCold(ctx context.Context, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+// Prepare starts watching the cluster, makes sure the plan's RuntimeClass
+// passed its canary and, with lang, that the image has lang's interpreter
+// (a probe run, once per image): before the first run under a class, and
+// again after a failed check, a canary run under it checks what the class
+// must give (see the package doc).
+func (r *platform) Prepare(ctx context.Context, sp *sandbox.Plan, lang runner.Language) error {
+	p := r.podPlan(sp)
+	if err := r.watch.start(ctx); err != nil {
+		return err
+	}
+	if err := r.checks.require(ctx, p); err != nil {
+		return err
+	}
+	if lang == "" {
+		return nil
+	}
+	return r.images.require(ctx, p, lang)
+}
+
+// Create creates the Pod of req.Plan (and its NetworkPolicy), waits until
+// its container runs, registers a networked Pod's address with the egress
+// proxy, and attaches to it. The container's command waits for a first
+// line on standard input before it starts the launcher, and Create sends
+// that line once attached: a Pod's attach sees only what the container
+// writes after it, and so nothing the launcher writes is lost.
+func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Instance, error) {
+	p, spec := r.podPlan(req.Plan), req.Spec
+	env := launch.Env()
 	var proxy netip.AddrPort
 	if p.network {
 		var err error
 		if proxy, err = r.egress.addr(ctx); err != nil {
-			return res, err
+			return nil, err
 		}
-		p.env = append(launch.Env(), proxyEnv(proxy)...)
+		env = append(env, sandbox.ProxyEnv("http://"+proxy.String())...)
 	}
 	name := newPodName()
-	if err := r.createPod(ctx, spec, p, name, proxy); err != nil {
-		return res, err
+	pr := &podRun{r: r, name: name, done: make(chan struct{})}
+	if err := r.createPod(ctx, spec, p, env, name, proxy); err != nil {
+		req.Background(pr.Remove)
+		return nil, err
 	}
-	defer r.removeLater(name)
 	t0 := time.Now()
-	pod, err := r.waitStarted(ctx, name, p)
+	pod, err := r.waitStarted(ctx, name, p, req.Yield)
 	if err != nil {
-		return res, err
+		req.Background(pr.Remove)
+		return nil, err
 	}
-	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "pod", name, "pod_start", time.Since(t0))
+	r.log.Debug("sandbox pod started", "run_id", spec.RunID, "query_id", spec.QueryID, "pod", name, "pod_start", time.Since(t0))
 	if p.network {
 		addr, err := netip.ParseAddr(pod.Status.PodIP)
 		if err != nil {
-			return res, fmt.Errorf("pod %s has no address for the egress proxy (%q): %w", name, pod.Status.PodIP, err)
+			req.Background(pr.Remove)
+			return nil, fmt.Errorf("pod %s has no address for the egress proxy (%q): %w", name, pod.Status.PodIP, err)
 		}
 		if err := r.cfg.Egress.Register(addr, egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID}, spec.Sandbox.Network); err != nil {
-			return res, fmt.Errorf("register the sandbox with the egress proxy: %w", err)
+			req.Background(pr.Remove)
+			return nil, fmt.Errorf("register the sandbox with the egress proxy: %w", err)
 		}
-		defer r.cfg.Egress.Unregister(addr)
+		pr.src = addr
 	}
-	return r.execute(ctx, name, p, spec, res)
-}
-
-// proxyEnv is the sandbox's proxy environment: upper and lower case, as
-// tools differ in which they read, and an empty NO_PROXY so that nothing
-// bypasses the proxy (nothing else is reachable anyway).
-func proxyEnv(proxy netip.AddrPort) []string {
-	u := "http://" + proxy.String()
-	return []string{"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u, "NO_PROXY=", "no_proxy="}
+	if err := pr.start(ctx); err != nil {
+		pr.Detach()
+		req.Background(pr.Remove)
+		return nil, err
+	}
+	return pr, nil
 }
 
 // createPod creates the NetworkPolicy, then the Pod, of plan p. The
 // requests are not cancelled with ctx: an object the API server created
 // after the caller gave up would be left behind. On error nothing of it
 // is left (in the background).
-func (r *Runner) createPod(ctx context.Context, spec runner.Spec, p *plan, name string, proxy netip.AddrPort) error {
+func (r *platform) createPod(ctx context.Context, spec runner.Spec, p *plan, env []string, name string, proxy netip.AddrPort) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	if _, err := r.cs.NetworkingV1().NetworkPolicies(r.cfg.Namespace).Create(ctx, r.networkPolicy(name, p, proxy), metav1.CreateOptions{}); err != nil {
 		return apiErr("create network policy", err)
 	}
-	pod := r.pod(spec, p, name)
-	if _, skipped := runAnnotations(spec); len(skipped) > 0 && p.poolKey == "" {
+	pod := r.pod(spec, p, env, name)
+	if _, skipped := runAnnotations(spec); len(skipped) > 0 && p.PoolKey == "" {
 		r.log.Warn("spec labels that are not valid annotation keys are left off the pod", "run_id", spec.RunID, "keys", skipped)
 	}
 	if _, err := r.cs.CoreV1().Pods(r.cfg.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		r.removeLater(name)
 		return apiErr("create pod", err)
 	}
 	return nil
 }
-
-// errNoRoom marks a warm Pod the scheduler found no node for: warm Pods
-// take only room no run needs, so the pool gives it up and tries again
-// later rather than wait for room.
-var errNoRoom = errors.New("no node has room for it now")
 
 // errImageMissing marks a Pod that cannot start because the node lacks
 // its image: the image's fault, not its RuntimeClass's, and mended by
@@ -178,23 +174,25 @@ var startFailures = map[string]bool{
 // cannot be scheduled is errNoRoom at once.
 //
 // The Pod of a run (not a warm Pod) that the scheduler cannot place while
-// the pool holds warm Pods takes the place of one (see pool.yield): warm
-// Pods hold their requests, and a run must not wait for them.
-func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1.Pod, error) {
+// the pool holds warm Pods takes the place of one (yield): warm Pods hold
+// their requests, and a run must not wait for them. A warm Pod the
+// scheduler cannot place is sandbox.ErrNoRoom: warm Pods take only room
+// no run needs, so the pool gives it up and tries again later.
+func (r *platform) waitStarted(ctx context.Context, name string, p *plan, yield func() bool) (*corev1.Pod, error) {
 	waitCtx, cancel := context.WithTimeout(ctx, r.cfg.StartTimeout)
 	defer cancel()
-	if r.pool != nil && p.poolKey == "" {
+	if yield != nil && p.PoolKey == "" {
 		var wg sync.WaitGroup
 		defer wg.Wait()
 		defer cancel()
-		wg.Go(func() { r.yieldWhileUnschedulable(waitCtx, name) })
+		wg.Go(func() { r.yieldWhileUnschedulable(waitCtx, name, yield) })
 	}
 	pod, err := r.watch.wait(waitCtx, name, func(pod *corev1.Pod) (bool, error) {
 		if pod == nil {
 			return false, nil // not seen yet
 		}
-		if p.poolKey != "" && unschedulable(pod) {
-			return false, fmt.Errorf("warm pod %s: %w", name, errNoRoom)
+		if p.PoolKey != "" && unschedulable(pod) {
+			return false, fmt.Errorf("warm pod %s: %w", name, sandbox.ErrNoRoom)
 		}
 		st := sandboxStatus(pod)
 		switch {
@@ -206,7 +204,7 @@ func (r *Runner) waitStarted(ctx context.Context, name string, p *plan) (*corev1
 			w := st.State.Waiting
 			if w.Reason == "ErrImageNeverPull" {
 				return false, fmt.Errorf("image %s is not in the cluster's container runtime (%s; no registry is used): %w: %s",
-					p.image, loadHint(p.image), errImageMissing, w.Message)
+					p.Image, loadHint(p.Image), errImageMissing, w.Message)
 			}
 			return false, fmt.Errorf("pod %s cannot start its container: %s: %s", name, w.Reason, w.Message)
 		case pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded:
@@ -233,7 +231,7 @@ const yieldInterval = time.Second
 // yieldWhileUnschedulable has the pool give up a warm Pod every
 // yieldInterval while the scheduler finds no node for the Pod name, until
 // ctx ends.
-func (r *Runner) yieldWhileUnschedulable(ctx context.Context, name string) {
+func (r *platform) yieldWhileUnschedulable(ctx context.Context, name string, yield func() bool) {
 	tick := time.NewTicker(yieldInterval)
 	defer tick.Stop()
 	for {
@@ -242,7 +240,7 @@ func (r *Runner) yieldWhileUnschedulable(ctx context.Context, name string) {
 			return
 		case <-tick.C:
 		}
-		if pod := r.watch.get(name); pod != nil && unschedulable(pod) && r.pool.yield() {
+		if pod := r.watch.get(name); pod != nil && unschedulable(pod) && yield() {
 			r.log.Info("a run's pod cannot be scheduled: a warm pod gave up its place", "pod", name)
 		}
 	}
@@ -293,7 +291,7 @@ func pendingReason(p *corev1.Pod) string {
 // TTY, over WebSocket (the remote command protocol v5, whose stdin can be
 // closed on its own), falling back to SPDY where the upgrade fails. It
 // returns when the streams end (the container exited, or ctx ended).
-func (r *Runner) attach(ctx context.Context, name string, opts remotecommand.StreamOptions) error {
+func (r *platform) attach(ctx context.Context, name string, opts remotecommand.StreamOptions) error {
 	req := r.cs.CoreV1().RESTClient().Post().Namespace(r.cfg.Namespace).Resource("pods").Name(name).SubResource("attach").
 		VersionedParams(&corev1.PodAttachOptions{Container: containerName, Stdin: true, Stdout: true, Stderr: true}, scheme.ParameterCodec)
 	ws, err := remotecommand.NewWebSocketExecutor(r.cfg.REST, "GET", req.URL().String())
@@ -316,214 +314,124 @@ func (r *Runner) attach(ctx context.Context, name string, opts remotecommand.Str
 	return nil
 }
 
-// execute runs spec in the running Pod name: it attaches to its
-// container, feeds it its header and workspace, streams its output until
-// the end marks, the timeout or ctx's end; then it takes the snapshot of
-// /workspace the launcher sends back, if the run asked for one, and saves
-// it or returns its files. The timeout counts from the moment the code is
-// sent. Where the marks are absent (the sandbox was killed) or carry a
-// signal's status, the Pod's status gives the exit code and whether the
-// memory limit killed it.
-func (r *Runner) execute(ctx context.Context, name string, p *plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
-	// The attach lives until execute returns, whatever ctx does. Every
-	// goroutine started here ends before execute returns.
-	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	var snap *launch.Snapshot
-	defer func() {
-		stopWatching()
-		wg.Wait()
-		snap.Close()
-	}()
+// podRun is one running Pod as a sandbox.Instance: its attach, split
+// into its standard streams, open from before its launcher started until
+// it is detached.
+type podRun struct {
+	r    *platform
+	name string
+	src  netip.Addr // registered with the egress proxy; invalid: none
 
-	inputDone := make(chan struct{})
-	var manifest workspace.Manifest
-	var inputErr error
-	if launch.WantsSnapshot(spec) {
-		snap = launch.StartSnapshot(spec, p.in.Tag, func() workspace.Manifest {
-			select {
-			case <-inputDone:
-				return manifest
-			case <-watchCtx.Done():
-				return nil
-			}
-		}, &wg)
-	}
-	stdout := launch.NewCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
-	stderr := launch.NewCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
-	marks := launch.NewEndMarks(p.in.Tag)
-	var sink *launch.SnapshotSink
-	if snap != nil {
-		sink = snap.Sink
-	}
-	markedOut, markedErr := marks.Stream(stdout, sink), marks.Stream(stderr, nil)
+	stdin     io.WriteCloser
+	pipes     *sandbox.Pipes
+	stop      context.CancelFunc // ends the attach
+	done      chan struct{}      // closed when the attach returned
+	attachErr error
 
+	detach sync.Once
+	remove sync.Once
+}
+
+// goLine is what the container's command waits for before it starts the
+// launcher (see limits).
+const goLine = "\n"
+
+// start attaches to the Pod's container and sends it the go line.
+func (pr *podRun) start(ctx context.Context) error {
+	attachCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	pr.stop = stop
 	stdinR, stdinW := io.Pipe()
-	drained := make(chan struct{})
-	var attachErr error
-	wg.Add(1)
+	pr.stdin, pr.pipes = stdinW, sandbox.NewPipes()
 	go func() {
-		defer wg.Done()
-		defer close(drained)
-		attachErr = r.attach(watchCtx, name, remotecommand.StreamOptions{Stdin: stdinR, Stdout: markedOut, Stderr: markedErr})
+		defer close(pr.done)
+		stdout, stderr := pr.pipes.Writers()
+		err := pr.r.attach(attachCtx, pr.name, remotecommand.StreamOptions{Stdin: stdinR, Stdout: stdout, Stderr: stderr})
+		pr.attachErr = err
 		// An input still being written has nowhere to go.
 		_ = stdinR.CloseWithError(errors.New("the sandbox's standard input closed"))
-		markedOut.Flush()
-		markedErr.Flush()
+		pr.pipes.End(err)
 	}()
-
-	begin := time.Now()
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(inputDone)
-		// A write error means the attach or the container is gone
-		// already; the status below says why.
-		manifest, inputErr = p.in.Write(stdinW, spec)
-		_ = stdinW.Close() // the launcher's tar sees the stream end
-	}()
-
-	timer := time.NewTimer(spec.Timeout)
-	defer timer.Stop()
-	var snapDone <-chan struct{}
-	if snap != nil {
-		snapDone = snap.Done
-	}
-	var snapTimeout <-chan time.Time
-	snapLate := false
-	// A snapshot refused before the program's end marks are both in (its
-	// stdout mark comes before the snapshot, its stderr mark may come
-	// after) waits a moment for them, as the Docker backend's does:
-	// killing at once would report the run as ended early instead of its
-	// snapshot as refused.
-	var refusedKill <-chan time.Time
-	killOnEnd := false
-	var killedFor runner.ExitReason
-	streamEnded, marked, ended := false, false, false
-	code, codeOK := 0, false
-	endedC := marks.Ended()
-	for !streamEnded && !marked && killedFor == "" {
-		if ended && codeOK && code < 128 && snapDone == nil {
-			// The program exited by itself, its output is complete and
-			// its snapshot (if any) in. An exit by signal (137 for the
-			// OOM killer) is left to the Pod's status, which alone says
-			// whether the memory limit did it.
-			marked = true
-			break
+	if _, err := io.WriteString(stdinW, goLine); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		select {
-		case <-drained:
-			streamEnded = true
-		case <-endedC:
-			endedC, ended = nil, true
-			res.Duration = time.Since(begin)
-			code, codeOK = marks.ExitCode()
-			timer.Stop() // the program has ended: the snapshot has a deadline of its own
-			if snapDone != nil {
-				snapTimeout = time.After(launch.SnapshotGrace)
-			}
-			if killOnEnd {
-				refusedKill, killOnEnd = nil, false
-				r.kill(name) // its refused snapshot may still be sending
-			}
-		case <-snapDone:
-			snapDone, snapTimeout = nil, nil
-			switch {
-			case snap.Err == nil:
-			case ended:
-				r.kill(name) // it may still be sending
-			default:
-				killOnEnd, refusedKill = true, time.After(time.Second)
-			}
-		case <-refusedKill:
-			refusedKill, killOnEnd = nil, false
-			r.kill(name)
-		case <-snapTimeout:
-			snapTimeout, snapLate = nil, true
-			r.kill(name)
-		case <-timer.C:
-			killedFor = runner.TimedOut
-		case <-ctx.Done():
-			killedFor = runner.Cancelled
-		}
+		<-pr.done
+		return fmt.Errorf("start pod %s: %w", pr.name, errors.Join(pr.attachErr, err))
 	}
-	if killedFor != "" {
-		r.kill(name)
-	}
-	if !ended {
-		res.Duration = time.Since(begin)
-	}
-	if !marked { // with both marks in, every byte before them was passed on
-		select {
-		case <-drained:
-		case <-time.After(drainTimeout):
-			stopWatching()
-			<-drained
-		}
-	}
+	return nil
+}
 
-	oomKilled := false
+// ID is the Pod's name.
+func (pr *podRun) ID() string { return pr.name }
+
+// Streams are the attach's.
+func (pr *podRun) Streams() sandbox.Streams { return pr.pipes.Streams(pr.stdin) }
+
+// Done is closed once the attach returned: the container ended, or the
+// attach was lost (Exit says which).
+func (pr *podRun) Done() <-chan struct{} { return pr.done }
+
+// Kill deletes the Pod at once.
+func (pr *podRun) Kill() { pr.r.kill(pr.name) }
+
+// Detach ends the attach and makes the proxy forget a networked Pod's
+// address.
+func (pr *podRun) Detach() {
+	pr.detach.Do(func() {
+		if pr.stop != nil {
+			pr.stop()
+			pr.pipes.Drop()
+			<-pr.done
+		}
+		if pr.src.IsValid() {
+			pr.r.cfg.Egress.Unregister(pr.src)
+		}
+	})
+}
+
+// Remove deletes the Pod, then its NetworkPolicy.
+func (pr *podRun) Remove() { pr.remove.Do(func() { pr.r.remove(pr.name) }) }
+
+// Exit says how the Pod's container ended. Killed by the runner, it ended
+// with 137 (the kubelet's status may say otherwise, or nothing once the
+// Pod is gone); otherwise its final status gives the exit code and
+// whether the memory limit killed it.
+func (pr *podRun) Exit(ctx context.Context, e sandbox.Ending) (sandbox.Exit, error) {
 	switch {
-	case killedFor != "":
-		res.ExitCode = 137
-	case marked:
-		res.ExitCode = code
-	default:
-		// The program did not exit by itself, or a signal ended it, or the
-		// attach was lost: the container's final status says how it ended.
-		st, err := r.finalStatus(name)
-		switch {
-		case st != nil:
-			res.ExitCode = int(st.ExitCode)
-			oomKilled = st.Reason == "OOMKilled"
-		case attachErr != nil:
-			r.kill(name)
-			return res, attachErr
-		case err != nil:
-			return res, err
-		}
-		switch {
-		case oomKilled:
-			// The OOM killer's SIGKILL, whatever the runtime reports
-			// (gVisor's whole sandbox dies, and containerd says 128).
-			res.ExitCode = 137
-		case ended && codeOK:
-			res.ExitCode = code // the marks agree on it; the container's status may be the launcher's
-		}
+	case e.ByItself:
+		return sandbox.Exit{}, nil
+	case e.Killed:
+		return sandbox.Exit{Code: 137}, nil
 	}
-	res.Stdout, res.Truncated = stdout.Result()
-	var errTrunc bool
-	res.Stderr, errTrunc = stderr.Result()
-	res.Truncated = res.Truncated || errTrunc
-
+	st, err := pr.r.finalStatus(pr.name)
 	switch {
-	case killedFor == runner.TimedOut:
-		res.Reason = runner.TimedOut
-	case oomKilled:
-		res.Reason = runner.OOMKilled
-	case killedFor == runner.Cancelled:
-		res.Reason = runner.Cancelled
-	default:
-		res.Reason = runner.Exited
+	case st != nil:
+		return sandbox.Exit{Code: int(st.ExitCode), OOMKilled: st.Reason == "OOMKilled"}, nil
+	case pr.attachErr != nil:
+		pr.r.kill(pr.name)
+		return sandbox.Exit{}, pr.attachErr
 	}
-	if snap != nil {
-		<-snap.Done // the output has ended, so the receiver has its stream's end
-		select {
-		case <-inputDone:
-		case <-time.After(drainTimeout):
-			stopWatching() // a container that ended without reading its input
-			<-inputDone
-		}
-		if why := snap.Take(&res, spec, launch.Ending{Ended: ended, Late: snapLate, InputErr: inputErr}); why != "" && spec.Workspace != nil {
-			r.log.Debug("workspace not saved", "run_id", spec.RunID, "query_id", spec.QueryID, "why", why)
-		}
+	return sandbox.Exit{}, err
+}
+
+// LabelRun adds the run's labels and annotations to a warm Pod it took.
+func (pr *podRun) LabelRun(spec runner.Spec) {
+	r := pr.r
+	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+	defer cancel()
+	ann, _ := runAnnotations(spec)
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": runLabels(spec), "annotations": ann}})
+	if err == nil {
+		_, err = r.cs.CoreV1().Pods(r.cfg.Namespace).Patch(ctx, pr.name, types.MergePatchType, patch, metav1.PatchOptions{})
 	}
-	return res, nil
+	if err != nil {
+		r.log.Warn("label a warm sandbox pod with its run", "pod", pr.name, "run_id", spec.RunID, "err", err)
+	}
 }
 
 // finalStatus waits, at most cleanupTimeout, for the Pod's container to
 // terminate and returns how it did; nil when the Pod went away first.
-func (r *Runner) finalStatus(name string) (*corev1.ContainerStateTerminated, error) {
+func (r *platform) finalStatus(name string) (*corev1.ContainerStateTerminated, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	pod, err := r.watch.wait(ctx, name, func(p *corev1.Pod) (bool, error) {
@@ -542,7 +450,7 @@ func (r *Runner) finalStatus(name string) (*corev1.ContainerStateTerminated, err
 // kill tells the kubelet to stop the Pod now (its deletion, with the
 // shortest grace period), with a fresh context. A Pod that is gone is
 // fine.
-func (r *Runner) kill(name string) {
+func (r *platform) kill(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
 	if err := r.deletePod(ctx, name); err != nil {
@@ -550,17 +458,9 @@ func (r *Runner) kill(name string) {
 	}
 }
 
-// removeLater deletes the Pod of a run that ended, and its NetworkPolicy
-// once the Pod is gone, in the background, off the run's path. Close,
-// Cleanup and Leftovers wait for these removals; Cleanup also collects
-// the Pods of a sidecar that died before they ended.
-func (r *Runner) removeLater(name string) {
-	r.removals.Go(func() { r.remove(name) })
-}
-
 // remove deletes the Pod, waits until it is gone, then deletes its
 // NetworkPolicy, with fresh contexts.
-func (r *Runner) remove(name string) {
+func (r *platform) remove(name string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cleanupTimeout)
 	defer cancel()
 	if err := r.deletePod(ctx, name); err != nil {

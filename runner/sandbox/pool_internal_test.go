@@ -1,16 +1,13 @@
-package docker
+package sandbox
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/docker/docker/api/types"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
@@ -115,8 +112,8 @@ func TestEWMAHighCoversTheTail(t *testing.T) {
 	}
 }
 
-// TestPoolFillStopsAtEveryBound starts the makers of a pool whose engine
-// is a fake (each maker then fails): how many start at once is the
+// TestPoolFillStopsAtEveryBound starts the makers of a pool whose platform
+// makes nothing (each maker then fails): how many start at once is the
 // smallest of the demand's target within Min and Size, MaxMaking and the
 // memory budget.
 func TestPoolFillStopsAtEveryBound(t *testing.T) {
@@ -137,7 +134,7 @@ func TestPoolFillStopsAtEveryBound(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.cfg.Sandboxes = []runner.Sandbox{sb}
-			r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: tc.cfg}, newFake(), func() error { return nil })
+			r, err := New(failing{}, Config{Instance: "unit", DefaultImage: "img:test", MinMemoryBytes: 6 << 20, Pool: tc.cfg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -162,9 +159,9 @@ func TestPoolFillStopsAtEveryBound(t *testing.T) {
 func TestPoolWarmSaysWhenTheBudgetIsTooSmall(t *testing.T) {
 	t.Parallel()
 	sb := runnertest.Sandbox()
-	r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{
+	r, err := New(failing{}, Config{Instance: "unit", DefaultImage: "img:test", MinMemoryBytes: 6 << 20, Pool: PoolConfig{
 		Size: 2, MaxMemoryBytes: sb.MemoryBytes - 1, Sandboxes: []runner.Sandbox{sb},
-	}}, newFake(), func() error { return nil })
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +181,7 @@ func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
 	sb := runnertest.Sandbox()
 	newPoolOf := func(t *testing.T) (*pool, *warmSet, *maker, *claim) {
 		t.Helper()
-		r, err := newRunner(Config{Instance: "unit", DefaultImage: "img:test", Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}}, newFake(), func() error { return nil })
+		r, err := New(failing{}, Config{Instance: "unit", DefaultImage: "img:test", MinMemoryBytes: 6 << 20, Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -220,17 +217,15 @@ func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
 		t.Parallel()
 		for i := range 20 { // await's select goes either way
 			p, s, m, c := newPoolOf(t)
-			conn, peer := net.Pipe()
-			defer peer.Close()
-			w := &warm{key: s.key, id: fmt.Sprintf("made-%d", i), sess: &session{attach: types.HijackedResponse{Conn: conn}, cancel: func() {}}}
+			w := &warm{key: s.key, inst: idle(fmt.Sprintf("made-%d", i))}
 			p.mu.Lock()
-			p.taken[w.id] = true // as makeOne hands it over
+			p.taken[w.inst.ID()] = true // as makeOne hands it over
 			m.claim <- w
 			p.mu.Unlock()
 			got, err := p.await(cancelled, c)
 			p.mu.Lock()
 			ready := slices.Contains(s.ready, w)
-			taken := p.taken[w.id]
+			taken := p.taken[w.inst.ID()]
 			p.mu.Unlock()
 			switch {
 			case got == w && err == nil && !ready && taken:
@@ -241,3 +236,25 @@ func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
 		}
 	})
 }
+
+// failing is a Platform that makes no sandbox.
+type failing struct{}
+
+func (failing) Validate(runner.Spec, *Plan) ([]string, error)               { return nil, nil }
+func (failing) Prepare(context.Context, *Plan, runner.Language) error       { return nil }
+func (failing) Sweep(context.Context, func(string, bool) bool) (int, error) { return 0, nil }
+func (failing) Close() error                                                { return nil }
+func (failing) Create(context.Context, CreateRequest) (Instance, error) {
+	return nil, errors.New("this platform makes no sandbox")
+}
+
+// idle is an Instance that never ends and does nothing.
+type idle string
+
+func (i idle) ID() string                               { return string(i) }
+func (idle) Streams() Streams                           { return Streams{} }
+func (idle) Done() <-chan struct{}                      { return nil }
+func (idle) Kill()                                      {}
+func (idle) Exit(context.Context, Ending) (Exit, error) { return Exit{}, nil }
+func (idle) Detach()                                    {}
+func (idle) Remove()                                    {}

@@ -1,15 +1,15 @@
-package docker
+package sandbox
 
 import (
 	"math"
 	"time"
 )
 
-// The pool sizes each sandbox's set of warm containers from demand. A run
-// that takes a container starts its replacement, which is ready one refill
-// time later (making the container, starting its interpreter, plus the run
+// The pool sizes each sandbox's set of warm sandboxes from demand. A run
+// that takes a sandbox starts its replacement, which is ready one refill
+// time later (making the sandbox, starting its interpreter, plus the run
 // itself when the replacement waits for it: see pool.take). For the next
-// runs to find a container, the set must hold as many as arrive during
+// runs to find a sandbox, the set must hold as many as arrive during
 // one refill time: with arrivals at rate λ and a refill time R, about
 // λR, and, arrivals being bursty (Poisson, roughly), λR + 3√(λR) covers
 // all but about one refill window in a thousand (λR + 2√(λR), 95%, left
@@ -22,7 +22,7 @@ import (
 // plus four deviations, as TCP's retransmission timer covers the tail of
 // its round trips (RFC 6298). With the average alone, the one refill in a
 // few that ran slow (made while other runs and refills held the CPU) left a
-// run of 8 sessions waiting for its container in make bench. The pool
+// run of 8 sessions waiting for its sandbox in make bench. The pool
 // never holds more than Size per sandbox, nor more than the memory budget
 // across sandboxes.
 
@@ -71,7 +71,7 @@ func (d *demand) rate(now time.Time) float64 {
 	return max(float64(short)/shortWindow.Seconds(), float64(len(d.arrivals))/longWindow.Seconds())
 }
 
-// target is how many warm containers a set arriving at rate (per second)
+// target is how many warm sandboxes a set arriving at rate (per second)
 // with refill time refill should hold, within [lo, hi].
 func target(rate float64, refill time.Duration, lo, hi int) int {
 	x := rate * refill.Seconds()

@@ -1,12 +1,7 @@
-package docker
+package sandbox
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,12 +9,6 @@ import (
 	"sync"
 	"time"
 
-	cerrdefs "github.com/containerd/errdefs"
-	"github.com/docker/docker/api/types/container"
-	"github.com/docker/docker/api/types/filters"
-	"github.com/docker/docker/pkg/stdcopy"
-
-	"github.com/gatekeeper-ai/gatekeeper/internal/poolmetrics"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
@@ -32,59 +21,60 @@ const (
 	DefaultPoolMaxMaking    = 2
 )
 
-// poolGrace is how long past its idle lifetime a warm container's launcher
+// poolGrace is how long past its idle lifetime a warm sandbox's launcher
 // waits for a run before it ends itself; the pool replaces it at Idle.
 const poolGrace = 30 * time.Second
 
-// poolReadyTimeout bounds how long a new warm container may take to say
+// poolReadyTimeout bounds how long a new warm sandbox may take to say
 // it is ready (its interpreter started and its modules preloaded); past
 // it the pool removes it and counts a refill error.
 const poolReadyTimeout = 2 * time.Minute
 
-// PoolMaxTimeout is the longest run timeout a warm container serves; a
-// longer run starts a cold container. A warm container's PID 1 ends it,
+// PoolMaxTimeout is the longest run timeout a warm sandbox serves; a
+// longer run starts a cold sandbox. A warm sandbox's PID 1 ends it,
 // whatever its program does, at most Idle + 30s + PoolMaxTimeout + 10s +
 // 30s (for its snapshot of /workspace) after it started.
 const PoolMaxTimeout = 10 * time.Minute
 
-// PoolConfig configures the warm pool: containers created and started
+// PoolConfig configures the warm pool: sandboxes created and started
 // ahead of time, each waiting for its code on standard input with no clock
-// running, so that a run skips the container's creation and start. A run
-// takes one warm container of its sandbox, if there is one, and the pool
-// makes a replacement in the background; a container serves one run only
+// running, so that a run skips the sandbox's creation and start. A run
+// takes one warm sandbox made for its runner.Sandbox, if there is one, and the pool
+// makes a replacement in the background; a sandbox serves one run only
 // and is removed after it. Every limit applies as in a cold run: the
 // timeout counts from the moment the code is sent. Sandboxes with a
 // network or a deps directory are never pooled (their network, or the
 // bind of the directory, is made for one run), nor runs with a timeout
 // over PoolMaxTimeout.
 //
-// The pool holds between Min and Size warm containers per sandbox, as
-// many as the runs arriving during one refill need (see pool_demand.go),
+// The pool holds between Min and Size warm sandboxes per runner.Sandbox, as
+// many as the runs arriving during one refill need (see demand.go),
 // and never more, across sandboxes, than MaxMemoryBytes of memory limits.
-// It makes at most MaxMaking containers at once. A run that finds no warm
-// container waits for one being made when that one will be ready sooner
-// than a cold container would start; otherwise it runs cold.
+// It makes at most MaxMaking sandboxes at once. A run that finds no warm
+// sandbox waits for one being made when that one will be ready sooner
+// than a cold sandbox would start; otherwise it runs cold.
 //
-// With Interpreters, a warm container of a profile's image (see
+// With Interpreters, a warm sandbox of a profile's image (see
 // profile.Profile.Interpreters) also starts a language's interpreter
 // ahead and preloads the profile's modules (launch.Warm): the language of
 // the last run of the sandbox, which is the one its replacement will
 // likely serve. A run of another language takes it all the same; its
 // launcher then drops the interpreter and starts the run's own.
 //
-// A warm container carries the instance label and runner.LabelPool, but not the
-// run and query ids (labels cannot be added to a container that exists),
-// nor the Spec's labels: the Runner logs them, with the container's id,
-// when a run takes it. The zero PoolConfig (Size 0) disables the pool.
+// A warm sandbox carries the instance label and runner.LabelPool, but not
+// the run and query ids, nor the Spec's labels: the Runner logs them, with
+// the sandbox's id, when a run takes it, and a platform that can label a
+// sandbox that exists (RunLabeler) adds them. The zero PoolConfig (Size 0)
+// disables the pool.
 type PoolConfig struct {
-	// Size is the most warm containers kept for each pooled sandbox.
+	// Size is the most warm sandboxes kept for each pooled sandbox.
 	Size int
-	// Min is the fewest warm containers kept for each pooled sandbox when
+	// Min is the fewest warm sandboxes kept for each pooled sandbox when
 	// no run asks for more; 0 means Size (a pool of fixed size).
 	Min int
-	// Idle is how long a warm container waits for a run before the pool
+	// Idle is how long a warm sandbox waits for a run before the pool
 	// removes and replaces it; its launcher ends it by itself 30s later
-	// should the sidecar be gone (Cleanup removes the stopped container).
+	// should the sidecar be gone (Cleanup removes the stopped sandbox).
 	// 0 means DefaultPoolIdle.
 	Idle time.Duration
 	// Sandboxes are pooled from Warm on, for as long as the Runner lives
@@ -98,29 +88,18 @@ type PoolConfig struct {
 	// MaxSandboxes bounds how many sandboxes All pools at once, besides
 	// Sandboxes; 0 means DefaultPoolMaxSandboxes.
 	MaxSandboxes int
-	// Interpreters starts interpreters ahead in warm containers of the
+	// Interpreters starts interpreters ahead in warm sandboxes of the
 	// profiles' images (see above).
 	Interpreters bool
-	// MaxMemoryBytes bounds the memory limits of all warm containers
+	// MaxMemoryBytes bounds the memory limits of all warm sandboxes
 	// together, ready or being made; 0 means half the engine's memory.
 	MaxMemoryBytes int64
-	// MaxMaking bounds the containers being made at once, across
+	// MaxMaking bounds the sandboxes being made at once, across
 	// sandboxes; 0 means DefaultPoolMaxMaking.
 	MaxMaking int
 }
 
-// poolable reports whether runs of sb may use warm containers.
-func poolable(sb runner.Sandbox) bool { return !sb.Network.Enabled && sb.DepsDir == "" }
-
-// poolKey identifies the container settings of a poolable sandbox: every
-// field that reaches the container, with the image and runtime resolved.
-func poolKey(sb runner.Sandbox, p *plan) string {
-	sum := sha256.Sum256(fmt.Appendf(nil, "%q %q %d %d %g %d %d %d %d", p.image, p.runtime,
-		sb.UID, sb.GID, sb.CPUs, sb.MemoryBytes, sb.PIDs, sb.WorkspaceBytes, sb.TmpBytes))
-	return hex.EncodeToString(sum[:8])
-}
-
-// pool keeps warm containers per sandbox key. Its goroutines (the reaper
+// pool keeps warm sandboxes per sandbox key. Its goroutines (the reaper
 // and the makers) start with the first Warm or Run and end in close.
 type pool struct {
 	r            *Runner
@@ -132,7 +111,7 @@ type pool struct {
 	interpreters bool
 	maxMaking    int
 	now          func() time.Time
-	m            poolmetrics.Metrics
+	m            Metrics
 
 	ctx     context.Context // ends in close
 	cancel  context.CancelFunc
@@ -141,9 +120,9 @@ type pool struct {
 
 	mu      sync.Mutex
 	closed  bool
-	budget  int64 // bytes of memory limits warm containers may hold; 0: unbounded
+	budget  int64 // bytes of memory limits warm sandboxes may hold; 0: unbounded
 	sets    map[string]*warmSet
-	taken   map[string]bool // containers handed to runs, until removed
+	taken   map[string]bool // sandboxes handed to runs, until removed
 	making  int             // makers running, across sets
 	changed chan struct{}   // closed and replaced when a set changes
 }
@@ -151,38 +130,37 @@ type pool struct {
 // warmSet is the pool of one sandbox.
 type warmSet struct {
 	key    string
-	plans  map[runner.Language]*plan // the containers' settings, by the language started ahead ("": none)
-	next   runner.Language           // started ahead in the next container made
+	sb     runner.Sandbox
+	plans  map[runner.Language]*Plan // the sandboxes' settings, by the language started ahead ("": none)
+	next   runner.Language           // started ahead in the next sandbox made
 	failed map[runner.Language]bool  // starting it ahead failed: made without
 	pinned bool                      // from PoolConfig.Sandboxes: never dropped
-	mem    int64                     // each container's memory limit
+	mem    int64                     // each sandbox's memory limit
 
 	ready    []*warm
 	making   []*maker
 	lastUsed time.Time
-	lastErr  error     // the last failure to make a container, until one is made
+	lastErr  error     // the last failure to make a sandbox, until one is made
 	retryAt  time.Time // no new attempt before, after a failure
 	failures int
 
 	demand demand
-	// start: a container's creation and start (what a cold run spends
+	// start: a sandbox's creation and start (what a cold run spends
 	// before its interpreter starts); made: that and its ready mark; run:
-	// from a take to the release of the container.
+	// from a take to the release of the sandbox.
 	start, made, run ewma
 }
 
-// warm is one started container waiting for its code.
+// warm is one started sandbox waiting for its code.
 type warm struct {
 	key     string
-	id      string
-	imageID string
+	inst    Instance
 	lang    runner.Language // its interpreter started ahead; "": none
-	sess    *session
-	born    time.Time // when it said it was ready
+	born    time.Time       // when it said it was ready
 	takenAt time.Time
 }
 
-// maker is a warm container being made; a run that found none ready may
+// maker is a warm sandbox being made; a run that found none ready may
 // claim it (claim non-nil) and receives it, or nil when making it failed.
 type maker struct {
 	lang  runner.Language
@@ -190,13 +168,10 @@ type maker struct {
 	claim chan *warm // buffered 1
 }
 
-// dead reports whether w's container has ended (or its wait failed). It
-// consumes the wait's result, so w must not be run afterwards.
+// dead reports whether w's sandbox has ended (or its platform lost it).
 func (w *warm) dead() bool {
 	select {
-	case <-w.sess.waitC:
-		return true
-	case <-w.sess.errC:
+	case <-w.inst.Done():
 		return true
 	default:
 		return false
@@ -247,13 +222,13 @@ func newPool(r *Runner, cfg PoolConfig) (*pool, error) {
 	return p, nil
 }
 
-// templateSpec is the Spec a warm container of sb is planned from: the
+// templateSpec is the Spec a warm sandbox of sb is planned from: the
 // language, timeout and code are the run's, sent on standard input.
 func templateSpec(sb runner.Sandbox) runner.Spec {
-	return runner.Spec{Language: runner.Python, Timeout: time.Second, Sandbox: sb}
+	return runner.Spec{RunID: "warm", QueryID: "warm", Language: runner.Python, Timeout: time.Second, Sandbox: sb}
 }
 
-// warmStarts returns what warm containers of image may start ahead: per
+// warmStarts returns what warm sandboxes of image may start ahead: per
 // language of its profile's Interpreters (the first one first), the
 // interpreter and, for Python, the profile's preloads. An image that is
 // no profile's starts nothing ahead.
@@ -281,21 +256,20 @@ func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.War
 // addSet adds (or pins) the set of sb and returns it. Lock held or not
 // needed (newPool).
 func (p *pool) addSet(sb runner.Sandbox, pinned bool) (*warmSet, error) {
-	spec := templateSpec(sb)
-	base, err := p.r.plan(spec)
+	base, err := p.r.Plan(templateSpec(sb))
 	if err != nil {
 		return nil, err
 	}
-	key := poolKey(sb, base)
+	key := poolKey(base)
 	if s, ok := p.sets[key]; ok {
 		s.pinned = s.pinned || pinned
 		return s, nil
 	}
-	s := &warmSet{key: key, plans: map[runner.Language]*plan{}, failed: map[runner.Language]bool{},
+	s := &warmSet{key: key, sb: sb, plans: map[runner.Language]*Plan{}, failed: map[runner.Language]bool{},
 		pinned: pinned, mem: sb.MemoryBytes, lastUsed: p.now()}
 	starts := map[runner.Language]launch.Warm{"": {}}
 	if p.interpreters {
-		langs, more, err := warmStarts(base.image)
+		langs, more, err := warmStarts(base.Image)
 		if err != nil {
 			return nil, err
 		}
@@ -308,10 +282,9 @@ func (p *pool) addSet(sb runner.Sandbox, pinned bool) (*warmSet, error) {
 	}
 	for lang, w := range starts {
 		pl := *base
-		pl.poolKey, pl.wait = key, p.idle+p.grace
-		pl.life = pl.wait + PoolMaxTimeout + backstopGrace + snapshotGrace
-		pl.warm = &w
-		pl.config, pl.host = p.r.containerSettings(spec, &pl)
+		pl.PoolKey, pl.Wait = key, p.idle+p.grace
+		pl.Life = pl.Wait + PoolMaxTimeout + launch.BackstopGrace + launch.SnapshotGrace
+		pl.Warm = &w
 		s.plans[lang] = &pl
 	}
 	p.sets[key] = s
@@ -336,7 +309,7 @@ func (p *pool) evict() {
 	}
 }
 
-// drop forgets s and discards its warm containers; its makers discard
+// drop forgets s and discards its warm sandboxes; its makers discard
 // theirs when done. Lock held.
 func (p *pool) drop(s *warmSet) {
 	delete(p.sets, s.key)
@@ -360,26 +333,27 @@ func (p *pool) start() {
 	})
 }
 
-// claim is a run's claim on a container being made.
+// claim is a run's claim on a sandbox being made.
 type claim struct {
 	m  *maker
 	ch <-chan *warm
 }
 
-// take hands out a warm container for a run of lang in sb, planned as pl
+// take hands out a warm sandbox for a run of lang in sb, planned as pl
 // with timeout; or a claim on one being made, to wait for (await); or
-// neither (a miss: the run starts a cold container). It prefers a
-// container whose interpreter was started for lang, then one with none
+// neither (a miss: the run starts a cold sandbox). It prefers a
+// sandbox whose interpreter was started for lang, then one with none
 // started, then any. Replacements are made in the background: after the
 // run (release), or at once when the sandbox has fewer than half its
 // target left.
 // With All, a miss makes sb pooled.
-func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout time.Duration) (*warm, *claim) {
+func (p *pool) take(pl *Plan, lang runner.Language, timeout time.Duration) (*warm, *claim) {
+	sb := pl.Sandbox
 	if !poolable(sb) || timeout > PoolMaxTimeout {
 		return nil, nil
 	}
 	p.start()
-	key := poolKey(sb, pl)
+	key := poolKey(pl)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -404,10 +378,10 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 	}
 	if w := p.pick(s, lang); w != nil {
 		w.takenAt = now
-		p.taken[w.id] = true
+		p.taken[w.inst.ID()] = true
 		if 2*len(s.ready) < p.target(s) {
 			// Running low: refill now. Otherwise after the run
-			// (release), so that making a container does not compete
+			// (release), so that making a sandbox does not compete
 			// with the run for the engine and the CPU.
 			p.fill(s)
 		}
@@ -416,7 +390,7 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 	if m := s.claimable(now); m != nil {
 		ch := make(chan *warm, 1)
 		m.claim = ch
-		p.fill(s) // the claimed container no longer counts
+		p.fill(s) // the claimed sandbox no longer counts
 		return nil, &claim{m: m, ch: ch}
 	}
 	p.m.Misses.Inc()
@@ -424,7 +398,7 @@ func (p *pool) take(sb runner.Sandbox, pl *plan, lang runner.Language, timeout t
 	return nil, nil
 }
 
-// pick removes and returns s's best ready container for a run of lang:
+// pick removes and returns s's best ready sandbox for a run of lang:
 // one with lang's interpreter started, else one with none, else any; the
 // oldest of a kind first. It discards the stale (idle too long, or ended)
 // on the way. Lock held.
@@ -461,7 +435,7 @@ func (p *pool) pick(s *warmSet, lang runner.Language) *warm {
 }
 
 // claimable returns the oldest unclaimed maker of s that will likely be
-// ready no later than a cold container would have started (from the
+// ready no later than a cold sandbox would have started (from the
 // set's averages; before any, any maker), or nil. Lock held.
 func (s *warmSet) claimable(now time.Time) *maker {
 	for _, m := range s.making {
@@ -475,7 +449,7 @@ func (s *warmSet) claimable(now time.Time) *maker {
 	return nil
 }
 
-// stock is s's ready containers plus those being made for no run.
+// stock is s's ready sandboxes plus those being made for no run.
 func (s *warmSet) stock() int {
 	n := len(s.ready)
 	for _, m := range s.making {
@@ -486,7 +460,7 @@ func (s *warmSet) stock() int {
 	return n
 }
 
-// served counts a run served by warm container w: a hit, and an
+// served counts a run served by warm sandbox w: a hit, and an
 // interpreter hit when w started lang's interpreter ahead.
 func (p *pool) served(w *warm, lang runner.Language) {
 	p.m.Hits.Inc()
@@ -495,9 +469,9 @@ func (p *pool) served(w *warm, lang runner.Language) {
 	}
 }
 
-// await waits for the container c claims: it returns it (the run's now),
+// await waits for the sandbox c claims: it returns it (the run's now),
 // or nil when making it failed (a miss: the run starts a cold one), or
-// ctx's error, the container then going back to the pool.
+// ctx's error, the sandbox then going back to the pool.
 func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	began := p.now()
 	select {
@@ -516,7 +490,7 @@ func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	select {
 	case w := <-c.ch:
 		if w != nil {
-			delete(p.taken, w.id)
+			delete(p.taken, w.inst.ID())
 			if s := p.sets[w.key]; s != nil && !p.closed {
 				s.ready = append(s.ready, w)
 				p.broadcast()
@@ -530,16 +504,16 @@ func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	return nil, ctx.Err()
 }
 
-// release removes a container a run took, once the run ended, with the
+// release removes a sandbox a run took, once the run ended, with the
 // runner's other removals: in the background, off the run's path (the
-// container has stopped, or is killed by the removal). Runner.Close waits
+// sandbox has stopped, or is killed by the removal). Runner.Close waits
 // for it before closing the pool.
 func (p *pool) release(w *warm) {
-	w.sess.close()
-	p.r.removeLater(w.id)
+	w.inst.Detach()
+	p.r.removeLater(w.inst)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.taken, w.id)
+	delete(p.taken, w.inst.ID())
 	if s := p.sets[w.key]; s != nil {
 		if !w.takenAt.IsZero() {
 			s.run.add(p.now().Sub(w.takenAt))
@@ -548,7 +522,7 @@ func (p *pool) release(w *warm) {
 	}
 }
 
-// target is how many warm containers s should hold (see pool_demand.go).
+// target is how many warm sandboxes s should hold (see demand.go).
 // Lock held.
 func (p *pool) target(s *warmSet) int {
 	if p.min >= p.size {
@@ -558,7 +532,7 @@ func (p *pool) target(s *warmSet) int {
 	return target(s.demand.rate(p.now()), refill, p.min, p.size)
 }
 
-// memUsed is the memory limits of the warm containers, ready or being
+// memUsed is the memory limits of the warm sandboxes, ready or being
 // made. Lock held.
 func (p *pool) memUsed() int64 {
 	var n int64
@@ -588,7 +562,7 @@ func (p *pool) fill(s *warmSet) {
 	}
 }
 
-// fillAll fills every set, those without a ready container first. Lock
+// fillAll fills every set, those without a ready sandbox first. Lock
 // held.
 func (p *pool) fillAll() {
 	sets := make([]*warmSet, 0, len(p.sets))
@@ -601,7 +575,7 @@ func (p *pool) fillAll() {
 	}
 }
 
-// makeOne makes the warm container of maker m of s, and hands it to the
+// makeOne makes the warm sandbox of maker m of s, and hands it to the
 // run that claimed it, or to the pool.
 func (p *pool) makeOne(s *warmSet, m *maker) {
 	defer p.wg.Done()
@@ -625,7 +599,11 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 		s.lastErr = err
 		s.retryAt = p.now().Add(min(time.Duration(1<<min(s.failures, 6))*time.Second, p.idle))
 		p.m.RefillErrors.Inc()
-		p.r.log.Warn("make a warm sandbox container", "pool", s.key, "language", m.lang, "failures", s.failures, "err", err)
+		if errors.Is(err, ErrNoRoom) {
+			p.r.log.Debug("no room for a warm sandbox; trying again later", "pool", s.key, "retry_at", s.retryAt)
+		} else {
+			p.r.log.Warn("make a warm sandbox", "pool", s.key, "language", m.lang, "failures", s.failures, "err", err)
+		}
 		p.fillAll()
 		return
 	}
@@ -642,7 +620,7 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 	s.failures, s.lastErr = 0, nil
 	if m.claim != nil {
 		w.takenAt = p.now()
-		p.taken[w.id] = true
+		p.taken[w.inst.ID()] = true
 		m.claim <- w
 	} else {
 		s.ready = append(s.ready, w)
@@ -650,99 +628,82 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 	p.fillAll()
 }
 
-// warmUp creates and starts a container of s starting lang ahead, and
-// waits for its ready mark. It returns when the container had started
-// (zero if it did not). On error nothing of it is left.
+// makeTimeout bounds the making of one warm sandbox, its readiness
+// included.
+const makeTimeout = 5 * time.Minute
+
+// warmUp makes a sandbox of s starting lang ahead, and waits for its
+// ready mark. It returns when the sandbox had started (zero if it did
+// not). On error nothing of it is left.
 func (p *pool) warmUp(s *warmSet, lang runner.Language) (*warm, time.Time, error) {
 	p.mu.Lock()
 	pl := s.plans[lang]
 	p.mu.Unlock()
-	ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
+	ctx, cancel := context.WithTimeout(p.ctx, makeTimeout)
 	defer cancel()
-	img, err := p.r.cli.ImageInspect(ctx, pl.image)
-	if err != nil {
-		return nil, time.Time{}, engineErr("inspect image "+pl.image, err)
-	}
-	id, err := p.r.create(ctx, pl)
-	if err != nil {
+	if err := p.r.pf.Prepare(ctx, pl, ""); err != nil {
 		return nil, time.Time{}, err
 	}
-	sess, err := p.r.startContainer(ctx, id)
+	inst, err := p.r.pf.Create(ctx, CreateRequest{Plan: pl, Spec: templateSpec(s.sb), Background: p.r.background})
 	if err != nil {
-		p.r.remove(id)
 		return nil, time.Time{}, err
 	}
 	started := p.now()
-	if err := p.awaitReady(sess); err != nil {
-		sess.close()
-		p.r.remove(id)
-		return nil, started, fmt.Errorf("container %s: %w", short(id), err)
+	if err := p.awaitReady(inst); err != nil {
+		inst.Detach()
+		inst.Remove()
+		return nil, started, fmt.Errorf("sandbox %s: %w", inst.ID(), err)
 	}
-	return &warm{key: s.key, id: id, imageID: img.ID, lang: lang, sess: sess, born: p.now()}, started, nil
+	return &warm{key: s.key, inst: inst, lang: lang, born: p.now()}, started, nil
 }
 
-// awaitReady reads the container's ready mark, for at most
+// awaitReady reads the sandbox's ready mark, for at most
 // poolReadyTimeout or until the pool closes.
-func (p *pool) awaitReady(sess *session) error {
+func (p *pool) awaitReady(inst Instance) error {
 	done := make(chan error, 1)
-	go func() { done <- readReady(sess.attach.Reader) }()
+	go func() { done <- readReady(inst.Streams().Stdout) }()
 	timer := time.NewTimer(poolReadyTimeout)
 	defer timer.Stop()
 	select {
 	case err := <-done:
 		return err
 	case <-timer.C:
-		sess.close()
+		inst.Detach()
 		<-done
 		return fmt.Errorf("no ready mark after %v", poolReadyTimeout)
 	case <-p.ctx.Done():
-		sess.close()
+		inst.Detach()
 		<-done
 		return p.ctx.Err()
 	}
 }
 
-// readReady reads the ready mark (launch.ReadyMark) off an attach stream
-// (Docker's multiplexed frames), frame by frame, so that the stream goes
-// on at the run's first byte. Anything else before it is an error.
-func readReady(r *bufio.Reader) error {
+// readReady reads the ready mark (launch.ReadyMark) off a sandbox's
+// standard output, and not a byte more, so that the stream goes on at the
+// run's first byte. Anything else before it is an error.
+func readReady(r io.Reader) error {
 	mark := []byte(launch.ReadyMark)
-	var got []byte
-	var hdr [8]byte
+	got := make([]byte, 0, len(mark))
+	b := make([]byte, 1)
 	for len(got) < len(mark) {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			return fmt.Errorf("read the ready mark: %w", err)
-		}
-		size := binary.BigEndian.Uint32(hdr[4:])
-		if size > 4096 {
-			return fmt.Errorf("a frame of %d bytes before the ready mark", size)
-		}
-		b := make([]byte, size)
 		if _, err := io.ReadFull(r, b); err != nil {
 			return fmt.Errorf("read the ready mark: %w", err)
 		}
-		switch stdcopy.StdType(hdr[0]) {
-		case stdcopy.Stdout:
-			got = append(got, b...)
-			if !bytes.HasPrefix(mark, got) {
-				return fmt.Errorf("output before the ready mark: %q", got)
-			}
-		case stdcopy.Stderr:
-			return fmt.Errorf("output on stderr before the ready mark: %q", b)
-		default:
-			return fmt.Errorf("a frame of stream %d before the ready mark", hdr[0])
+		got = append(got, b[0])
+		if mark[len(got)-1] != b[0] {
+			return fmt.Errorf("output before the ready mark: %q", got)
 		}
 	}
 	return nil
 }
 
-// discard removes a warm container in the background. Lock held.
+// discard removes a warm sandbox in the background. Lock held.
 func (p *pool) discard(w *warm) {
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
-		w.sess.close()
-		p.r.remove(w.id)
+		w.inst.Detach()
+		w.inst.Remove()
 	}()
 }
 
@@ -752,7 +713,7 @@ func (p *pool) broadcast() {
 	p.changed = make(chan struct{})
 }
 
-// reap replaces warm containers older than Idle or dead, trims sets
+// reap replaces warm sandboxes older than Idle or dead, trims sets
 // holding more than their target, drops sets no run used for Idle
 // (unless pinned), and retries failed fills, until close. It first learns
 // the engine's memory, for the default budget.
@@ -806,21 +767,25 @@ func (p *pool) learnBudget() {
 	if known {
 		return
 	}
+	mr, ok := p.r.pf.(MemoryReporter)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(p.ctx, cleanupTimeout)
 	defer cancel()
-	info, err := p.r.cli.Info(ctx)
-	if err != nil || info.MemTotal <= 0 {
+	total, err := mr.Memory(ctx)
+	if err != nil || total <= 0 {
 		return
 	}
 	p.mu.Lock()
 	if p.budget == 0 {
-		p.budget = info.MemTotal / 2
+		p.budget = total / 2
 	}
 	p.mu.Unlock()
 }
 
 // warm fills the pinned sets and waits until each has Min warm
-// containers. It returns a set's error when making its containers failed,
+// sandboxes. It returns a set's error when making its sandboxes failed,
 // or ctx's error.
 func (p *pool) warm(ctx context.Context) error {
 	p.start()
@@ -843,7 +808,7 @@ func (p *pool) warm(ctx context.Context) error {
 				case s.lastErr != nil:
 					errs = append(errs, fmt.Errorf("warm sandbox %s: %w", s.key, s.lastErr))
 				case len(s.making) == 0 && p.budget > 0 && p.memUsed()+s.mem > p.budget:
-					errs = append(errs, fmt.Errorf("warm sandbox %s: the pool's memory budget of %d bytes holds %d of its %d containers",
+					errs = append(errs, fmt.Errorf("warm sandbox %s: the pool's memory budget of %d bytes holds %d of its %d sandboxes",
 						s.key, p.budget, len(s.ready), p.min))
 				}
 			}
@@ -864,7 +829,7 @@ func (p *pool) warm(ctx context.Context) error {
 	}
 }
 
-// counts returns the warm containers ready, being made, and the sum of
+// counts returns the warm sandboxes ready, being made, and the sum of
 // the sets' targets.
 func (p *pool) counts() (ready, making, targets int) {
 	p.mu.Lock()
@@ -876,7 +841,7 @@ func (p *pool) counts() (ready, making, targets int) {
 	return ready, p.making, targets
 }
 
-// owns reports whether the container with labels and id is the pool's:
+// owns reports whether the sandbox with labels and id is the pool's:
 // warm, being made, or being removed after its run; not running one.
 func (p *pool) owns(id string, labels map[string]string) bool {
 	if labels[runner.LabelPool] == "" {
@@ -887,8 +852,8 @@ func (p *pool) owns(id string, labels map[string]string) bool {
 	return !p.taken[id]
 }
 
-// close stops the pool, removes its warm containers and waits for its
-// goroutines; then it removes any container of the instance still
+// close stops the pool, removes its warm sandboxes and waits for its
+// goroutines; then it removes any sandbox of the instance still
 // labelled as the pool's and not taken by a run.
 func (p *pool) close() error {
 	p.mu.Lock()
@@ -906,28 +871,107 @@ func (p *pool) close() error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
 	defer cancel()
-	list, err := p.r.cli.ContainerList(ctx, container.ListOptions{
-		All: true,
-		Filters: filters.NewArgs(
-			filters.Arg("label", runner.LabelInstance+"="+p.r.cfg.Instance),
-			filters.Arg("label", runner.LabelPool),
-		),
-	})
-	if err != nil {
-		return engineErr("list warm containers", err)
-	}
-	var errs []error
-	for _, c := range list {
+	_, err := p.r.pf.Sweep(ctx, func(id string, pooled bool) bool {
 		p.mu.Lock()
-		inUse := p.taken[c.ID]
-		p.mu.Unlock()
-		if inUse {
-			continue
-		}
-		err := p.r.cli.ContainerRemove(ctx, c.ID, container.RemoveOptions{Force: true, RemoveVolumes: true})
-		if err != nil && !cerrdefs.IsNotFound(err) {
-			errs = append(errs, engineErr("remove warm container "+short(c.ID), err))
+		defer p.mu.Unlock()
+		return !pooled || p.taken[id]
+	})
+	return err
+}
+
+// ErrNoRoom marks a warm sandbox the platform has no room for now (a
+// cluster whose nodes are full); the pool tries again later without
+// logging it as a failure.
+var ErrNoRoom = errors.New("no room for it now")
+
+// yieldPause is how long the pool makes no warm sandbox after one gave its
+// place to a run, so that the run's sandbox is placed first.
+const yieldPause = 10 * time.Second
+
+// yield discards the oldest ready warm sandbox, so that a run's sandbox
+// the platform has no room for can take its place, and pauses the refill
+// of its set for yieldPause. It reports whether there was one.
+func (p *pool) yield() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var from *warmSet
+	at := -1
+	for _, s := range p.sets {
+		for i, w := range s.ready {
+			if at < 0 || w.born.Before(from.ready[at].born) {
+				from, at = s, i
+			}
 		}
 	}
-	return errors.Join(errs...)
+	if at < 0 {
+		return false
+	}
+	p.discard(from.ready[at])
+	from.ready = slices.Delete(from.ready, at, at+1)
+	from.retryAt = p.now().Add(yieldPause)
+	p.broadcast()
+	return true
+}
+
+// AwaitWarm pools sb (as PoolConfig.All would) and waits until it has a
+// warm sandbox ready, or making one failed (that error), or ctx ends. It
+// returns at once without a pool or for a sandbox that is not poolable.
+// Tests and benchmarks use it so that a run finds a warm sandbox (a run
+// racing another for it may still miss and run cold).
+func (r *Runner) AwaitWarm(ctx context.Context, sb runner.Sandbox) error {
+	p := r.pool
+	if p == nil || !poolable(sb) {
+		return nil
+	}
+	pl, err := r.Plan(templateSpec(sb))
+	if err != nil {
+		return nil // Run refuses it the same way
+	}
+	key := poolKey(pl)
+	p.start()
+	for {
+		p.mu.Lock()
+		if p.closed {
+			p.mu.Unlock()
+			return errors.New("pool closed")
+		}
+		s := p.sets[key]
+		if s == nil {
+			if s, err = p.addSet(sb, false); err != nil {
+				p.mu.Unlock()
+				return err
+			}
+		}
+		p.fill(s)
+		n, lastErr, changed := len(s.ready), s.lastErr, p.changed
+		p.mu.Unlock()
+		switch {
+		case n > 0:
+			return nil
+		case lastErr != nil:
+			return lastErr
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Ready returns the ids of the warm sandboxes waiting for a run.
+func (r *Runner) Ready() []string {
+	if r.pool == nil {
+		return nil
+	}
+	p := r.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for _, s := range p.sets {
+		for _, w := range s.ready {
+			ids = append(ids, w.inst.ID())
+		}
+	}
+	return ids
 }

@@ -1,0 +1,458 @@
+package sandbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
+)
+
+// Run runs spec in a sandbox made for it, or in a warm one of the pool
+// (see PoolConfig), and removes the sandbox whatever happened, in the
+// background right after the run (Close, Cleanup and Leftovers wait for
+// those removals). A sandbox serves one run only.
+//
+// Errors, each wrapping a runner sentinel where one applies: a refused
+// Spec (runner.ErrInvalidSpec, every problem listed), a network policy the
+// platform cannot enforce (runner.ErrNetworkUnsupported), a runtime it
+// lacks (runner.ErrRuntimeUnavailable; never a fallback), an image
+// without the language's interpreter (runner.ErrLanguageUnavailable,
+// naming the image), a platform that cannot be reached
+// (runner.ErrUnavailable).
+//
+// Once the sandbox started, Run returns a Result and a nil error (unless
+// the platform fails while Run watches the sandbox): the program ended
+// (Exited, or OOMKilled when the memory limit killed it), the timeout
+// killed it (TimedOut, exit code 137), or ctx ended and Run killed it
+// (Cancelled). If ctx ends before the sandbox started, Run returns ctx's
+// error. The timeout counts from the moment the code is sent.
+//
+// Output is streamed to spec.OnOutput from a goroutine of Run as it
+// arrives, each stream capped at MaxOutputBytes; past the cap it is read
+// and dropped, never buffered, and Result.Truncated is set.
+func (r *Runner) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
+	return r.run(ctx, spec, true)
+}
+
+// Probe runs spec as Run does, in a sandbox made for it, but without
+// Platform.Prepare and the pool: for a platform's own checks, which its
+// Prepare runs (runner/kube's canaries).
+func (r *Runner) Probe(ctx context.Context, spec runner.Spec) (runner.Result, error) {
+	return r.run(ctx, spec, false)
+}
+
+func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runner.Result, error) {
+	res := runner.Result{RunID: spec.RunID}
+	p, err := r.Plan(spec)
+	if err != nil {
+		return res, err
+	}
+	res.Image, res.Runtime = p.Image, p.Runtime
+	if err := p.Input.OpenSaved(spec); err != nil {
+		return res, err
+	}
+	defer p.Input.CloseSaved()
+	if checked {
+		if err := r.pf.Prepare(ctx, p, spec.Language); err != nil {
+			return res, err
+		}
+	}
+	if checked && r.pool != nil {
+		w, c := r.pool.take(p, spec.Language, spec.Timeout)
+		if c != nil {
+			if w, err = r.pool.await(ctx, c); err != nil {
+				return res, err
+			}
+		}
+		if w != nil {
+			return r.runWarm(ctx, w, p, spec, res)
+		}
+	}
+	req := CreateRequest{Plan: p, Spec: spec, Background: r.background}
+	if r.pool != nil {
+		req.Yield = r.pool.yield
+	}
+	inst, err := r.pf.Create(ctx, req)
+	if err != nil {
+		return res, err
+	}
+	defer r.removeLater(inst)
+	defer inst.Detach()
+	if err := ctx.Err(); err != nil {
+		return res, err
+	}
+	if err := checkLanguage(ctx, inst, spec.Language); err != nil {
+		return res, err
+	}
+	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "sandbox", inst.ID())
+	return r.execute(ctx, inst, p, spec, res)
+}
+
+// runWarm runs spec in warm sandbox w, taken from the pool; the pool
+// removes it after the run, in the background. The sandbox's labels name
+// its pool, not the run: the run's ids and labels are logged here, and
+// added where the platform can (RunLabeler).
+func (r *Runner) runWarm(ctx context.Context, w *warm, p *Plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+	defer r.pool.release(w)
+	r.pool.served(w, spec.Language)
+	r.log.Info("pooled sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "sandbox", w.inst.ID(),
+		"pool", w.key, "labels", spec.Labels)
+	if l, ok := w.inst.(RunLabeler); ok {
+		var wg sync.WaitGroup
+		defer wg.Wait()
+		wg.Go(func() { l.LabelRun(spec) })
+	}
+	if err := checkLanguage(ctx, w.inst, spec.Language); err != nil {
+		return res, err // release detaches and removes it
+	}
+	// The warm sandbox's plan has the pool's lifetimes; the run's input
+	// (its code, tag and saved workspace) is the run's own, in p.
+	return r.execute(ctx, w.inst, p, spec, res)
+}
+
+// background runs f with the runner's removals.
+func (r *Runner) background(f func()) { r.removals.Go(f) }
+
+// checkLanguage asks a LanguageChecker whether the sandbox has lang's
+// interpreter.
+func checkLanguage(ctx context.Context, inst Instance, lang runner.Language) error {
+	if c, ok := inst.(LanguageChecker); ok {
+		return c.CheckLanguage(ctx, lang)
+	}
+	return nil
+}
+
+// execute runs spec in the started sandbox inst: it feeds it its header
+// and workspace, streams its output and supervises it (the loop of
+// states below) until it ends, the timeout passes or ctx ends; then it
+// asks how the sandbox ended and takes the snapshot of /workspace it sent
+// back, if the run asked for one, and saves it or returns its files. The
+// timeout counts from the moment the code is sent, however long the
+// sandbox waited for it, until the program's end marks.
+//
+// The sandbox's standard input is the run loop's until the run ends:
+// today it carries the header and the workspace tar, then closes.
+func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+	// The streams and the goroutines reading them live until execute
+	// returns, whatever ctx does; every goroutine started here ends
+	// before it returns.
+	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	var snap *launch.Snapshot
+	defer func() {
+		stopWatching()
+		inst.Detach()
+		wg.Wait()
+		snap.Close()
+	}()
+	streams := inst.Streams()
+
+	in := &inlet{done: make(chan struct{})}
+	if launch.WantsSnapshot(spec) {
+		snap = launch.StartSnapshot(spec, p.Input.Tag, func() workspace.Manifest {
+			select {
+			case <-in.done:
+				return in.manifest
+			case <-watchCtx.Done():
+				return nil
+			}
+		}, &wg)
+	}
+	stdout := launch.NewCapped(runner.Stdout, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
+	stderr := launch.NewCapped(runner.Stderr, spec.Sandbox.MaxOutputBytes, spec.OnOutput)
+	marks := launch.NewEndMarks(p.Input.Tag)
+	var sink *launch.SnapshotSink
+	if snap != nil {
+		sink = snap.Sink
+	}
+	// Issue 22's call frames will be read here: a filter between the
+	// sandbox's stdout and markedOut hands tagged frames to a callback,
+	// whose answers the inlet writes on stdin (below).
+	markedOut, markedErr := marks.Stream(stdout, sink), marks.Stream(stderr, nil)
+	drained := make(chan struct{})
+	var copies sync.WaitGroup
+	copies.Go(func() { _, _ = io.Copy(markedOut, streams.Stdout) })
+	copies.Go(func() { _, _ = io.Copy(markedErr, streams.Stderr) })
+	wg.Go(func() {
+		defer close(drained)
+		copies.Wait()
+		markedOut.Flush()
+		markedErr.Flush()
+	})
+
+	if m, ok := inst.(PeakMeter); ok {
+		m.StartMeter()
+	}
+	begin := time.Now()
+	wg.Go(func() { in.feed(streams.Stdin, p, spec) })
+
+	l := &loop{
+		r: r, inst: inst, ctx: ctx, snap: snap, marks: marks, endedC: marks.Ended(),
+		timer: time.NewTimer(spec.Timeout), begin: begin,
+	}
+	defer l.timer.Stop()
+	l.timerC = l.timer.C
+	if snap != nil {
+		l.snapDone = snap.Done
+	}
+	for st := state(running{}); st != nil; {
+		st = l.step(st)
+	}
+	if !l.gone && !l.marked {
+		inst.Kill()
+		l.killed = true
+		select {
+		case <-inst.Done():
+		case <-time.After(cleanupTimeout):
+			return res, fmt.Errorf("sandbox %s did not stop after kill", inst.ID())
+		}
+	}
+	res.Duration = l.duration
+	if !l.ended {
+		res.Duration = time.Since(begin)
+	}
+	if !l.marked { // with both marks in, every byte before them was passed on
+		select {
+		case <-drained:
+		case <-time.After(r.cfg.DrainTimeout):
+			inst.Detach()
+			<-drained
+		}
+	}
+	stopWatching()
+
+	exitCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	ex, err := inst.Exit(exitCtx, Ending{ByItself: l.marked, Killed: l.killed, Since: begin})
+	if err != nil {
+		return res, err
+	}
+	res.ExitCode = ex.Code
+	if l.marked || l.ended && l.codeOK && !ex.OOMKilled && l.killedFor == "" {
+		// The marks give the program's own status; the sandbox's may be
+		// its launcher's, or a kill's after a refused snapshot.
+		res.ExitCode = l.code
+	}
+	if ex.OOMKilled {
+		res.ExitCode = 137 // the OOM killer's SIGKILL, whatever the runtime reports
+	}
+	res.Stdout, res.Truncated = stdout.Result()
+	var errTrunc bool
+	res.Stderr, errTrunc = stderr.Result()
+	res.Truncated = res.Truncated || errTrunc
+	res.PeakMemoryBytes = max(ex.PeakMemoryBytes, l.peak)
+
+	switch {
+	case l.killedFor == runner.TimedOut:
+		res.Reason = runner.TimedOut
+	case ex.OOMKilled:
+		res.Reason = runner.OOMKilled
+	case l.killedFor == runner.Cancelled:
+		res.Reason = runner.Cancelled
+	default:
+		res.Reason = runner.Exited
+	}
+	if snap != nil {
+		<-snap.Done // the output has ended, so the receiver has its stream's end
+		select {
+		case <-in.done:
+		case <-time.After(r.cfg.DrainTimeout):
+			inst.Detach() // a sandbox that ended without reading its input
+			<-in.done
+		}
+		if why := snap.Take(&res, spec, launch.Ending{Ended: l.ended, Late: l.snapLate, InputErr: in.err}); why != "" && spec.Workspace != nil {
+			r.log.Debug("workspace not saved", "run_id", spec.RunID, "query_id", spec.QueryID, "why", why)
+		}
+	}
+	return res, nil
+}
+
+// inlet is the writer of a sandbox's standard input during a run.
+type inlet struct {
+	done     chan struct{} // closed when feed returned
+	manifest workspace.Manifest
+	err      error
+}
+
+// feed sends the sandbox its header and the tar of its workspace
+// (launch.Input.Write), then closes its standard input, also after an
+// error, so that the launcher's tar sees the stream end. A write error
+// means the sandbox is gone already; how it ended says why.
+//
+// Issue 22 keeps stdin open here after the workspace, for the answers to
+// the program's calls, and closes it when the run ends.
+func (in *inlet) feed(stdin io.WriteCloser, p *Plan, spec runner.Spec) {
+	defer close(in.done)
+	defer func() { _ = stdin.Close() }()
+	in.manifest, in.err = p.Input.Write(stdin, spec)
+}
+
+// loop is what the supervision states of one run share.
+type loop struct {
+	r      *Runner
+	inst   Instance
+	ctx    context.Context
+	snap   *launch.Snapshot
+	marks  *launch.EndMarks
+	endedC <-chan struct{}
+	timer  *time.Timer
+	timerC <-chan time.Time // nil once the program ended
+	begin  time.Time
+
+	snapDone <-chan struct{} // nil when no snapshot is awaited
+
+	gone      bool              // the sandbox ended (Done)
+	marked    bool              // the program exited by itself, its output and snapshot complete
+	ended     bool              // the program's end marks came in
+	killed    bool              // the runner killed the sandbox
+	killedFor runner.ExitReason // TimedOut or Cancelled
+	code      int               // the marks' exit code, when codeOK
+	codeOK    bool
+	snapLate  bool
+	duration  time.Duration
+	peak      int64 // the sandbox's peak when the marks came (PeakMeter)
+}
+
+// state is one state of a run's supervision. The loop waits for the
+// next event (step) and hands it to the state, which returns the next
+// state, or nil when supervision is over. Some events end it in every
+// state: the sandbox ended, the timeout passed (until the program ended),
+// or ctx ended.
+type state interface {
+	// ended: the program's end marks came in.
+	ended(l *loop) state
+	// snapshot: the snapshot's receiver finished (l.snap.Err says how).
+	snapshot(l *loop) state
+	// deadline is the state's own deadline (nil: none), and expired what
+	// happens when it passes.
+	deadline() <-chan time.Time
+	expired(l *loop) state
+}
+
+// step waits for the run's next event and returns the state after it.
+func (l *loop) step(st state) state {
+	select {
+	case <-l.inst.Done():
+		l.gone = true
+		return nil
+	case <-l.timerC:
+		l.killedFor = runner.TimedOut
+		return nil
+	case <-l.ctx.Done():
+		l.killedFor = runner.Cancelled
+		return nil
+	case <-l.endedC:
+		return st.ended(l)
+	case <-l.snapDone:
+		l.snapDone = nil
+		return st.snapshot(l)
+	case <-st.deadline():
+		return st.expired(l)
+	}
+}
+
+// running: the program runs; its timeout counts.
+type running struct{ noDeadline }
+
+func (running) ended(l *loop) state { return l.onEnded() }
+
+func (running) snapshot(l *loop) state {
+	if l.snap.Err == nil {
+		return running{}
+	}
+	return refused{grace: time.After(time.Second)}
+}
+
+// refused: the snapshot was refused before the program's end marks were
+// both in (its stdout mark comes before the snapshot, its stderr mark may
+// come after): they get a moment, since killing at once would report the
+// run as ended early instead of its snapshot as refused.
+type refused struct{ grace <-chan time.Time }
+
+func (refused) ended(l *loop) state {
+	l.takeMarks()
+	return l.kill() // its refused snapshot may still be sending
+}
+func (s refused) snapshot(*loop) state       { return s }
+func (s refused) deadline() <-chan time.Time { return s.grace }
+func (refused) expired(l *loop) state        { return l.kill() }
+
+// saving: the program ended by itself; its snapshot has a deadline of its
+// own.
+type saving struct{ until <-chan time.Time }
+
+func (s saving) ended(*loop) state { return s }
+
+func (saving) snapshot(l *loop) state {
+	if l.snap.Err != nil {
+		return l.kill() // it may still be sending
+	}
+	return l.afterEnd()
+}
+func (s saving) deadline() <-chan time.Time { return s.until }
+
+func (saving) expired(l *loop) state {
+	l.snapDone, l.snapLate = nil, true
+	return l.kill()
+}
+
+// exiting: the program ended or was killed; the sandbox is ending.
+type exiting struct{ noDeadline }
+
+func (exiting) ended(l *loop) state {
+	l.takeMarks()
+	return exiting{}
+}
+func (exiting) snapshot(*loop) state { return exiting{} }
+
+// noDeadline is a state without a deadline of its own.
+type noDeadline struct{}
+
+func (noDeadline) deadline() <-chan time.Time { return nil }
+func (noDeadline) expired(*loop) state        { return nil }
+
+// onEnded takes the program's end marks and returns the next state.
+func (l *loop) onEnded() state {
+	l.takeMarks()
+	if l.snapDone != nil {
+		return saving{until: time.After(launch.SnapshotGrace)}
+	}
+	return l.afterEnd()
+}
+
+// takeMarks notes the program's end: its duration, exit code and peak.
+func (l *loop) takeMarks() {
+	l.endedC, l.ended = nil, true
+	l.duration = time.Since(l.begin)
+	// The sandbox lives on for its launcher: its accounting still holds
+	// the program's high-water mark.
+	if m, ok := l.inst.(PeakMeter); ok {
+		l.peak = m.Peak()
+	}
+	l.code, l.codeOK = l.marks.ExitCode()
+	l.timer.Stop() // the program has ended: the snapshot has a deadline of its own
+	l.timerC = nil
+}
+
+// afterEnd is the state once the program ended and its snapshot (if any)
+// is in. An exit by signal (137 for the OOM killer) is left to the
+// platform, which alone knows whether the memory limit did it.
+func (l *loop) afterEnd() state {
+	if l.codeOK && l.code < 128 {
+		l.marked = true
+		return nil
+	}
+	return exiting{}
+}
+
+// kill kills the sandbox; it is then exiting.
+func (l *loop) kill() state {
+	l.inst.Kill()
+	l.killed = true
+	return exiting{}
+}
