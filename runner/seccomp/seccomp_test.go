@@ -1,0 +1,118 @@
+package seccomp
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/goldenfile"
+)
+
+var update = flag.Bool("update", false, "rewrite gvisor.json from moby's default profile")
+
+// fromMoby returns Docker's default profile with its clone3 rule traced
+// instead of answered with ENOSYS, in the format of moby's own default.json.
+func fromMoby(t *testing.T) []byte {
+	t.Helper()
+	p := mobyseccomp.DefaultProfile()
+	changed := 0
+	for _, s := range p.Syscalls {
+		if slices.Equal(s.Names, []string{"clone3"}) && s.Action == specs.ActErrno {
+			if s.ErrnoRet == nil || *s.ErrnoRet != 38 { // ENOSYS
+				t.Fatalf("moby's clone3 rule answers errno %v, not ENOSYS: read the rule again before changing it", s.ErrnoRet)
+			}
+			s.Action, s.ErrnoRet = specs.ActTrace, nil
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Fatalf("moby's default profile has %d clone3 ENOSYS rules, want 1", changed)
+	}
+	b, err := json.MarshalIndent(p, "", "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(b, '\n')
+}
+
+func TestTheProfileIsDockersDefaultWithClone3Traced(t *testing.T) {
+	t.Parallel()
+	want := fromMoby(t)
+	if *update {
+		goldenfile.Write(t, "gvisor.json", want)
+		return
+	}
+	if GVisor() != string(want) {
+		t.Fatalf("gvisor.json is not moby's default profile with the one clone3 change; run go test ./runner/seccomp -update and review the diff")
+	}
+}
+
+func TestClone3IsTheOnlyRuleThatDiffers(t *testing.T) {
+	t.Parallel()
+	var got, moby mobyseccomp.Seccomp
+	if err := json.Unmarshal([]byte(GVisor()), &got); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(mobyseccomp.DefaultProfile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &moby); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Syscalls) != len(moby.Syscalls) || got.DefaultAction != specs.ActErrno {
+		t.Fatalf("%d rules and default action %s, want moby's %d and %s", len(got.Syscalls), got.DefaultAction, len(moby.Syscalls), specs.ActErrno)
+	}
+	var differ []string
+	for i := range got.Syscalls {
+		g, m := mustJSON(t, got.Syscalls[i]), mustJSON(t, moby.Syscalls[i])
+		if !bytes.Equal(g, m) {
+			differ = append(differ, strings.Join(got.Syscalls[i].Names, ",")+" "+string(got.Syscalls[i].Action))
+		}
+	}
+	if !slices.Equal(differ, []string{"clone3 SCMP_ACT_TRACE"}) {
+		t.Errorf("the rules that differ from moby's are %q, want only clone3 traced", differ)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDockerSecurityOptCarriesTheProfile(t *testing.T) {
+	t.Parallel()
+	got, ok := strings.CutPrefix(DockerSecurityOpt(), "seccomp=")
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(GVisor())); err != nil {
+		t.Fatal(err)
+	}
+	if !ok || got != compact.String() || strings.ContainsAny(got, "\n\t") {
+		t.Errorf("DockerSecurityOpt = %.40q…, want seccomp= and the profile, compacted", DockerSecurityOpt())
+	}
+}
+
+// TestEnsureKubeNamesTheFileAsThePodDoes pins scripts/ensure-kube's name
+// for the file it writes into the kubelet's seccomp directory to the name
+// gVisor Pods ask for.
+func TestEnsureKubeNamesTheFileAsThePodDoes(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "../../scripts/ensure-kube", "seccomp-profile").Output()
+	if err != nil {
+		t.Fatalf("ensure-kube seccomp-profile: %v", err)
+	}
+	if got := strings.TrimSpace(string(out)); got != LocalhostProfile() {
+		t.Errorf("ensure-kube names the profile %q, the Pods ask for %q", got, LocalhostProfile())
+	}
+}
