@@ -14,6 +14,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // Names of the launch protocol (runner/launch) used here.
@@ -233,6 +234,9 @@ func (r *Runner) containerSettings(spec runner.Spec, p *plan) (*container.Config
 				{Name: "fsize", Soft: fsize, Hard: fsize},
 			},
 		},
+	}
+	if p.runtime == runner.Runsc { // runner/seccomp says why gVisor gets its own profile
+		host.SecurityOpt = append(host.SecurityOpt, seccomp.DockerSecurityOpt())
 	}
 	if p.net != nil {
 		host.NetworkMode = container.NetworkMode(p.net.name)
