@@ -22,6 +22,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // containerName is the one container of a sandbox Pod.
@@ -213,6 +214,10 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 	grace := int64(1)
 	class := p.class
 	memory := func(size int64) *resource.Quantity { return resource.NewQuantity(size, resource.BinarySI) }
+	profile := corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if p.runtime == runner.Runsc { // runner/seccomp says why gVisor gets its own, which scripts/ensure-kube installs
+		profile = corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr(seccomp.LocalhostProfile())}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -237,7 +242,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 				RunAsUser:      &uid,
 				RunAsGroup:     &gid,
 				RunAsNonRoot:   &yes,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				SeccompProfile: &profile,
 			},
 			Containers: []corev1.Container{{
 				Name:            containerName,
@@ -254,7 +259,7 @@ func (r *Runner) pod(spec runner.Spec, p *plan, name string) *corev1.Pod {
 					ReadOnlyRootFilesystem:   &yes,
 					RunAsNonRoot:             &yes,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					SeccompProfile:           &profile,
 				},
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
 				VolumeMounts: []corev1.VolumeMount{

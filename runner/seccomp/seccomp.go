@@ -20,6 +20,10 @@ import (
 	_ "embed"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+
+	mobyseccomp "github.com/moby/profiles/seccomp"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // gvisor is the profile in Docker's JSON format.
@@ -42,9 +46,31 @@ func DockerSecurityOpt() string {
 	return "seccomp=" + b.String()
 }
 
+// Localhost returns the profile as a Kubernetes node's kubelet reads a
+// Localhost profile, indented JSON: containerd takes that file as the OCI
+// spec's linux.seccomp as it is, without Docker's conditions (archMap,
+// includes and excludes by architecture, capability and kernel), which
+// would then all apply. So the conditions are resolved here, as Docker
+// resolves them for a container: for this machine's architecture and
+// kernel (scripts/ensure-kube runs this on the node) and for a sandbox
+// with no capabilities, as every gatekeeper sandbox is.
+func Localhost() ([]byte, error) {
+	noCaps := &specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{}}}
+	p, err := mobyseccomp.LoadProfile(gvisor, noCaps)
+	if err != nil {
+		return nil, fmt.Errorf("resolve the gVisor seccomp profile: %w", err)
+	}
+	b, err := json.MarshalIndent(p, "", "\t")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
 // LocalhostProfile returns where the profile lies under the kubelet's
-// seccomp directory (a Pod's localhostProfile): named by the first 12 hex
-// digits of its SHA-256, as scripts/ensure-kube names the file it writes,
+// seccomp directory (a Pod's localhostProfile), where scripts/ensure-kube
+// writes Localhost: named by the first 12 hex digits of gvisor.json's
+// SHA-256, as scripts/ensure-kube names the file it writes,
 // so that a node holding another version of the profile refuses the Pod
 // rather than running it under that version.
 func LocalhostProfile() string {

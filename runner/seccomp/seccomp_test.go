@@ -116,3 +116,45 @@ func TestEnsureKubeNamesTheFileAsThePodDoes(t *testing.T) {
 		t.Errorf("ensure-kube names the profile %q, the Pods ask for %q", got, LocalhostProfile())
 	}
 }
+
+// TestLocalhostHasNoConditionsLeft checks the profile for the kubelet:
+// containerd applies every rule of the file, so a rule kept only for a
+// capability (unshare, clone3 allowed with CAP_SYS_ADMIN) or another
+// architecture (s390's clone, which checks the flags in another argument)
+// would open what Docker's resolution closes.
+func TestLocalhostHasNoConditionsLeft(t *testing.T) {
+	t.Parallel()
+	b, err := Localhost()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(`"includes"`)) || bytes.Contains(b, []byte(`"excludes"`)) || bytes.Contains(b, []byte(`"archMap"`)) {
+		t.Fatalf("the Localhost profile keeps conditions containerd would ignore:\n%s", b)
+	}
+	var p specs.LinuxSeccomp
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string][]string{}
+	for _, s := range p.Syscalls {
+		for _, n := range s.Names {
+			actions[n] = append(actions[n], string(s.Action))
+		}
+	}
+	for name, want := range map[string][]string{
+		"clone3":            {"SCMP_ACT_TRACE"},
+		"clone":             {"SCMP_ACT_ALLOW"}, // one rule, with the namespace flags masked out
+		"unshare":           nil,
+		"open_by_handle_at": nil,
+		"perf_event_open":   nil,
+		"bpf":               nil,
+		"read":              {"SCMP_ACT_ALLOW"},
+	} {
+		if !slices.Equal(actions[name], want) {
+			t.Errorf("%s: rules %q, want %q", name, actions[name], want)
+		}
+	}
+	if p.DefaultAction != specs.ActErrno || len(p.Architectures) == 0 {
+		t.Errorf("default action %s, architectures %q; want %s and this machine's", p.DefaultAction, p.Architectures, specs.ActErrno)
+	}
+}
