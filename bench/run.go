@@ -65,8 +65,9 @@ type Config struct {
 	// memory (the output flood), trace (a cold run by engine API call),
 	// profiles (row 5: hello world per image profile), interpreters (row
 	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
-	// under 8 and 32 concurrent sessions), compare (Compare); empty means
-	// all.
+	// under 8 and 32 concurrent sessions), seccomp (row 8: runsc with and
+	// without the container's seccomp profile), compare (Compare); empty
+	// means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -162,6 +163,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"trace", e.trace},
 		{"interpreters", e.interpreters},
 		{"pool", e.pool},
+		{"seccomp", e.seccomp},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {
@@ -661,7 +663,7 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 	if err != nil {
 		return fmt.Errorf("catch the sidecar's container: %w", err)
 	}
-	if rr.DockerArgs, err = DockerRunArgs(sidecarC, "bench-docker-"+rt); err != nil {
+	if rr.DockerArgs, err = DockerRunArgs(sidecarC, "bench-docker-"+rt, e.tmp); err != nil {
 		return err
 	}
 	fc, err := CheckDockerFlags(ctx, e.cfg.Docker, sidecarC, rr.DockerArgs)
