@@ -4,12 +4,16 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -95,8 +99,10 @@ func (c Container) argv() []string {
 // the same image, command line, user, environment, mounts, limits, runtime
 // and security options. Labels are not copied: the container gets
 // gatekeeper.instance=instance. Settings it cannot express on the command
-// line are an error; CheckDockerFlags verifies the result against c.
-func DockerRunArgs(c Container, instance string) ([]string, error) {
+// line are an error; CheckDockerFlags verifies the result against c. A
+// seccomp profile given inline (as runner/docker gives runsc containers
+// theirs) is written to a file in dir, which the CLI reads and compacts.
+func DockerRunArgs(c Container, instance, dir string) ([]string, error) {
 	h := c.HostConfig
 	if len(h.Mounts) > 0 || len(h.Binds) > 0 || len(h.DNS) > 0 || len(h.CapAdd) > 0 || h.Privileged {
 		return nil, errors.New("the sidecar's container has mounts, DNS settings or added capabilities this harness does not replicate")
@@ -142,6 +148,14 @@ func DockerRunArgs(c Container, instance string) ([]string, error) {
 		args = append(args, "--cap-drop", cap)
 	}
 	for _, s := range h.SecurityOpt {
+		if profile, ok := strings.CutPrefix(s, "seccomp="); ok && strings.HasPrefix(profile, "{") {
+			sum := sha256.Sum256([]byte(profile))
+			file := filepath.Join(dir, "seccomp-"+hex.EncodeToString(sum[:6])+".json")
+			if err := os.WriteFile(file, []byte(profile), 0o644); err != nil {
+				return nil, fmt.Errorf("the container's seccomp profile: %w", err)
+			}
+			s = "seccomp=" + file
+		}
 		args = append(args, "--security-opt", s)
 	}
 	for _, u := range h.Ulimits {

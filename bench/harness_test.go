@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,7 +54,7 @@ func TestDockerRunArgs(t *testing.T) {
 		Soft, Hard int64
 	}{"nproc", 128, 128})
 
-	args, err := DockerRunArgs(c, "bench")
+	args, err := DockerRunArgs(c, "bench", t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,8 +74,23 @@ func TestDockerRunArgs(t *testing.T) {
 		t.Errorf("docker run args end with %q, want the container's whole command line", args[len(args)-1])
 	}
 
+	c.HostConfig.SecurityOpt = append(c.HostConfig.SecurityOpt, `seccomp={"defaultAction":"SCMP_ACT_ERRNO"}`)
+	dir := t.TempDir()
+	args, err = DockerRunArgs(c, "bench", dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(args, func(a string) bool { return strings.HasPrefix(a, "seccomp=") })
+	if i < 1 || args[i-1] != "--security-opt" {
+		t.Fatalf("docker run args lack the seccomp profile: %v", args)
+	}
+	file, _ := strings.CutPrefix(args[i], "seccomp=")
+	if b, err := os.ReadFile(file); err != nil || string(b) != `{"defaultAction":"SCMP_ACT_ERRNO"}` || filepath.Dir(file) != dir {
+		t.Errorf("the inline profile became %q in %s (%v), want the profile in a file of %s", b, file, err, dir)
+	}
+
 	c.HostConfig.Binds = []string{"/x:/deps:ro"}
-	if _, err := DockerRunArgs(c, "bench"); err == nil {
+	if _, err := DockerRunArgs(c, "bench", t.TempDir()); err == nil {
 		t.Error("DockerRunArgs accepted a bind mount it does not replicate")
 	}
 }

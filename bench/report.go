@@ -27,6 +27,7 @@ type Results struct {
 	Interpreters *InterpreterRun    `json:"warm_interpreters,omitempty"`
 	Pool         []PoolResult       `json:"pool_concurrency,omitempty"`
 	Kube         *KubeRun           `json:"kube,omitempty"`
+	Seccomp      *SeccompResult     `json:"runsc_seccomp,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
@@ -354,6 +355,13 @@ func (r *Results) Table() string {
 	}
 	r.profileRows(row)
 	r.poolRows(row)
+	if sc := r.Seccomp; sc != nil {
+		row("8", "Python hello world, runsc, `docker run --rm` with the sidecar's settings: runner/seccomp's profile applied inside gVisor (`--oci-seccomp`) vs none (`seccomp=unconfined`), p50", pp(sc.Cold), pp(sc.ColdOff), ratio(sc.Cold.P50, sc.ColdOff.P50), "—", "")
+		row("8", "the same in a started container (as a warm one; code sent until the end mark): profile vs none, p50", pp(sc.Started), pp(sc.StartedOff), ratio(sc.Started.P50, sc.StartedOff.P50), "—", "")
+		row("8", fmt.Sprintf("%d `getppid` calls from Python in a started container: profile vs none, p50", sc.LoopCalls), pp(sc.Loop), pp(sc.LoopOff), ratio(sc.Loop.P50, sc.LoopOff.P50), "—", "")
+	} else {
+		row("8", "runsc with runner/seccomp's profile vs without", "not measured", "", "", "", "")
+	}
 	if m := r.Memory; m != nil {
 		if m.IdleGatekeeper > 0 {
 			row("4", "resident memory (VmRSS) idle: sidecar vs OPA REST", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), fmt.Sprintf("%.1f MiB", mib(m.IdleOPA)), ratio(float64(m.IdleGatekeeper), float64(m.IdleOPA)), "< 60 MiB", r.met("rss_idle"))

@@ -70,7 +70,8 @@ type Config struct {
 	// profiles (row 5: hello world per image profile), interpreters (row
 	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
 	// under 8 and 32 concurrent sessions), kube (rows 6 and 7 on Pods,
-	// with Kube), compare (Compare); empty means all.
+	// with Kube), seccomp (row 8: runsc with and without the container's
+	// seccomp profile), compare (Compare); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -167,6 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"interpreters", e.interpreters},
 		{"pool", e.pool},
 		{"kube", e.kube},
+		{"seccomp", e.seccomp},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {
@@ -666,7 +668,7 @@ func (e *env) runtimeRuns(ctx context.Context, rt string, warm bool, warmNote st
 	if err != nil {
 		return fmt.Errorf("catch the sidecar's container: %w", err)
 	}
-	if rr.DockerArgs, err = DockerRunArgs(sidecarC, "bench-docker-"+rt); err != nil {
+	if rr.DockerArgs, err = DockerRunArgs(sidecarC, "bench-docker-"+rt, e.tmp); err != nil {
 		return err
 	}
 	fc, err := CheckDockerFlags(ctx, e.cfg.Docker, sidecarC, rr.DockerArgs)

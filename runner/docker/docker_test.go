@@ -24,6 +24,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 func newFakeRunner(t *testing.T, f *fakeEngine) *Runner {
@@ -225,7 +226,11 @@ func TestContainerSettings(t *testing.T) {
 			check("root file system read-only", host.ReadonlyRootfs)
 			check("not privileged", !host.Privileged)
 			check("all capabilities dropped", slices.Equal(host.CapDrop, []string{"ALL"}) && len(host.CapAdd) == 0)
-			check("no new privileges, default seccomp", slices.Equal(host.SecurityOpt, []string{"no-new-privileges:true"}))
+			wantOpt := []string{"no-new-privileges:true"} // and Docker's default seccomp profile
+			if rt == runner.Runsc {
+				wantOpt = append(wantOpt, seccomp.DockerSecurityOpt())
+			}
+			check("no new privileges, the runtime's seccomp profile", slices.Equal(host.SecurityOpt, wantOpt))
 			check("network none", host.NetworkMode == "none")
 			check("runtime set", host.Runtime == string(rt))
 			check("private ipc", host.IpcMode == "private")

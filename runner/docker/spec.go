@@ -14,6 +14,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // depsDir is where Sandbox.DepsDir is mounted.
@@ -140,6 +141,9 @@ func (r *platform) containerSettings(spec runner.Spec, p *sandbox.Plan, sn *sand
 				{Name: "fsize", Soft: fsize, Hard: fsize},
 			},
 		},
+	}
+	if p.Runtime == runner.Runsc { // runner/seccomp says why gVisor gets its own profile
+		host.SecurityOpt = append(host.SecurityOpt, seccomp.DockerSecurityOpt())
 	}
 	if sn != nil {
 		host.NetworkMode = container.NetworkMode(sn.name)

@@ -18,6 +18,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // checkRetry is how long a failed check of a RuntimeClass (or an image's
@@ -271,6 +272,10 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 		return fmt.Errorf("RuntimeClass %s fails its canary: its Pods do not get a user namespace of their own (uid_map %q), so RLIMIT_NPROC cannot bound one run's processes; use a runtime handler with idmapped mounts (runc 1.2 or later, Linux 6.3 or later), or accept the node-wide pids bound with HostUsers (--kube-host-users): %w",
 			p.class, out.uidMap, runner.ErrRuntimeUnavailable)
 	}
+	if out.seccomp != seccompFilter || out.clone3 == errnoEPERM {
+		return fmt.Errorf("RuntimeClass %s fails its canary: its Pods must run under a seccomp filter that lets threads start (Seccomp %q in /proc/self/status, want %s; clone3 answered %q, and EPERM stops libc from falling back to clone); for gVisor, set oci-seccomp = \"true\" in the handler's runsc_config and install runner/seccomp's profile as the kubelet's Localhost profile %s (scripts/ensure-kube does both): %w",
+			p.class, out.seccomp, seccompFilter, out.clone3, seccomp.LocalhostProfile(), runner.ErrRuntimeUnavailable)
+	}
 	if len(wrong) > 0 {
 		what := "its sandboxes must have only loopback"
 		if p.network {
@@ -309,6 +314,17 @@ func (r *platform) apiServerAddr(ctx context.Context) (netip.AddrPort, bool) {
 // identityUIDMap is /proc/self/uid_map in the node's own user namespace.
 const identityUIDMap = "0 0 4294967295"
 
+// seccompFilter is the Seccomp field of /proc/self/status under a seccomp
+// filter (SECCOMP_MODE_FILTER); gVisor's kernel reports the filters it runs
+// for the process, so under runsc it is 2 only with oci-seccomp.
+const seccompFilter = "2"
+
+// errnoEPERM is EPERM as the probe prints an errno. A canary's clone3 that
+// fails with it (gVisor answering Docker's clone3 ENOSYS rule with EPERM,
+// gVisor bug #14688) means libc, which falls back to clone only on ENOSYS,
+// can start no thread in the class's Pods.
+const errnoEPERM = "1"
+
 func isErrno(s string) bool {
 	n, err := strconv.Atoi(s)
 	return err == nil && n > 0
@@ -318,6 +334,8 @@ func isErrno(s string) bool {
 type probeOutput struct {
 	ifaces   string            // the network interfaces, sorted, comma-separated
 	uidMap   string            // the first line of /proc/self/uid_map
+	seccomp  string            // the Seccomp field of /proc/self/status
+	clone3   string            // the errno of clone3(NULL, 0), which never starts a process
 	interps  map[string]bool   // the interpreters in PATH
 	connects map[string]string // "ok" or the errno of each connect
 }
@@ -327,6 +345,8 @@ type probeOutput struct {
 // prints "ok" or the errno.
 const probeScript = `printf 'ifaces '; tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | paste -sd, -
 printf 'uidmap '; head -n 1 /proc/self/uid_map | tr -s ' ' | sed 's/^ //'
+printf 'seccomp '; sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status
+printf 'clone3 '; perl -e 'print syscall(435, 0, 0) == -1 ? $!+0 : "ok", "\n"' || echo perl-failed
 for i in %s; do command -v "$i" >/dev/null 2>&1 && echo "interp $i"; done
 for t in %s; do
   printf 'connect %%s ' "${t%%%%=*}"
@@ -379,6 +399,10 @@ func (r *platform) probe(ctx context.Context, p *plan, targets map[string]netip.
 			out.ifaces = strings.Join(f[1:], "")
 		case len(f) >= 1 && f[0] == "uidmap":
 			out.uidMap = strings.Join(f[1:], " ")
+		case len(f) == 2 && f[0] == "seccomp":
+			out.seccomp = f[1]
+		case len(f) == 2 && f[0] == "clone3":
+			out.clone3 = f[1]
 		case len(f) == 2 && f[0] == "interp":
 			out.interps[f[1]] = true
 		case len(f) == 3 && f[0] == "connect":

@@ -38,7 +38,10 @@
 // it must give: a class without a network must leave the canary only
 // loopback and fail every connection; a class with a network must reach
 // the proxy and fail to reach anything else (the API server, another port
-// of the proxy's address). A class that fails is refused
+// of the proxy's address); and every class must run the canary under a
+// seccomp filter whose clone3 is not refused with EPERM (gVisor Pods get
+// runner/seccomp's profile as a Localhost profile, which runsc applies
+// only with oci-seccomp). A class that fails is refused
 // (runner.ErrNetworkUnsupported or runner.ErrRuntimeUnavailable), never
 // used unchecked.
 //

@@ -21,6 +21,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // containerName is the one container of a sandbox Pod.
@@ -160,6 +161,10 @@ func (r *platform) pod(spec runner.Spec, p *plan, env []string, name string) *co
 	grace := int64(1)
 	class := p.class
 	memory := func(size int64) *resource.Quantity { return resource.NewQuantity(size, resource.BinarySI) }
+	profile := corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
+	if p.Runtime == runner.Runsc { // runner/seccomp says why gVisor gets its own, which scripts/ensure-kube installs
+		profile = corev1.SeccompProfile{Type: corev1.SeccompProfileTypeLocalhost, LocalhostProfile: ptr(seccomp.LocalhostProfile())}
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.cfg.Namespace, Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
@@ -184,7 +189,7 @@ func (r *platform) pod(spec runner.Spec, p *plan, env []string, name string) *co
 				RunAsUser:      &uid,
 				RunAsGroup:     &gid,
 				RunAsNonRoot:   &yes,
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				SeccompProfile: &profile,
 			},
 			Containers: []corev1.Container{{
 				Name:            containerName,
@@ -201,7 +206,7 @@ func (r *platform) pod(spec runner.Spec, p *plan, env []string, name string) *co
 					ReadOnlyRootFilesystem:   &yes,
 					RunAsNonRoot:             &yes,
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-					SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					SeccompProfile:           &profile,
 				},
 				Resources: corev1.ResourceRequirements{Requests: res, Limits: res},
 				VolumeMounts: []corev1.VolumeMount{

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/netns"
+	"github.com/gatekeeper-ai/gatekeeper/runner/seccomp"
 )
 
 // cluster is what `scripts/ensure-kube env` exports.
@@ -159,6 +160,10 @@ func parseProbe(out string) map[string]string {
 // hardenedPod is the Pod the backend is to build, with the probe as its program.
 func hardenedPod(name, class, image, targets, token string) map[string]any {
 	res := map[string]any{"cpu": "250m", "memory": "128Mi", "ephemeral-storage": "64Mi"}
+	profile := map[string]any{"type": "RuntimeDefault"}
+	if strings.HasPrefix(class, "gvisor") { // the profile of runner/seccomp, which scripts/ensure-kube installs
+		profile = map[string]any{"type": "Localhost", "localhostProfile": seccomp.LocalhostProfile()}
+	}
 	return map[string]any{
 		"apiVersion": "v1",
 		"kind":       "Pod",
@@ -171,7 +176,7 @@ func hardenedPod(name, class, image, targets, token string) map[string]any {
 			"enableServiceLinks":           false,
 			"securityContext": map[string]any{
 				"runAsUser": 65534, "runAsGroup": 65534, "runAsNonRoot": true,
-				"seccompProfile": map[string]any{"type": "RuntimeDefault"},
+				"seccompProfile": profile,
 			},
 			"containers": []any{map[string]any{
 				"name":            "sandbox",
@@ -342,15 +347,15 @@ func TestHardenedPodRunsUnderEachRuntimeClass(t *testing.T) {
 	targets := fmt.Sprintf("gateway=%s other=%s host=%s node=%s", gateway.ln.Addr(), other.ln.Addr(), host.ln.Addr(), net.JoinHostPort(c.nodeIP, "6443"))
 	for _, tc := range []struct {
 		class   string
-		seccomp string // runc loads the filter into the process; gVisor applies it in its own kernel
+		seccomp string // 2, a filter: runc loads it into the process, gVisor (runsc oci-seccomp) into its own kernel
 		volume  string // the emptyDir's file system as the Pod sees it: gVisor serves the host's tmpfs through its gofer
 		ifaces  string
 		network bool
 	}{
 		{class: "runc", seccomp: "2", volume: "tmpfs", ifaces: "eth0,lo", network: true},
 		{class: "runc-nonet", seccomp: "2", volume: "tmpfs", ifaces: "lo", network: false},
-		{class: "gvisor", seccomp: "0", volume: "9p", ifaces: "eth0,lo", network: true},
-		{class: "gvisor-nonet", seccomp: "0", volume: "9p", ifaces: "lo", network: false},
+		{class: "gvisor", seccomp: "2", volume: "9p", ifaces: "eth0,lo", network: true},
+		{class: "gvisor-nonet", seccomp: "2", volume: "9p", ifaces: "lo", network: false},
 	} {
 		t.Run(tc.class, func(t *testing.T) {
 			t.Parallel()

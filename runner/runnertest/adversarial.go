@@ -23,8 +23,8 @@ import (
 // advSyscalls are the system call numbers the probe calls through perl's
 // syscall(), per architecture.
 var advSyscalls = map[string]map[string]int{
-	"amd64": {"mount": 165, "umount2": 166, "unshare": 272, "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "init_module": 175, "pivot_root": 155, "open_by_handle_at": 304, "reboot": 169, "process_vm_readv": 310},
-	"arm64": {"mount": 40, "umount2": 39, "unshare": 97, "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "init_module": 105, "pivot_root": 41, "open_by_handle_at": 265, "reboot": 142, "process_vm_readv": 270},
+	"amd64": {"mount": 165, "umount2": 166, "unshare": 272, "ptrace": 101, "bpf": 321, "perf_event_open": 298, "kexec_load": 246, "init_module": 175, "pivot_root": 155, "open_by_handle_at": 304, "reboot": 169, "process_vm_readv": 310, "clone3": 435},
+	"arm64": {"mount": 40, "umount2": 39, "unshare": 97, "ptrace": 117, "bpf": 280, "perf_event_open": 241, "kexec_load": 104, "init_module": 105, "pivot_root": 41, "open_by_handle_at": 265, "reboot": 142, "process_vm_readv": 270, "clone3": 435},
 }
 
 // advProbe is the probe program; NR is replaced by the architecture's
@@ -76,6 +76,45 @@ sysc("perf_event_open", "perf_event_open", 0, 0, -1, -1, 0)
 sysc("kexec_load", "kexec_load", 0, 0, 0, 0)
 sysc("init_module", "init_module", 0, 0, "")
 sysc("reboot", "reboot", 0xfee1dead, 672274793, 0x4321fedc, 0)
+
+# the seccomp filter, and threads under it: clone3 (with no arguments, so
+# it can start nothing) must fail with ENOSYS, the one errno on which libc
+# falls back to clone
+print("seccomp:status", [l.split()[1] for l in open("/proc/self/status") if l.startswith("Seccomp:")][0])
+sysc("clone3", "clone3", 0, 0)
+import threading
+started = []
+th = threading.Thread(target=lambda: started.append(threading.get_native_id()))
+p("thread:python", lambda: (th.start(), th.join()))
+print("thread:ran", "yes" if started and started[0] != threading.get_native_id() else "no")
+# clone3 of a user namespace by a child this program traces: the profile
+# traces clone3 (see runner/seccomp), so under gVisor a tracer that asks for
+# seccomp stops (PTRACE_O_TRACESECCOMP) can let the call through
+import ctypes, struct
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+rfd, wfd = os.pipe()
+child = os.fork()
+if child == 0:
+    os.close(rfd)
+    libc.ptrace(0, 0, 0, 0)  # PTRACE_TRACEME
+    os.kill(os.getpid(), signal.SIGSTOP)
+    args = ctypes.create_string_buffer(struct.pack("11Q", 0x10000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0), 88)
+    r = libc.syscall(NR["clone3"], args, 88)  # CLONE_NEWUSER, SIGCHLD
+    if r == 0:
+        os._exit(0)
+    os.write(wfd, (errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok").encode())
+    os._exit(0)
+os.close(wfd)
+os.waitpid(child, 0)
+libc.ptrace(0x4200, child, 0, 0x80)  # PTRACE_SETOPTIONS, PTRACE_O_TRACESECCOMP
+libc.ptrace(7, child, 0, 0)
+for _ in range(10):
+    _, st = os.waitpid(child, 0)
+    if not os.WIFSTOPPED(st):
+        break
+    libc.ptrace(7, child, 0, 0)  # PTRACE_CONT, past the seccomp stop too
+print("clone3:traced-child-userns", os.read(rfd, 64).decode() or "nothing")
 
 # ptrace
 child = subprocess.Popen(["sleep", "5"])
@@ -253,16 +292,31 @@ func advCases(sb runner.Sandbox, o Options) []advCase {
 		{"a bind mount of / is refused", "mount:bind-root", "EPERM", ""},
 		{"unmounting /workspace is refused", "umount:workspace", "EPERM", ""},
 		{"pivot_root is refused", "pivot_root", "EPERM", ""},
-		// gVisor lets a process make a user namespace inside its own kernel;
-		// the capabilities it gets there are over gVisor's objects only
-		// (mount and net namespaces stay refused, as pinned below).
-		{"unshare of a user namespace is refused (gVisor allows it inside its kernel)", "unshare:user", "EPERM", "ok"},
+		// gVisor's kernel would let a process make a user namespace; the
+		// seccomp profile runsc applies inside it (runner/seccomp, with
+		// --oci-seccomp) refuses it first, as Docker's default does under runc.
+		{"unshare of a user namespace is refused, under gVisor too", "unshare:user", "EPERM", ""},
 		{"unshare of a mount namespace is refused", "unshare:mount", "EPERM", ""},
 		{"unshare of a network namespace is refused", "unshare:net", "EPERM", ""},
 		{"chroot is refused", "chroot", "EPERM", ""},
-		{"open_by_handle_at (the shocker escape) is refused", "open_by_handle_at", "EPERM", "ENOTSUP"},
+		// Under gVisor too the profile answers these before gVisor's kernel
+		// would (ENOTSUP, ENODEV).
+		{"open_by_handle_at (the shocker escape) is refused", "open_by_handle_at", "EPERM", ""},
 		{"bpf is refused", "bpf", "EPERM", ""},
-		{"perf_event_open is refused", "perf_event_open", "EPERM", "ENODEV"},
+		{"perf_event_open is refused", "perf_event_open", "EPERM", ""},
+		// A seccomp filter, gVisor's included; its clone3 answers ENOSYS
+		// (gVisor: the profile's SCMP_ACT_TRACE, as gVisor drops errnoRet
+		// and would answer Docker's ENOSYS rule with EPERM), so libc falls
+		// back to clone and threads start.
+		{"the program runs under a seccomp filter", "seccomp:status", "2", ""},
+		{"clone3 fails with ENOSYS, so libc falls back to clone", "clone3", "ENOSYS", ""},
+		{"a Python thread starts", "thread:python", "ok", ""},
+		{"and runs as a thread of its own", "thread:ran", "yes", ""},
+		// The residual of tracing clone3 (SECURITY.md, "The seccomp profile
+		// inside gVisor"): a tracer of its own child lets the child's clone3
+		// through, so the child gets a user namespace in gVisor's kernel.
+		// Under runc the profile answers clone3 with ENOSYS, tracer or not.
+		{"a traced child's clone3 of a user namespace fails under runc (gVisor lets the tracer pass it)", "clone3:traced-child-userns", "ENOSYS", "ok"},
 		{"kexec_load is refused", "kexec_load", "EPERM", ""},
 		{"init_module is refused", "init_module", "EPERM", ""},
 		{"reboot is refused", "reboot", "EPERM", ""},
