@@ -68,7 +68,7 @@ type fakeServers struct {
 
 var (
 	yes, no  = true, false
-	crmTools = map[string]gate.ToolInfo{
+	crmTools = map[string]runner.ToolInfo{
 		"get_customer":    {Name: "get_customer", ReadOnly: &yes, Destructive: &no},
 		"get_and_reset":   {Name: "get_and_reset"}, // no hints: MCP's default is destructive
 		"get_secrets":     {Name: "get_secrets", ReadOnly: &yes},
@@ -80,7 +80,7 @@ var (
 	}
 )
 
-func (f *fakeServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+func (f *fakeServers) Tool(_ context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, server+"."+tool)
 	f.mu.Unlock()
@@ -494,7 +494,7 @@ func BenchmarkCodeCallDecision(b *testing.B) {
 // nopServers answers every call of crm at once, keeping nothing.
 type nopServers struct{}
 
-func (nopServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+func (nopServers) Tool(_ context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	info, ok := crmTools[tool]
 	return info, ok && server == "crm", nil
 }
