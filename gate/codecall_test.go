@@ -316,12 +316,12 @@ func TestCodeCallOverrides(t *testing.T) {
 	must(t, err)
 	eff, err := q.Effective(ctx)
 	must(t, err)
-	spec, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python"})
+	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python"})
 	must(t, err)
 	if spec.Tools != nil {
 		t.Errorf("a run without ToolServers got a bridge: %T", spec.Tools)
 	}
-	withTools, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
+	withTools, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
 	must(t, err)
 	if _, ok := withTools.Tools.(*gate.CodeCaller); !ok {
 		t.Errorf("a run with ToolServers under a callable list got Tools %T, want the gate's CodeCaller", withTools.Tools)

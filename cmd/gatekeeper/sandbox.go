@@ -371,7 +371,7 @@ flags. Exit status: the program's.`, stderr)
 		return err
 	}
 	// The sidecar's run handler builds its Spec with the same function.
-	spec, err := eff.RunSpec(req)
+	spec, err := eff.RunSpec(ctx, req)
 	if err != nil {
 		return err
 	}
