@@ -72,10 +72,12 @@ func NewWrappers(servers ToolLister, opts WrapperOptions) *Wrappers {
 // its code_calls.callable, a module with the server's tools that a
 // callable glob names (policy.MatchToolGlob, through CodeCalls.Matching),
 // described as the policy's mcp_servers describes the server. A server
-// that is down, or has no callable tool, gets no module (the run's calls
-// to it still fail at call time, with kind server); a down server is
-// logged. Files is nil when no server has a callable tool. An error means
-// ctx ended or the files could not be made; the run must not start.
+// that is down, or has no callable tool, gets no module; a down server
+// is logged. The runtime is there even when no server is up, so that
+// gatekeeper_tools.call to a down server fails at call time with kind
+// server rather than at import. Files is nil when callable names no
+// server. An error means ctx ended or the files could not be made; the
+// run must not start.
 func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte, error) {
 	callable := eff.Policy.CodeCalls.Callable
 	if len(callable) == 0 {
@@ -117,9 +119,6 @@ func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte
 		if len(tools) > 0 {
 			servers = append(servers, toolwrap.Server{Name: name, Description: desc, Tools: tools})
 		}
-	}
-	if len(servers) == 0 {
-		return nil, nil
 	}
 	raw, err := json.Marshal(parts)
 	if err != nil {

@@ -191,3 +191,21 @@ func TestToolFilesNoBridge(t *testing.T) {
 		t.Errorf("a run without ToolServers got Tools %T and %d files (%d generated)", spec.Tools, len(spec.ToolFiles), w.generated.Load())
 	}
 }
+
+// TestToolFilesAllDown: a run whose only callable server is down gets the
+// runtime and no module, so that its calls fail with kind server, not at
+// import.
+func TestToolFilesAllDown(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	files := w.toolFiles(t, `{"code_calls":{"callable":{"down":["*"]}}}`)
+	if got := modules(files); len(got) != 0 {
+		t.Errorf("modules %v, want none", got)
+	}
+	if _, ok := files[pyDir+"__init__.py"]; !ok {
+		t.Errorf("no runtime among %d files", len(files))
+	}
+	if log := w.log.String(); !strings.Contains(log, "mcp_server=down") {
+		t.Errorf("the down server was not logged: %q", log)
+	}
+}
