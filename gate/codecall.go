@@ -29,18 +29,9 @@ const SourcePolicy = "policy"
 type ToolServers interface {
 	// Tool returns what the server says about one tool (its annotations and schemas); ok is false
 	// when the server has no such tool or is not configured.
-	Tool(ctx context.Context, server, tool string) (info ToolInfo, ok bool, err error)
+	Tool(ctx context.Context, server, tool string) (info runner.ToolInfo, ok bool, err error)
 	// CallTool calls the tool and returns the MCP CallToolResult as JSON.
 	CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error)
-}
-
-// ToolInfo is one tool of an MCP server as its tools/list describes it.
-// The hints are nil when the server does not give them.
-type ToolInfo struct {
-	Name, Description         string
-	InputSchema, OutputSchema json.RawMessage
-	ReadOnly, Destructive     *bool
-	OpenWorld                 *bool
 }
 
 // Auditor writes one audit line; an error means the line is not written.
@@ -180,7 +171,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
 	// A tool no callable glob names is denied whatever its server says:
 	// the server is not asked about it.
-	var info ToolInfo
+	var info runner.ToolInfo
 	var known bool
 	if len(lim.Matching(call.Server, call.Tool)) > 0 {
 		if info, known, err = c.cfg.Servers.Tool(ctx, call.Server, call.Tool); err != nil {
@@ -221,7 +212,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 }
 
 // decide evaluates the policy for one nested call under eff's revision.
-func (c *CodeCaller) decide(ctx context.Context, eff *Effective, call runner.ToolCall, args ast.Object, info ToolInfo, known bool) (Decision, error) {
+func (c *CodeCaller) decide(ctx context.Context, eff *Effective, call runner.ToolCall, args ast.Object, info runner.ToolInfo, known bool) (Decision, error) {
 	in := codeCallInput(eff, c.cfg, call, args, info, known)
 	v, err := evalDecision(ctx, eff.snap.decide, in, c.cfg.DecisionTimeout)
 	if err != nil {
@@ -243,7 +234,7 @@ var (
 
 // codeCallInput builds the Rego input of a nested call (documented in
 // rego/code_calls.rego).
-func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.ToolCall, args ast.Object, info ToolInfo, known bool) ast.Value {
+func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.ToolCall, args ast.Object, info runner.ToolInfo, known bool) ast.Value {
 	argTerm := ast.NewTerm(args)
 	// MCP's defaults where the server gives no hint; destructiveHint means
 	// something only for a tool that is not read-only.

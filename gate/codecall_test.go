@@ -68,7 +68,7 @@ type fakeServers struct {
 
 var (
 	yes, no  = true, false
-	crmTools = map[string]gate.ToolInfo{
+	crmTools = map[string]runner.ToolInfo{
 		"get_customer":    {Name: "get_customer", ReadOnly: &yes, Destructive: &no},
 		"get_and_reset":   {Name: "get_and_reset"}, // no hints: MCP's default is destructive
 		"get_secrets":     {Name: "get_secrets", ReadOnly: &yes},
@@ -80,7 +80,7 @@ var (
 	}
 )
 
-func (f *fakeServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+func (f *fakeServers) Tool(_ context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	f.mu.Lock()
 	f.asked = append(f.asked, server+"."+tool)
 	f.mu.Unlock()
@@ -316,12 +316,12 @@ func TestCodeCallOverrides(t *testing.T) {
 	must(t, err)
 	eff, err := q.Effective(ctx)
 	must(t, err)
-	spec, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python"})
+	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python"})
 	must(t, err)
 	if spec.Tools != nil {
 		t.Errorf("a run without ToolServers got a bridge: %T", spec.Tools)
 	}
-	withTools, err := eff.RunSpec(gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
+	withTools, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
 	must(t, err)
 	if _, ok := withTools.Tools.(*gate.CodeCaller); !ok {
 		t.Errorf("a run with ToolServers under a callable list got Tools %T, want the gate's CodeCaller", withTools.Tools)
@@ -494,7 +494,7 @@ func BenchmarkCodeCallDecision(b *testing.B) {
 // nopServers answers every call of crm at once, keeping nothing.
 type nopServers struct{}
 
-func (nopServers) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+func (nopServers) Tool(_ context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	info, ok := crmTools[tool]
 	return info, ok && server == "crm", nil
 }

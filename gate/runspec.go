@@ -1,6 +1,7 @@
 package gate
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -34,6 +35,9 @@ type RunRequest struct {
 	// (Effective.CodeCaller). Without them the run has none.
 	ToolServers ToolServers
 	Auditor     Auditor
+	// Wrappers, when set and the run has a bridge, makes the Spec's
+	// ToolFiles: the typed wrappers of the tools its code may call.
+	Wrappers *Wrappers
 }
 
 // RunRequestError is a run request its effective policy does not let
@@ -59,7 +63,8 @@ func (e *RunRequestError) Error() string { return e.Message }
 // The Spec has no Workspace and no OnOutput: the sidecar attaches the
 // query's saved workspace once the query's earlier runs are done with it,
 // and a run without a query (gatekeeper run) starts from an empty one.
-func (eff *Effective) RunSpec(r RunRequest) (runner.Spec, error) {
+// ctx bounds listing the MCP servers' tools for the wrappers.
+func (eff *Effective) RunSpec(ctx context.Context, r RunRequest) (runner.Spec, error) {
 	if !slices.Contains(runner.LanguageNames(), r.Language) {
 		return runner.Spec{}, &RunRequestError{Field: "language", Message: fmt.Sprintf("run: language %q is not one of %s", r.Language, strings.Join(runner.LanguageNames(), ", "))}
 	}
@@ -98,5 +103,10 @@ func (eff *Effective) RunSpec(r RunRequest) (runner.Spec, error) {
 		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}
 	}
 	spec.Tools = eff.CodeCaller(r, r.ToolServers, r.Auditor)
+	if spec.Tools != nil && r.Wrappers != nil {
+		if spec.ToolFiles, err = r.Wrappers.Files(ctx, eff); err != nil {
+			return runner.Spec{}, err
+		}
+	}
 	return spec, nil
 }

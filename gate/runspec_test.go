@@ -71,7 +71,7 @@ func TestRunSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.req.RunID, tc.req.QueryID, tc.req.Code = "r_1", "q_1", "print(1)"
-			spec, err := eff.RunSpec(tc.req)
+			spec, err := eff.RunSpec(t.Context(), tc.req)
 			if tc.message != "" {
 				var re *gate.RunRequestError
 				if !errors.As(err, &re) || re.Field != tc.field || re.Error() != tc.message {
@@ -104,7 +104,7 @@ func TestRunSpecKeepsOutputsAndLabels(t *testing.T) {
 	eff, err := q.Effective(t.Context())
 	must(t, err)
 	for _, outputs := range [][]string{nil, {}, {".", "out"}} {
-		spec, err := eff.RunSpec(gate.RunRequest{Language: "python", ToolUseID: "toolu_1", Outputs: outputs})
+		spec, err := eff.RunSpec(t.Context(), gate.RunRequest{Language: "python", ToolUseID: "toolu_1", Outputs: outputs})
 		must(t, err)
 		if (spec.Outputs == nil) != (outputs == nil) || !slices.Equal(spec.Outputs, outputs) {
 			t.Errorf("outputs %#v became %#v", outputs, spec.Outputs)

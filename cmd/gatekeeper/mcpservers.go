@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/policy"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 )
@@ -36,6 +37,27 @@ func startMCPServers(ctx context.Context, eng *gate.Engine, log *slog.Logger) (*
 		}
 	}()
 	return s, nil
+}
+
+// runToolServers is the client to eff's mcp_servers for one run of
+// gatekeeper run, or nil when the policy declares none or its code may
+// call none. Servers connect on first use.
+func runToolServers(eff *gate.Effective, log *slog.Logger) (*mcpservers.Servers, error) {
+	if len(eff.Policy.MCPServers) == 0 || len(eff.Policy.CodeCalls.Callable) == 0 {
+		return nil, nil
+	}
+	return mcpservers.New(mcpConfigs(eff.Policy.MCPServers), mcpservers.Options{Logger: log})
+}
+
+// logCodeCalls is gatekeeper run's gate.Auditor: one log line per nested
+// call, as logEgress has one per connection.
+type logCodeCalls struct{ log *slog.Logger }
+
+func (l logCodeCalls) Write(r audit.Record) error {
+	l.log.Info("code_call", "run_id", r.RunID, "seq", r.CallSeq, "server", r.Server, "tool", r.Tool,
+		"decision", r.Decision, "rule", r.Rule, "reason", r.Reason, "arguments_bytes", r.ArgumentsBytes,
+		"result_bytes", r.ResultBytes, "duration_ms", r.DurationMS, "error_kind", r.ErrorKind, "error", r.Error)
+	return nil
 }
 
 // mcpConfigs converts the policy's servers, sorted by name.

@@ -2,17 +2,21 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 )
 
@@ -69,4 +73,69 @@ func TestServeConnectsMCPServers(t *testing.T) {
 		}
 	}
 	t.Errorf("MCP server process %d outlived serve", pid)
+}
+
+// TestRunToolServers: gatekeeper run gets a client to the policy's MCP
+// servers only when the policy declares servers and its code may call
+// one; the client is the same the sidecar's runs call through.
+func TestRunToolServers(t *testing.T) {
+	t.Parallel()
+	const servers = "mcp_servers:\n  records: {url: \"http://127.0.0.1:1/mcp\"}\n  search: {url: \"http://127.0.0.1:2/mcp\"}\n"
+	const callable = "code_calls:\n  callable: {records: [lookup]}\n"
+	for _, tc := range []struct {
+		name, policy string
+		want         []string
+	}{
+		{"no servers", cliPolicy, nil},
+		{"servers no code may call", cliPolicy + servers, nil},
+		{"servers code may call", cliPolicy + servers + callable, []string{"records", "search"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, file := writePolicy(t, tc.policy)
+			eng, err := gate.New(t.Context(), gate.Config{PolicyFile: file, Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			q, err := eng.OpenQuery(t.Context(), "cli", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eff, err := q.Effective(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := runToolServers(eff, quietLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s == nil {
+				if tc.want != nil {
+					t.Fatalf("no servers, want %v", tc.want)
+				}
+				return
+			}
+			defer s.Close()
+			if got := s.Names(); !slices.Equal(got, tc.want) {
+				t.Errorf("servers %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestLogCodeCalls: gatekeeper run, which has no audit log, writes each
+// nested call as a line with its decision, rule and server.
+func TestLogCodeCalls(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	err := logCodeCalls{slog.New(slog.NewTextHandler(&b, nil))}.Write(audit.Record{
+		RunID: "r_1", CallSeq: 2, Server: "records", Tool: "lookup", Decision: "deny", Rule: "ops.no_vip", ErrorKind: "denied"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"msg=code_call", "run_id=r_1", "seq=2", "server=records", "tool=lookup", "decision=deny", "rule=ops.no_vip", "error_kind=denied"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the line lacks %s: %s", want, b.String())
+		}
+	}
 }

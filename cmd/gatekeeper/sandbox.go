@@ -382,13 +382,25 @@ flags. Exit status: the program's.`, stderr)
 	if err != nil {
 		return err
 	}
-	// The sidecar's run handler builds its Spec with the same function.
-	spec, err := eff.RunSpec(req)
+	log := newLogger(stderr, "warn")
+	events := slog.New(slog.NewTextHandler(stderr, nil))
+	// The program calls the policy's MCP servers as a sidecar's run does;
+	// with no audit log here, each nested call is a line on stderr.
+	servers, err := runToolServers(eff, log)
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, "warn")
-	egressOpts.auditor = logEgress{slog.New(slog.NewTextHandler(stderr, nil))}
+	if servers != nil {
+		defer servers.Close()
+		req.ToolServers, req.Auditor = servers, logCodeCalls{events}
+		req.Wrappers = gate.NewWrappers(servers, gate.WrapperOptions{Logger: log})
+	}
+	// The sidecar's run handler builds its Spec with the same function.
+	spec, err := eff.RunSpec(ctx, req)
+	if err != nil {
+		return err
+	}
+	egressOpts.auditor = logEgress{events}
 	// No pool: one run takes a sandbox made for it.
 	sr, _, err := openBackend(runnerOptions{backend: *backend, kube: *kubeOpts, instance: *instance, egress: *egressOpts, log: log})
 	if err != nil {

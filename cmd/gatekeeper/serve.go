@@ -104,6 +104,9 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		Engine: eng, Auditor: alog, Token: token, AllowedOrigins: origins, Version: version,
 		MaxFrameBytes: *maxFrame, Logger: log, GCPercent: *gcPercent, FloodGCPercent: *floodGC, StoreCode: code,
 	}
+	if servers != nil { // never a typed nil in the interface
+		cfg.ToolServers = servers
+	}
 	if *artifactsDir != "" {
 		d, err := artifacts.Open(*artifactsDir)
 		if err != nil {

@@ -24,9 +24,9 @@ const codeCallPolicy = testPolicy + `code_calls:
 // tested with real servers in its own package.
 type crmServer struct{}
 
-func (crmServer) Tool(_ context.Context, server, tool string) (gate.ToolInfo, bool, error) {
+func (crmServer) Tool(_ context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	yes := true
-	return gate.ToolInfo{Name: tool, ReadOnly: &yes}, server == "crm", nil
+	return runner.ToolInfo{Name: tool, ReadOnly: &yes}, server == "crm", nil
 }
 
 func (crmServer) CallTool(_ context.Context, _, tool string, _ json.RawMessage) (json.RawMessage, error) {

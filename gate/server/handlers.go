@@ -222,10 +222,10 @@ func (c *conn) run(r *wire.Run) {
 	for p, f := range r.Files {
 		files[p] = f.Data
 	}
-	spec, err := eff.RunSpec(gate.RunRequest{
+	spec, err := eff.RunSpec(c.ctx, gate.RunRequest{
 		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
 		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
-		ToolServers: c.s.cfg.ToolServers, Auditor: c.s.cfg.Auditor,
+		ToolServers: c.s.cfg.ToolServers, Auditor: c.s.cfg.Auditor, Wrappers: c.s.wrappers,
 	})
 	var refused *gate.RunRequestError
 	if errors.As(err, &refused) {

@@ -101,7 +101,9 @@ type Config struct {
 	// RunObserver, when set, is told about each finished run.
 	RunObserver RunObserver
 	// ToolServers are the operator's MCP servers that sandboxed code may
-	// call (code mode); nil gives no run a bridge.
+	// call (code mode); nil gives no run a bridge. When they are also a
+	// gate.ToolLister (as mcpservers.Servers is), each run gets the typed
+	// wrappers of the tools its code may call (gate.Wrappers).
 	ToolServers gate.ToolServers
 	// Registry is the Prometheus registry /metrics serves and the server's
 	// own collectors join; nil means a new one.
@@ -157,6 +159,8 @@ type Server struct {
 
 	floods floods
 	cli    *cliSessions
+	// wrappers makes runs' ToolFiles; nil when ToolServers cannot list.
+	wrappers *gate.Wrappers
 	// connCount and queries count what MaxConns and MaxQueries bound.
 	connCount, queries capped
 
@@ -203,6 +207,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
+	if l, ok := cfg.ToolServers.(gate.ToolLister); ok {
+		s.wrappers = gate.NewWrappers(l, gate.WrapperOptions{Logger: cfg.Logger})
+	}
 	s.cli = newCLISessions(s, cfg.ClaudeCode)
 	s.connCount.max, s.queries.max = int64(cfg.MaxConns), int64(cfg.MaxQueries)
 	s.upgrader = websocket.Upgrader{

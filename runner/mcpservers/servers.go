@@ -38,6 +38,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Errors a call may wrap.
@@ -80,27 +82,11 @@ type Options struct {
 	StopTimeout time.Duration
 }
 
-// ToolInfo is what a server says about one of its tools. The hints are nil
-// when the server did not state them (MCP's defaults then apply: not
-// read-only, destructive, open world); ReadOnly is false, not nil, when
-// the server sent annotations without readOnlyHint.
-type ToolInfo struct {
-	Name         string          `json:"name"`
-	Title        string          `json:"title,omitempty"`
-	Description  string          `json:"description,omitempty"`
-	InputSchema  json.RawMessage `json:"inputSchema"`
-	OutputSchema json.RawMessage `json:"outputSchema,omitempty"`
-	ReadOnly     *bool           `json:"readOnlyHint,omitempty"`
-	Destructive  *bool           `json:"destructiveHint,omitempty"`
-	Idempotent   *bool           `json:"idempotentHint,omitempty"`
-	OpenWorld    *bool           `json:"openWorldHint,omitempty"`
-}
-
 // ServerTools is one server's tools, as List returns them.
 type ServerTools struct {
-	Name        string     `json:"name"`
-	Description string     `json:"description,omitempty"`
-	Tools       []ToolInfo `json:"tools"`
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Tools       []runner.ToolInfo `json:"tools"`
 	// Hash is the hex sha256 of the canonical JSON of Name, Description and
 	// Tools (sorted by name, object keys sorted): equal hashes, equal
 	// wrappers.
@@ -185,20 +171,20 @@ func (s *Servers) Connect(ctx context.Context) map[string]error {
 // Tool returns what server says about tool; ok is false when the server is
 // not configured or has no such tool. err is set when the server could not
 // be reached.
-func (s *Servers) Tool(ctx context.Context, server, tool string) (ToolInfo, bool, error) {
+func (s *Servers) Tool(ctx context.Context, server, tool string) (runner.ToolInfo, bool, error) {
 	srv := s.servers[server]
 	if srv == nil {
-		return ToolInfo{}, false, nil
+		return runner.ToolInfo{}, false, nil
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
 	st, err := srv.tools(ctx)
 	if err != nil {
-		return ToolInfo{}, false, err
+		return runner.ToolInfo{}, false, err
 	}
-	i, ok := slices.BinarySearchFunc(st.Tools, tool, func(t ToolInfo, name string) int { return compare(t.Name, name) })
+	i, ok := slices.BinarySearchFunc(st.Tools, tool, func(t runner.ToolInfo, name string) int { return compare(t.Name, name) })
 	if !ok {
-		return ToolInfo{}, false, nil
+		return runner.ToolInfo{}, false, nil
 	}
 	return st.Tools[i], true, nil
 }
@@ -604,7 +590,7 @@ func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) 
 	if cached != nil {
 		return *cached, nil
 	}
-	var tools []ToolInfo
+	var tools []runner.ToolInfo
 	for t, err := range sess.cs.Tools(ctx, nil) {
 		if err != nil {
 			return ServerTools{}, err
@@ -615,10 +601,10 @@ func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) 
 		}
 		tools = append(tools, info)
 	}
-	slices.SortFunc(tools, func(a, b ToolInfo) int { return compare(a.Name, b.Name) })
+	slices.SortFunc(tools, func(a, b runner.ToolInfo) int { return compare(a.Name, b.Name) })
 	st := ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}
 	if st.Tools == nil {
-		st.Tools = []ToolInfo{}
+		st.Tools = []runner.ToolInfo{}
 	}
 	canon, err := json.Marshal(st)
 	if err != nil {
@@ -632,17 +618,17 @@ func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) 
 	return st, nil
 }
 
-func toolInfo(t *mcp.Tool) (ToolInfo, error) {
-	info := ToolInfo{Name: t.Name, Title: t.Title, Description: t.Description}
+func toolInfo(t *mcp.Tool) (runner.ToolInfo, error) {
+	info := runner.ToolInfo{Name: t.Name, Title: t.Title, Description: t.Description}
 	var err error
 	// The SDK holds a schema as decoded JSON (maps): marshalling it sorts
 	// the keys, so the encoding is canonical.
 	if info.InputSchema, err = json.Marshal(t.InputSchema); err != nil {
-		return ToolInfo{}, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
+		return runner.ToolInfo{}, fmt.Errorf("tool %q: input schema: %w", t.Name, err)
 	}
 	if t.OutputSchema != nil {
 		if info.OutputSchema, err = json.Marshal(t.OutputSchema); err != nil {
-			return ToolInfo{}, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
+			return runner.ToolInfo{}, fmt.Errorf("tool %q: output schema: %w", t.Name, err)
 		}
 	}
 	if a := t.Annotations; a != nil {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 )
@@ -138,7 +139,7 @@ func TestListToolsOverStdioAndHTTP(t *testing.T) {
 			t.Fatalf("%s: %v", st.Name, st.Err)
 		}
 		var names []string
-		tools := map[string]mcpservers.ToolInfo{}
+		tools := map[string]runner.ToolInfo{}
 		for _, tool := range st.Tools {
 			names = append(names, tool.Name)
 			tools[tool.Name] = tool
@@ -594,11 +595,3 @@ func TestServersDieWithTheSidecar(t *testing.T) {
 	cmd.Wait()
 	waitGone(t, pid)
 }
-
-// The method set the gate's ToolServers interface (code-mode contract)
-// asks for, with this package's ToolInfo.
-var _ interface {
-	Tool(ctx context.Context, server, tool string) (mcpservers.ToolInfo, bool, error)
-	CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error)
-	List(ctx context.Context) ([]mcpservers.ServerTools, error)
-} = (*mcpservers.Servers)(nil)

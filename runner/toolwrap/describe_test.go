@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
@@ -41,7 +42,7 @@ func manyTools(name string, n int) toolwrap.Server {
 			props[fmt.Sprintf("field_%d", j)] = map[string]any{"type": "string", "description": strings.Repeat("Long description. ", 10)}
 		}
 		in, _ := json.Marshal(map[string]any{"type": "object", "properties": props})
-		s.Tools = append(s.Tools, toolwrap.Tool{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("What it does. ", 20),
+		s.Tools = append(s.Tools, runner.ToolInfo{Name: fmt.Sprintf("tool_%d", i), Description: strings.Repeat("What it does. ", 20),
 			InputSchema: in, OutputSchema: in})
 	}
 	return s

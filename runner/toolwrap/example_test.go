@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
@@ -15,7 +16,7 @@ func ExampleGenerate() {
 	files, err := toolwrap.Generate([]toolwrap.Server{{
 		Name:        "crm",
 		Description: "Customers and their orders.",
-		Tools: []toolwrap.Tool{{
+		Tools: []runner.ToolInfo{{
 			Name:        "find-customers",
 			Description: "Find customers by city.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},"limit":{"type":"integer"}},"required":["city"]}`),

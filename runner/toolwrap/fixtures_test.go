@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
@@ -29,7 +30,7 @@ func servers() []toolwrap.Server {
 		{
 			Name:        "records",
 			Description: "Customer records of the CRM: page through them, look one up.\nSecond line not shown.",
-			Tools: []toolwrap.Tool{
+			Tools: []runner.ToolInfo{
 				{
 					Name:        "get-records",
 					Description: "Return one page of customer records.",
@@ -43,7 +44,7 @@ func servers() []toolwrap.Server {
 							"id":{"type":"string"},"name":{"type":"string"},"balance":{"type":"number"}},"required":["id","name"]}},
 						"next_page":{"type":["integer","null"],"description":"The next page, or null after the last."}},
 						"required":["records","next_page"]}`),
-					Annotations: toolwrap.Annotations{ReadOnly: ptr(true), OpenWorld: ptr(false)},
+					ReadOnly: ptr(true), OpenWorld: ptr(false),
 				},
 				{
 					Name:        "lookup",
@@ -65,7 +66,7 @@ func servers() []toolwrap.Server {
 						"limit":{"const":3}},
 						"required":["record"]}`),
 					OutputSchema: json.RawMessage(`{"type":"object","properties":{"updated":{"type":"boolean"}},"required":["updated"]}`),
-					Annotations:  toolwrap.Annotations{Destructive: ptr(true)},
+					Destructive:  ptr(true),
 				},
 				{Name: "count", Description: "How many records there are.", InputSchema: json.RawMessage(`{"type":"object"}`),
 					OutputSchema: json.RawMessage(`{"type":"integer"}`)},
@@ -74,7 +75,7 @@ func servers() []toolwrap.Server {
 		{
 			Name:        "evil",
 			Description: hostile,
-			Tools: []toolwrap.Tool{
+			Tools: []runner.ToolInfo{
 				{
 					Name:        "a.b",
 					Description: hostile,
@@ -102,10 +103,10 @@ func servers() []toolwrap.Server {
 			},
 		},
 		// Module names that would shadow a keyword or the runtime.
-		{Name: "class", Description: "a keyword as a server name", Tools: []toolwrap.Tool{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
-		{Name: "call", Description: "the runtime's call()", Tools: []toolwrap.Tool{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
-		{Name: "index", Description: "the node runtime's file", Tools: []toolwrap.Tool{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
-		{Name: "json", Description: "a module the runtime imports", Tools: []toolwrap.Tool{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
+		{Name: "class", Description: "a keyword as a server name", Tools: []runner.ToolInfo{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
+		{Name: "call", Description: "the runtime's call()", Tools: []runner.ToolInfo{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
+		{Name: "index", Description: "the node runtime's file", Tools: []runner.ToolInfo{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
+		{Name: "json", Description: "a module the runtime imports", Tools: []runner.ToolInfo{{Name: "ping", InputSchema: json.RawMessage(`{"type":"object"}`)}}},
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
@@ -92,7 +93,7 @@ func TestGenerateWritesOnlyTheToolsGiven(t *testing.T) {
 
 func TestGenerateRefuses(t *testing.T) {
 	t.Parallel()
-	tool := []toolwrap.Tool{{Name: "t"}}
+	tool := []runner.ToolInfo{{Name: "t"}}
 	for _, c := range []struct {
 		name    string
 		servers []toolwrap.Server
@@ -104,7 +105,7 @@ func TestGenerateRefuses(t *testing.T) {
 		{"an empty server name", []toolwrap.Server{{Name: "", Tools: tool}}, `server "": the name must match`},
 		{"a server name of 33 bytes", []toolwrap.Server{{Name: strings.Repeat("a", 33), Tools: tool}}, `the name must match`},
 		{"a server given twice", []toolwrap.Server{{Name: "a", Tools: tool}, {Name: "a", Tools: tool}}, `server "a": listed twice`},
-		{"a tool given twice", []toolwrap.Server{{Name: "a", Tools: []toolwrap.Tool{{Name: "t"}, {Name: "t"}}}}, `server "a": tool "t" listed twice`},
+		{"a tool given twice", []toolwrap.Server{{Name: "a", Tools: []runner.ToolInfo{{Name: "t"}, {Name: "t"}}}}, `server "a": tool "t" listed twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

@@ -86,7 +86,7 @@ func nodeTypes(s plannedServer) []byte {
 			fdoc.WriteString(strings.TrimSpace(t.Description) + "\n\n")
 		}
 		fdoc.WriteString("The MCP tool " + docName(t.Name) + " of the server " + docName(s.Name) + ".")
-		if h := hints(t.Annotations); h != "" {
+		if h := hints(t.ToolInfo); h != "" {
 			fdoc.WriteString(" " + h)
 		}
 		if t.OutputSchema != nil {

@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"fmt"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 //go:embed runtime.py
@@ -90,7 +92,7 @@ func pythonFunction(b *strings.Builder, s plannedServer, t plannedTool) {
 		doc.WriteString(strings.TrimSpace(t.Description) + "\n\n")
 	}
 	doc.WriteString("The MCP tool " + docName(t.Name) + " of the server " + docName(s.Name) + ".")
-	if h := hints(t.Annotations); h != "" {
+	if h := hints(t.ToolInfo); h != "" {
 		doc.WriteString(" " + h)
 	}
 	doc.WriteString("\n")
@@ -188,7 +190,7 @@ func pyBool(v bool) string {
 }
 
 // hints says a tool's annotations in words.
-func hints(a Annotations) string {
+func hints(a runner.ToolInfo) string {
 	var hs []string
 	add := func(p *bool, yes, no string) {
 		if p != nil && *p {

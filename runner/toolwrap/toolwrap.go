@@ -24,6 +24,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Server is one MCP server's tools as the wrappers are made from them.
@@ -34,24 +36,9 @@ type Server struct {
 	// Description says what the server is for (one line is shown to the
 	// model; the rest is in the module's docs). It may be empty.
 	Description string
-	// Tools are the tools the program may call, as tools/list gave them.
-	Tools []Tool
-}
-
-// Tool is one tool as tools/list describes it.
-type Tool struct {
-	Name        string
-	Description string
-	// InputSchema and OutputSchema are JSON Schemas (objects); OutputSchema
-	// is nil when the tool declares none.
-	InputSchema  json.RawMessage
-	OutputSchema json.RawMessage
-	Annotations  Annotations
-}
-
-// Annotations are a tool's MCP hints, shown in its docs.
-type Annotations struct {
-	ReadOnly, Destructive, Idempotent, OpenWorld *bool
+	// Tools are the tools the program may call, as tools/list gave them
+	// (their hints are shown in their docs; Title is not used).
+	Tools []runner.ToolInfo
 }
 
 // Root directories of the two languages under $GATEKEEPER_TOOLS, and the
@@ -113,7 +100,7 @@ type plannedServer struct {
 }
 
 type plannedTool struct {
-	Tool
+	runner.ToolInfo
 	fn       string // function name, in both languages
 	typeName string // TypeScript interface prefix
 	in, out  *schema
@@ -139,7 +126,7 @@ func plan(servers []Server) ([]plannedServer, error) {
 		seen[s.Name] = true
 		p := plannedServer{Server: s, module: modules.name(s.Name)}
 		tools := slices.Clone(s.Tools)
-		slices.SortFunc(tools, func(a, b Tool) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(tools, func(a, b runner.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
 		fns := newNamer(toolReserved)
 		types := newNamer(typeReserved)
 		for i, t := range tools {
@@ -148,7 +135,7 @@ func plan(servers []Server) ([]plannedServer, error) {
 				continue
 			}
 			p.tools = append(p.tools, plannedTool{
-				Tool:     t,
+				ToolInfo: t,
 				fn:       fns.name(t.Name),
 				typeName: types.name(pascal(t.Name)),
 				in:       parseSchema(t.InputSchema),

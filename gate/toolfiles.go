@@ -1,0 +1,170 @@
+package gate
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
+)
+
+// ToolLister is the operator's MCP servers as the wrapper generator needs
+// them: every server's tools, with a hash of their schemas, a server that
+// is down listed with its error (mcpservers.Servers.List).
+type ToolLister interface {
+	List(ctx context.Context) ([]mcpservers.ServerTools, error)
+}
+
+// WrapperOptions configure Wrappers; the zero value is usable.
+type WrapperOptions struct {
+	// Logger gets a line for each callable server left out of a run's
+	// wrappers because it is down (default: discard).
+	Logger *slog.Logger
+	// Generate makes the files (default toolwrap.Generate); a test counts
+	// its calls through it.
+	Generate func([]toolwrap.Server) (map[string][]byte, error)
+}
+
+// wrapperCacheSize is how many trees Wrappers keeps: a sidecar's queries
+// mostly share the policy's callable list, and a few narrow it.
+const wrapperCacheSize = 4
+
+// Wrappers makes the wrapper files of runs (runner.Spec.ToolFiles) from
+// what the servers list, narrowed to the tools a run's effective policy
+// lets its code call, and keeps the last few trees it made, keyed by the
+// servers' schema hashes and the callable lists, so that a run under an
+// unchanged policy and unchanged servers reuses the tree. The trees it
+// returns are shared: nobody may change them. Safe for concurrent use.
+type Wrappers struct {
+	servers  ToolLister
+	log      *slog.Logger
+	generate func([]toolwrap.Server) (map[string][]byte, error)
+
+	mu    sync.Mutex
+	cache []wrapperTree // most recently used first
+}
+
+type wrapperTree struct {
+	key   string
+	files map[string][]byte
+}
+
+// NewWrappers returns the wrapper maker over servers.
+func NewWrappers(servers ToolLister, opts WrapperOptions) *Wrappers {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Generate == nil {
+		opts.Generate = toolwrap.Generate
+	}
+	return &Wrappers{servers: servers, log: opts.Logger, generate: opts.Generate}
+}
+
+// Files returns the wrapper files of a run under eff: for each server of
+// its code_calls.callable, a module with the server's tools that a
+// callable glob names (policy.MatchToolGlob, through CodeCalls.Matching),
+// described as the policy's mcp_servers describes the server. A server
+// that is down, or has no callable tool, gets no module; a down server
+// is logged. The runtime is there even when no server is up, so that
+// gatekeeper_tools.call to a down server fails at call time with kind
+// server rather than at import. Files is nil when callable names no
+// server. An error means ctx ended or the files could not be made; the
+// run must not start.
+func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte, error) {
+	callable := eff.Policy.CodeCalls.Callable
+	if len(callable) == 0 {
+		return nil, nil
+	}
+	listed, err := w.servers.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list the MCP servers' tools: %w", err)
+	}
+	byName := make(map[string]mcpservers.ServerTools, len(listed))
+	for _, st := range listed {
+		byName[st.Name] = st
+	}
+	// The key names everything the tree is made from.
+	type keyPart struct {
+		Server, Description, Hash string
+		Globs                     []string
+	}
+	var parts []keyPart
+	var servers []toolwrap.Server
+	for _, name := range slices.Sorted(maps.Keys(callable)) {
+		st, ok := byName[name]
+		switch {
+		case !ok:
+			w.log.Warn("a callable MCP server is not configured: its tools get no wrappers", "mcp_server", name)
+			continue
+		case st.Err != nil:
+			w.log.Warn("mcp server down: its tools get no wrappers in this run, and its calls fail", "mcp_server", name, "err", st.Err)
+			continue
+		}
+		desc := eff.Policy.MCPServers[name].Description
+		parts = append(parts, keyPart{Server: name, Description: desc, Hash: st.Hash, Globs: callable[name]})
+		var tools []runner.ToolInfo
+		for _, t := range st.Tools {
+			if len(eff.Policy.CodeCalls.Matching(name, t.Name)) > 0 {
+				tools = append(tools, t)
+			}
+		}
+		if len(tools) > 0 {
+			servers = append(servers, toolwrap.Server{Name: name, Description: desc, Tools: tools})
+		}
+	}
+	raw, err := json.Marshal(parts)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(raw)
+	key := hex.EncodeToString(sum[:])
+	if files, ok := w.lookup(key); ok {
+		return files, nil
+	}
+	files, err := w.generate(servers)
+	if err != nil {
+		return nil, fmt.Errorf("generate the wrappers of the MCP tools: %w", err)
+	}
+	w.store(key, files)
+	return files, nil
+}
+
+// lookup returns the tree under key and makes it the most recently used.
+func (w *Wrappers) lookup(key string) (map[string][]byte, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for i, t := range w.cache {
+		if t.key == key {
+			copy(w.cache[1:i+1], w.cache[:i])
+			w.cache[0] = t
+			return t.files, true
+		}
+	}
+	return nil, false
+}
+
+// store keeps files under key, dropping the least recently used tree
+// beyond wrapperCacheSize. Two runs that missed at once both store: the
+// second finds the key and only refreshes it.
+func (w *Wrappers) store(key string, files map[string][]byte) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, t := range w.cache {
+		if t.key == key {
+			return
+		}
+	}
+	w.cache = slices.Insert(w.cache, 0, wrapperTree{key: key, files: files})
+	if len(w.cache) > wrapperCacheSize {
+		w.cache[wrapperCacheSize] = wrapperTree{}
+		w.cache = w.cache[:wrapperCacheSize]
+	}
+}

@@ -1,0 +1,211 @@
+package gate_test
+
+import (
+	"bytes"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
+)
+
+// wrapperEnv is a policy over two real MCP servers (the Go SDK's, over
+// streamable HTTP on loopback) and one that is down, the client to them,
+// and a Wrappers whose Generate calls are counted.
+type wrapperEnv struct {
+	eng       *gate.Engine
+	servers   *mcpservers.Servers
+	wrappers  *gate.Wrappers
+	generated atomic.Int32
+	log       bytes.Buffer // Wrappers' log; written only by the test's goroutine
+}
+
+func newWrapperEnv(t *testing.T) *wrapperEnv {
+	t.Helper()
+	alpha := mcptest.HTTP(t, "alpha", 10, nil)
+	beta := mcptest.HTTP(t, "beta", 10, nil)
+	// Nothing listens on port 1 of loopback: the server is down.
+	down := mcpservers.Config{Name: "down", URL: "http://127.0.0.1:1/mcp"}
+	e := newEnv(t, `version: 1
+workspace_root: ./ws
+tools:
+  allow: [mcp__sandboxed_code__run]
+mcp_servers:
+  alpha: {description: "the alpha records, from the policy", url: "`+alpha.URL+`"}
+  beta: {description: "the beta records, from the policy", url: "`+beta.URL+`"}
+  down: {description: "a server that is down", url: "`+down.URL+`"}
+code_calls:
+  callable:
+    alpha: [records, look*]
+    beta: [lookup]
+    down: ["*"]
+`)
+	w := &wrapperEnv{eng: e.engine(t)}
+	var err error
+	w.servers, err = mcpservers.New([]mcpservers.Config{alpha, beta, down}, mcpservers.Options{Logger: quiet})
+	must(t, err)
+	t.Cleanup(func() { w.servers.Close() })
+	w.wrappers = gate.NewWrappers(w.servers, gate.WrapperOptions{
+		Logger: slog.New(slog.NewTextHandler(&w.log, nil)),
+		Generate: func(s []toolwrap.Server) (map[string][]byte, error) {
+			w.generated.Add(1)
+			return toolwrap.Generate(s)
+		},
+	})
+	return w
+}
+
+// toolFiles builds a run's Spec, as the sidecar does, in a query opened
+// with override, and returns its ToolFiles.
+func (w *wrapperEnv) toolFiles(t *testing.T, override string) map[string][]byte {
+	t.Helper()
+	var raw []byte
+	if override != "" {
+		raw = []byte(override)
+	}
+	q, err := w.eng.OpenQuery(t.Context(), "q_wrap", raw)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", QueryID: "q_wrap", Language: "python",
+		ToolServers: w.servers, Auditor: discardAuditor{}, Wrappers: w.wrappers})
+	must(t, err)
+	if spec.Tools == nil {
+		t.Fatal("the run got no bridge")
+	}
+	return spec.ToolFiles
+}
+
+const pyDir = toolwrap.PythonDir + "/" + toolwrap.PythonPackage + "/"
+
+// modules returns the servers that have a Python module in files.
+func modules(files map[string][]byte) []string {
+	var out []string
+	for p := range files {
+		if name, ok := strings.CutPrefix(p, pyDir); ok && name != "__init__.py" {
+			out = append(out, strings.TrimSuffix(name, ".py"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// tools returns which of the test server's tools a module in files calls.
+func tools(files map[string][]byte, server string) []string {
+	var out []string
+	for _, tool := range []string{"records", "lookup", "delete_record", "sleep", "hang", "crash", "big", "fail", "secret_digest", "pid", "spawn"} {
+		if bytes.Contains(files[pyDir+server+".py"], []byte(`"`+tool+`"`)) {
+			out = append(out, tool)
+		}
+	}
+	return out
+}
+
+// TestToolFilesOnlyCallable: a run's wrappers hold exactly the tools the
+// callable globs name, described as the policy describes the server; a
+// server that is down has no module, and is logged.
+func TestToolFilesOnlyCallable(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	files := w.toolFiles(t, "")
+	if got, want := modules(files), []string{"alpha", "beta"}; !slices.Equal(got, want) {
+		t.Errorf("modules %v, want %v", got, want)
+	}
+	if got, want := tools(files, "alpha"), []string{"records", "lookup"}; !slices.Equal(got, want) {
+		t.Errorf("alpha's wrappers call %v, want %v", got, want)
+	}
+	if got, want := tools(files, "beta"), []string{"lookup"}; !slices.Equal(got, want) {
+		t.Errorf("beta's wrappers call %v, want %v", got, want)
+	}
+	alpha := string(files[pyDir+"alpha.py"])
+	if !strings.Contains(alpha, "the alpha records, from the policy") || strings.Contains(alpha, "test records over HTTP") {
+		t.Errorf("alpha's module is not described by the policy:\n%s", alpha)
+	}
+	if _, ok := files[toolwrap.NodeDir+"/"+toolwrap.NodePackage+"/alpha.d.ts"]; !ok {
+		t.Error("no Node types for alpha")
+	}
+	if log := w.log.String(); !strings.Contains(log, "mcp_server=down") {
+		t.Errorf("the down server was not logged: %q", log)
+	}
+}
+
+// TestToolFilesNarrowed: a per-query override that narrows callable
+// narrows the files: only what the query's code may call is there.
+func TestToolFilesNarrowed(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	files := w.toolFiles(t, `{"code_calls":{"callable":{"alpha":["lookup"]}}}`)
+	if got, want := modules(files), []string{"alpha"}; !slices.Equal(got, want) {
+		t.Errorf("modules %v, want %v", got, want)
+	}
+	if got, want := tools(files, "alpha"), []string{"lookup"}; !slices.Equal(got, want) {
+		t.Errorf("alpha's wrappers call %v, want %v", got, want)
+	}
+}
+
+// TestToolFilesCached: runs under the same callable lists and unchanged
+// servers share one tree, generated once; another list is generated once
+// more and does not evict the first.
+func TestToolFilesCached(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	first := w.toolFiles(t, "")
+	again := w.toolFiles(t, "")
+	if n := w.generated.Load(); n != 1 {
+		t.Errorf("two runs under one policy generated %d times, want 1", n)
+	}
+	if reflect.ValueOf(first).Pointer() != reflect.ValueOf(again).Pointer() {
+		t.Error("the second run got another tree, not the cached one")
+	}
+	narrow := w.toolFiles(t, `{"code_calls":{"callable":{"alpha":["lookup"]}}}`)
+	if n := w.generated.Load(); n != 2 {
+		t.Errorf("a narrowed list generated %d times in all, want 2", n)
+	}
+	if reflect.DeepEqual(first, narrow) {
+		t.Error("the narrowed run got the full tree")
+	}
+	back := w.toolFiles(t, "")
+	if n := w.generated.Load(); n != 2 || reflect.ValueOf(first).Pointer() != reflect.ValueOf(back).Pointer() {
+		t.Errorf("back to the policy's list: generated %d times in all (want 2), same tree %v", n, reflect.ValueOf(first).Pointer() == reflect.ValueOf(back).Pointer())
+	}
+}
+
+// TestToolFilesNoBridge: a run with no bridge (no ToolServers) gets no
+// wrappers, even with a Wrappers.
+func TestToolFilesNoBridge(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	q, err := w.eng.OpenQuery(t.Context(), "q_wrap", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python", Wrappers: w.wrappers})
+	must(t, err)
+	if spec.Tools != nil || spec.ToolFiles != nil || w.generated.Load() != 0 {
+		t.Errorf("a run without ToolServers got Tools %T and %d files (%d generated)", spec.Tools, len(spec.ToolFiles), w.generated.Load())
+	}
+}
+
+// TestToolFilesAllDown: a run whose only callable server is down gets the
+// runtime and no module, so that its calls fail with kind server, not at
+// import.
+func TestToolFilesAllDown(t *testing.T) {
+	t.Parallel()
+	w := newWrapperEnv(t)
+	files := w.toolFiles(t, `{"code_calls":{"callable":{"down":["*"]}}}`)
+	if got := modules(files); len(got) != 0 {
+		t.Errorf("modules %v, want none", got)
+	}
+	if _, ok := files[pyDir+"__init__.py"]; !ok {
+		t.Errorf("no runtime among %d files", len(files))
+	}
+	if log := w.log.String(); !strings.Contains(log, "mcp_server=down") {
+		t.Errorf("the down server was not logged: %q", log)
+	}
+}
