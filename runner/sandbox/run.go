@@ -13,9 +13,10 @@ import (
 )
 
 // Run runs spec in a sandbox made for it, or in a warm one of the pool
-// (see PoolConfig), and removes the sandbox whatever happened, in the
-// background right after the run (Close, Cleanup and Leftovers wait for
-// those removals). A sandbox serves one run only.
+// (see PoolConfig), and removes the sandbox whatever happened: a sandbox
+// with Network.Enabled, with the network made for it, before Run returns;
+// any other in the background right after the run (Close, Cleanup and
+// Leftovers wait for those removals). A sandbox serves one run only.
 //
 // Errors, each wrapping a runner sentinel where one applies: a refused
 // Spec (runner.ErrInvalidSpec, every problem listed), a network policy the
@@ -81,7 +82,15 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 	if err != nil {
 		return res, err
 	}
-	defer r.removeLater(inst)
+	if spec.Sandbox.Network.Enabled {
+		// A sandbox with a network of its own goes, network and all,
+		// before Run returns: when the answer reaches the model nothing it
+		// could reach is left. Others are removed right after, off the
+		// run's path.
+		defer inst.Remove()
+	} else {
+		defer r.removeLater(inst)
+	}
 	defer inst.Detach()
 	if err := ctx.Err(); err != nil {
 		return res, err
