@@ -32,16 +32,8 @@ const ToolUseIDMeta = "claudecode/toolUseId"
 // in-process server (ts-client/src/sandboxed-code.ts); the CLI tests pin
 // the two together.
 var runTool = map[string]any{
-	"name": "run",
-	"description": "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
-		"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). " +
-		`language: "python", "sh" or "node". ` +
-		"The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
-		"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
-		"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
-		`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
-		"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
-		"timeout_s: optional wall-clock limit in seconds, at most the policy's limit.",
+	"name":        "run",
+	"description": wire.SandboxDescription,
 	"inputSchema": map[string]any{
 		"type": "object",
 		"properties": map[string]any{
