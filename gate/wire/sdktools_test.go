@@ -49,7 +49,7 @@ func TestTheSharedSDKFramesDecodeAndEncodeAsTheClientHasThem(t *testing.T) {
 	for name, want := range map[string]Request{
 		"open_query":        wantOpen,
 		"tool_result":       &ToolResult{ID: "t_1", Result: json.RawMessage(`{"content":[{"type":"text","text":"2 notes match gvisor"}]}`)},
-		"tool_result_error": &ToolResult{ID: "t_2", Error: `the client declared no tool "drop" of server "notes"`},
+		"tool_result_error": &ToolResult{ID: "t_2", Error: `this client declared no tool "drop" of server "notes"`},
 	} {
 		got, e := Decode(f[name])
 		if e != nil {
