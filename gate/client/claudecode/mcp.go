@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -58,6 +59,16 @@ var runTool = map[string]any{
 	},
 }
 
+// runTool is the run tool with the session's description.
+func (s *MCPServer) runTool() map[string]any {
+	if s.Description == "" {
+		return runTool
+	}
+	t := maps.Clone(runTool)
+	t["description"] = s.Description
+	return t
+}
+
 // protocolVersions are the MCP versions this server speaks, newest first.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
@@ -78,6 +89,10 @@ type MCPServer struct {
 	Sandbox Sandbox
 	// Version is reported in serverInfo.
 	Version string
+	// Description is the run tool's description when the session's code
+	// may call MCP tools (the sidecar's query_opened tool_description);
+	// "" shows wire.SandboxDescription, as @gatekeeper/client does.
+	Description string
 }
 
 type rpcMessage struct {
@@ -161,7 +176,7 @@ func (s *MCPServer) Serve(ctx context.Context, in io.Reader, out io.Writer) erro
 		case "ping":
 			reply(m.ID, map[string]any{})
 		case "tools/list":
-			reply(m.ID, map[string]any{"tools": []any{runTool}})
+			reply(m.ID, map[string]any{"tools": []any{s.runTool()}})
 		case "tools/call":
 			callCtx, stop := context.WithCancel(ctx)
 			key := string(m.ID)
