@@ -184,6 +184,8 @@ export interface AuditRecord {
   kind: string;
   event?: string;
   tool?: string;
+  /** The MCP server of a code_call line. */
+  server?: string;
   tool_use_id?: string;
   decision?: string;
   rule?: string;
