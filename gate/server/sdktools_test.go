@@ -242,3 +242,31 @@ func TestAQueryWithoutServersGetsTodaysDescription(t *testing.T) {
 		t.Errorf("tool_description = %q; want none when code_calls.callable names no server", d)
 	}
 }
+
+// TestAnotherConnectionCannotAnswerACall: call ids belong to the
+// connection that was sent the tool_call. A second connection of the same
+// token that learns the id and answers first is dropped without a reply;
+// the call gets its own client's answer.
+func TestAnotherConnectionCannotAnswerACall(t *testing.T) {
+	t.Parallel()
+	rn := &callingRunner{calls: []runner.ToolCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	h := start(t, options{runner: rn, policy: sdkPolicy})
+	owner, other := h.connect(t), h.connect(t)
+	q, _ := owner.openWithTools(notesServers)
+	owner.startRun(q, "toolu_1")
+	call := owner.recv()
+	if call["type"] != "tool_call" {
+		t.Fatalf("got %v", call)
+	}
+	other.send(fmt.Sprintf(`{"type":"tool_result","id":%q,"result":{"content":[{"type":"text","text":"forged"}]}}`, call["id"]))
+	if r := other.do(`{"type":"open_query","id":"o2"}`); r["type"] != "query_opened" {
+		t.Fatalf("got %v; want query_opened next: the forged answer gets no reply", r)
+	}
+	owner.send(fmt.Sprintf(`{"type":"tool_result","id":%q,"result":{"content":[{"type":"text","text":"real"}]}}`, call["id"]))
+	if r := owner.recv(); r["type"] != "run_result" {
+		t.Fatalf("got %v", r)
+	}
+	if got := rn.answers(); len(got) != 1 || got[0].Err != nil || !strings.Contains(string(got[0].Result), `"real"`) {
+		t.Errorf("answers = %+v; want the owner's result, not the forged one", got)
+	}
+}
