@@ -92,6 +92,9 @@ type Sandbox struct {
 	// MaxFilesBytes is the most bytes of file content a run returns, all
 	// files together; a file past it is listed without its content.
 	MaxFilesBytes int64
+	// Calls bounds the nested calls of a run with Spec.Tools; the zero
+	// value allows none.
+	Calls CallLimits
 }
 
 // Network is the network part of a Sandbox.
@@ -145,6 +148,13 @@ type Spec struct {
 	// valid during the call: copy what you keep (the backend does not, so
 	// an output flood is not copied once more than needed).
 	OnOutput func(Stream, []byte)
+	// Tools executes the program's nested calls through the bridge (see
+	// runner/launch, Bridge); nil: the run has no bridge.
+	Tools ToolCaller
+	// ToolFiles are the wrapper files of a run with Tools, by a path
+	// relative to the sandbox's tools directory (launch.ToolsDir), made
+	// read-only there before the program starts; never in /workspace.
+	ToolFiles map[string][]byte
 }
 
 // Workspace is the saved /workspace of a sequence of runs (a query's). A
@@ -252,6 +262,9 @@ type Result struct {
 	// WorkspaceNote why it was not saved.
 	Workspace     WorkspaceState
 	WorkspaceNote string
+	// ToolCalls counts the calls the program made through the bridge, all
+	// outcomes.
+	ToolCalls int
 }
 
 // Labels every backend puts on what it makes for a run (a container or a
