@@ -443,5 +443,3 @@ func wantIn(t *testing.T, s, want string) {
 		t.Errorf("output lacks %q\nstdout: %s", want, clip(s))
 	}
 }
-
-
