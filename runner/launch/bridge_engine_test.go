@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -442,4 +443,173 @@ func wantIn(t *testing.T, s, want string) {
 	if !strings.Contains(s, want) {
 		t.Errorf("output lacks %q\nstdout: %s", want, clip(s))
 	}
+}
+
+// TestBridgeFlood: a child process floods standard output (writes of many
+// sizes, most larger than PIPE_BUF) while the program makes calls whose
+// lines take several frames: no output byte and no call is lost or
+// corrupted. The workspace tar is large, so init's relay of it is tested
+// too.
+func TestBridgeFlood(t *testing.T) {
+	runtimes(t, func(t *testing.T, rt runner.Runtime) {
+		c := newTestCaller()
+		res := bridgeRun{rt: rt, lang: runner.Python, caller: c, limits: defaultLimits(),
+			files: map[string]string{"big.bin": strings.Repeat("0123456789abcdef", 256<<10)},
+			code: `import json, subprocess, sys
+from gk import *
+assert len(open("big.bin").read()) == 4 << 20
+flood = subprocess.Popen([sys.executable, "-c", """
+import os
+for i in range(3000):
+    os.write(1, (b"%06d:" % i) + b"x" * (i % 9000) + b"\\n")
+"""])
+s, f = connect()
+bad = 0
+for i in range(150):
+    pad = "p%d-" % i * (1 + i * 40)
+    r = call(s, f, i, "echo", {"i": i, "pad": pad})
+    if not r["ok"] or r["result"]["structuredContent"] != {"i": i, "pad": pad}:
+        bad += 1
+flood.wait()
+print("\nCALLS bad=%d" % bad)
+`}.run(t)
+		wantExit0(t, res)
+		var want strings.Builder
+		for i := range 3000 {
+			fmt.Fprintf(&want, "%06d:%s\n", i, strings.Repeat("x", i%9000))
+		}
+		got, _, _ := strings.Cut(res.stdout, "\nCALLS ")
+		if got != want.String() {
+			t.Errorf("the flood's output differs: got %d bytes, want %d", len(got), want.Len())
+		}
+		wantIn(t, res.stdout, "\nCALLS bad=0\n")
+		if n := len(c.seen()); n != 150 || res.calls != 150 {
+			t.Errorf("the caller saw %d calls, the bridge counted %d; want 150", n, res.calls)
+		}
+	})
+}
+
+// TestBridgeHugeArgument: a request of 100 MB is refused inside the
+// sandbox as a limit, without the runner receiving more than one line's
+// bound of it; the bridge goes on serving.
+func TestBridgeHugeArgument(t *testing.T) {
+	runtimes(t, func(t *testing.T, rt runner.Runtime) {
+		c := newTestCaller()
+		limits := defaultLimits()
+		res := bridgeRun{rt: rt, lang: runner.Python, caller: c, limits: limits,
+			code: `import json
+from gk import *
+s, f = connect()
+s.sendall(b'{"id": 7, "server": "srv", "tool": "echo", "arguments": {"data": "')
+chunk = b"x" * (1 << 20)
+for _ in range(100):
+    s.sendall(chunk)
+s.sendall(b'"}}\n')
+huge = recv(f)
+after = call(s, f, 8, "echo", {"after": True})
+print("RESULT " + json.dumps({"huge": huge, "after": after}))
+`}.run(t)
+		wantExit0(t, res)
+		got := resultLine(t, res)
+		wantAnswer(t, got, "huge", 7, false, runner.ToolLimit, launch.RuleMaxArgumentBytes)
+		wantAnswer(t, got, "after", 8, true, "", "")
+		if max := limits.MaxArgumentBytes + 8192; res.frameBytes > max {
+			t.Errorf("the runner received %d bytes of frames; want at most %d (one line's bound)", res.frameBytes, max)
+		}
+		if n := len(c.seen()); n != 1 {
+			t.Errorf("the caller saw %d calls; want 1 (the one after)", n)
+		}
+	})
+}
+
+// TestBridgeChildOutlivesTheProgram: a child that outlives the program and
+// calls gets no answer: the call, if init forwarded it before the launcher
+// reported the program's end, is cancelled when the bridge closes, and
+// init has killed the child before it writes the end marks.
+func TestBridgeChildOutlivesTheProgram(t *testing.T) {
+	runtimes(t, func(t *testing.T, rt runner.Runtime) {
+		c := newTestCaller()
+		res := bridgeRun{rt: rt, lang: runner.Python, caller: c, limits: defaultLimits(),
+			code: `import os, sys
+from gk import *
+s, f = connect()
+r, w = os.pipe()
+if os.fork() == 0:
+    os.close(w)
+    os.setsid()
+    os.read(r, 1)  # the program has exited
+    for _ in range(200):
+        try:
+            send(s, 99, "hold", {})
+            print("CHILD ANSWERED", recv(f), flush=True)
+        except Exception:
+            pass
+        try:
+            s2, f2 = connect()
+            send(s2, 98, "hold", {})
+            print("CHILD ANSWERED", recv(f2), flush=True)
+        except Exception:
+            pass
+    print("CHILD LIVES", flush=True)
+    os._exit(0)
+print("parent done", flush=True)
+`}.run(t)
+		wantExit0(t, res)
+		if strings.Contains(res.stdout, "CHILD") {
+			t.Errorf("the child got an answer or lived on: %s", clip(res.stdout))
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, err := range c.ended {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("a held call of the child ended with %v; want it cancelled", err)
+			}
+		}
+		t.Logf("calls forwarded from the child before the end: %d", len(c.calls))
+	})
+}
+
+// TestBridgeWarmInterpreters: an interpreter started ahead, before the
+// wrappers' directory existed, imports them (Python) or requires them
+// (Node) and calls through the bridge, as a cold start does.
+func TestBridgeWarmInterpreters(t *testing.T) {
+	runtimes(t, func(t *testing.T, rt runner.Runtime) {
+		for _, tc := range []struct {
+			lang runner.Language
+			code string
+		}{
+			{runner.Python, `import json, os
+from gk import *
+import gk_probe
+s, f = connect()
+print("RESULT " + json.dumps({"probe": gk_probe.VALUE, "call": call(s, f, 1, "echo", {"w": 1}), "path": os.environ["PYTHONPATH"]}))
+`},
+			{runner.Node, `const net = require('net');
+const probe = require('gk_probe');
+const s = net.connect(process.env.GATEKEEPER_TOOLS + '/bridge.sock');
+let buf = '';
+s.on('data', (d) => {
+  buf += d;
+  if (buf.includes('\n')) {
+    console.log('RESULT ' + JSON.stringify({ probe: probe.VALUE, call: JSON.parse(buf), path: process.env.NODE_PATH }));
+    s.end();
+  }
+});
+s.write(JSON.stringify({ id: 1, server: 'srv', tool: 'echo', arguments: { w: 1 } }) + '\n');
+`},
+		} {
+			t.Run(string(tc.lang), func(t *testing.T) {
+				res := bridgeRun{rt: rt, lang: tc.lang, caller: newTestCaller(), tools: probeTools, limits: defaultLimits(), warm: true, code: tc.code}.run(t)
+				wantExit0(t, res)
+				got := resultLine(t, res)
+				wantAnswer(t, got, "call", 1, true, "", "")
+				if string(got["probe"].raw) != `"probe"` {
+					t.Errorf("the wrapper's value: %s", got["probe"].raw)
+				}
+				if p := string(got["path"].raw); p != `"/tmp/.gatekeeper/python"` && p != `"/tmp/.gatekeeper/node"` {
+					t.Errorf("the program's path variable: %s", p)
+				}
+			})
+		}
+	})
 }
