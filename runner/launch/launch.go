@@ -5,9 +5,15 @@
 // on the sandbox's standard input (Header, WriteInput), the end marks that
 // close both output streams (EndMarks), the snapshot of /workspace that
 // follows the end mark on standard output (Snapshot), the output caps
-// (Capped), and the checks of a Spec every backend applies (Check). A
-// backend supplies the transport: an attach stream to a container or a
-// Pod, and a kill.
+// (Capped), the checks of a Spec every backend applies (Check), and, in
+// a run with tools (runner.Spec.Tools), the bridge that carries the
+// program's nested calls from $GATEKEEPER_TOOLS/bridge.sock to the runner
+// as tagged frames on standard output and their answers back on standard
+// input (CallDemux, Bridge; see bridge.go). A backend supplies the
+// transport: an attach stream to a container or a Pod, and a kill. A
+// backend that runs a Spec with Tools keeps standard input open after
+// Input.Write, feeds standard output through EndMarks, then CallDemux,
+// then its cap, and closes the Bridge when the run ended.
 package launch
 
 import (
