@@ -87,6 +87,11 @@ func Check(spec runner.Spec, minMemory int64) (*Input, []string) {
 		bad("code and files need %d bytes, the workspace holds %d", need, sb.WorkspaceBytes)
 	}
 	in.Files, in.Need, in.Tag = files, need, NewTag()
+	if spec.Tools != nil {
+		problems = append(problems, checkToolFiles(spec.ToolFiles, sb.TmpBytes)...)
+	} else if len(spec.ToolFiles) > 0 {
+		bad("tool files without tools")
+	}
 	return in, problems
 }
 
@@ -134,15 +139,53 @@ func (in *Input) CloseSaved() {
 
 // Write writes the header and the tar of the workspace (the saved
 // snapshot, the code and the files) to w, a sandbox's standard input, and
-// returns the files the tar holds. The caller closes w afterwards, also
-// after an error, so that the launcher's tar sees the stream end.
+// returns the files the tar holds. Without spec.Tools the caller closes w
+// afterwards, also after an error, so that the launcher's tar sees the
+// stream end. With spec.Tools the header names the bridge's line limit,
+// and the wrapper files and the workspace follow in frames init reads
+// (see initBridge), the workspace's ended by a frame of its own: the
+// caller keeps w open for the Bridge's answers, and closes it when the
+// run ended (or after an error).
 func (in *Input) Write(w io.Writer, spec runner.Spec) (workspace.Manifest, error) {
-	if _, err := w.Write(Header(spec.Timeout, spec.Language, in.Tag, WantsSnapshot(spec))); err != nil {
+	header := Header(spec.Timeout, spec.Language, in.Tag, WantsSnapshot(spec))
+	if spec.Tools != nil {
+		header = append(header[:len(header)-1], fmt.Sprintf(" %d\n", lineMax(spec.Sandbox.Calls))...)
+	}
+	if _, err := w.Write(header); err != nil {
 		return nil, err
 	}
 	var saved io.Reader
 	if in.Saved != nil {
 		saved = in.Saved
 	}
-	return workspace.WriteInput(w, workspace.Input{Saved: saved, Files: in.Files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID})
+	input := workspace.Input{Saved: saved, Files: in.Files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID}
+	if spec.Tools == nil {
+		return workspace.WriteInput(w, input)
+	}
+	tools, err := toolsTar(spec.ToolFiles, spec.Sandbox.UID, spec.Sandbox.GID)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := fmt.Fprintf(w, "f %d\n%s", len(tools), tools); err != nil {
+		return nil, err
+	}
+	man, err := workspace.WriteInput(workspaceFrames{w}, input)
+	if err != nil {
+		return nil, err
+	}
+	_, err = io.WriteString(w, "w 0\n")
+	return man, err
+}
+
+// workspaceFrames writes each piece of the workspace tar as a "w" frame.
+type workspaceFrames struct{ w io.Writer }
+
+func (f workspaceFrames) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil // "w 0" ends the workspace
+	}
+	if _, err := fmt.Fprintf(f.w, "w %d\n", len(p)); err != nil {
+		return 0, err
+	}
+	return f.w.Write(p)
 }

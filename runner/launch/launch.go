@@ -5,9 +5,15 @@
 // on the sandbox's standard input (Header, WriteInput), the end marks that
 // close both output streams (EndMarks), the snapshot of /workspace that
 // follows the end mark on standard output (Snapshot), the output caps
-// (Capped), and the checks of a Spec every backend applies (Check). A
-// backend supplies the transport: an attach stream to a container or a
-// Pod, and a kill.
+// (Capped), the checks of a Spec every backend applies (Check), and, in
+// a run with tools (runner.Spec.Tools), the bridge that carries the
+// program's nested calls from $GATEKEEPER_TOOLS/bridge.sock to the runner
+// as tagged frames on standard output and their answers back on standard
+// input (CallDemux, Bridge; see bridge.go). A backend supplies the
+// transport: an attach stream to a container or a Pod, and a kill. A
+// backend that runs a Spec with Tools keeps standard input open after
+// Input.Write, feeds standard output through EndMarks, then CallDemux,
+// then its cap, and closes the Bridge when the run ended.
 package launch
 
 import (
@@ -36,10 +42,21 @@ var imagePath = []string{"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr
 // ImagePath returns the directories of the program's PATH, in order.
 func ImagePath() []string { return append([]string(nil), imagePath...) }
 
-// Env returns the complete environment of the program: PATH, HOME and
-// LANG; nothing of the sidecar's environment reaches the sandbox. A
-// backend adds the proxy's variables for a networked run.
+// Env returns the complete environment of the program: PATH, HOME, LANG
+// and the bridge's (GATEKEEPER_TOOLS, and PYTHONPATH and NODE_PATH naming
+// the wrappers below it: see ToolsDir), the same in every run, with
+// tools or without; nothing of the sidecar's environment reaches the
+// sandbox. A backend adds the proxy's variables for a networked run.
 func Env() []string {
+	return append(baseEnv(),
+		"GATEKEEPER_TOOLS="+ToolsDir,
+		"PYTHONPATH="+ToolsDir+"/python",
+		"NODE_PATH="+ToolsDir+"/node",
+	)
+}
+
+// baseEnv is init's environment, and the start of the program's.
+func baseEnv() []string {
 	return []string{
 		"PATH=" + strings.Join(imagePath, ":"),
 		"HOME=" + WorkspaceDir,
@@ -173,7 +190,7 @@ wdir=` + warmDir + `
 wpid=
 if [ -n "$wlang" ] && [ "$wlang" != - ] && prog "$wlang" && mkdir -m 0700 "$wdir" && printf '%s' "$whook" >"$wdir/$wfile" && mkfifo -m 0600 "$wdir/go"; then
   exec 3<>"$wdir/go"
-  timeout -s KILL 0 "$@" "$wenv" $cmd </dev/null 3>&- 4>&- 5<&- &
+  timeout -s KILL 0 "$@" "$wenv" $cmd </dev/null 3>&- 4>&- 5<&- 7<&- &
   wpid=$!
 elif [ -n "$wlang" ]; then
   rm -rf "$wdir"
@@ -184,9 +201,15 @@ exec 5<&-
 secs=${h%% *}
 h=${h#* }
 lang=${h%% *}
-snap=${h#* }
+tools=${h##* }
 prog "$lang" || { echo "gatekeeper: bad run header" >&2; exit 125; }
-tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner 4>&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
+if [ "$tools" = 1 ]; then
+  exec 0</dev/null
+  tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner <&7 4>&- 7<&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
+else
+  tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner 4>&- 7<&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
+fi
+exec 7<&-
 if [ -n "$wpid" ] && [ "$lang" = "$wlang" ] && kill -0 "$wpid" 2>/dev/null; then
   [ ! -e "$wdir" ] || rm -rf "$wdir"
   printf 'go\n' >&3
@@ -210,7 +233,7 @@ exit "$c"`
 // initProgram is PID 1's program, init (see script). Its arguments: the prctl system
 // call's number, the sandbox's life and the longest wait for the header,
 // in whole seconds, then the launcher's command line.
-const initProgram = `my ($nr, $life, $hold, @launcher) = @ARGV;
+var initProgram = `my ($nr, $life, $hold, @launcher) = @ARGV;
 sub fail { syswrite STDERR, "gatekeeper: $_[0]\n"; exit 125 }
 sub status { $_[0] & 127 ? 128 + ($_[0] & 127) : $_[0] >> 8 }
 $$ == 1 or fail("the launcher is not the sandbox's PID 1");
@@ -218,17 +241,18 @@ syscall($nr, 4, 0, 0, 0, 0) == 0 && syscall($nr, 3, 0, 0, 0, 0) == 0 or fail("ca
 my $end = time + $life;
 $SIG{ALRM} = sub { exit 137 if time >= $end };
 alarm $life;
-$^F = 6;
-pipe(SR, SW) && pipe(IR, IW) or fail("no pipe: $!");
-fileno(SR) == 3 && fileno(SW) == 4 && fileno(IR) == 5 && fileno(IW) == 6 or fail("a file other than standard input, output and error is open");
+$^F = 8;
+pipe(SR, SW) && pipe(IR, IW) && pipe(WR, WW) or fail("no pipe: $!");
+fileno(SR) == 3 && fileno(SW) == 4 && fileno(IR) == 5 && fileno(IW) == 6 && fileno(WR) == 7 && fileno(WW) == 8 or fail("a file other than standard input, output and error is open");
+$^F = 2;
 my $sh = fork;
 defined $sh or fail("cannot fork: $!");
 if (!$sh) {
-  close SR; close IW;
+  close SR; close IW; close WW;
   exec { $launcher[0] } @launcher;
   exit 125;
 }
-close SW; close IR;
+close SW; close IR; close WR;
 my ($h, $c, $rin, $until) = ('', '', '', time + $hold);
 vec($rin, 0, 1) = 1;
 for (;;) {
@@ -242,11 +266,16 @@ for (;;) {
   $h .= $c;
   length $h < 256 or fail("bad run header");
 }
-$h =~ /^([0-9]+) ([a-z0-9_-]+) ([0-9a-f]+) ([01])\z/ or fail("bad run header");
-my ($tag, $snap) = ($3, $4);
-close STDIN;
-syswrite IW, "$1 $2 $4\n";
-close IW;
+$h =~ /^([0-9]+) ([a-z0-9_-]+) ([0-9a-f]+) ([01])(?: ([0-9]{1,15}))?\z/ or fail("bad run header");
+my ($tag, $snap, $max, $run) = ($3, $4, $5, "$1 $2 $4 " . (defined $5 ? 1 : 0) . "\n");
+if (defined $max) {
+  bridge();
+} else {
+  close STDIN;
+  close WW;
+  syswrite IW, $run;
+  close IW;
+}
 waitpid $sh, 0;
 my $st = $?;
 kill 'KILL', -1;
@@ -262,7 +291,8 @@ if ($snap) {
   system '/bin/sh', '-c', 'chmod -R u+rwX ` + WorkspaceDir + ` 2>/dev/null; exec tar -c -f - -C ` + WorkspaceDir + ` --hard-dereference . 2>/dev/null';
   syswrite STDOUT, sprintf "\x1egatekeeper-snap %s %03d\x1e", $tag, status($?);
 }
-exit $code;`
+exit $code;
+` + initBridge
 
 // prctl is the prctl system call's number for the architectures the
 // images are built for; init refuses to start (exit 125) with any other
@@ -293,7 +323,7 @@ func command(life, wait time.Duration, opts, env []string) []string {
 		nr = -1 // init fails closed: no such system call
 	}
 	argv := []string{"/usr/bin/env", "-i"}
-	argv = append(argv, Env()...)
+	argv = append(argv, baseEnv()...)
 	argv = append(argv, "/usr/bin/perl", "-e", initProgram, "--", strconv.Itoa(nr), wholeSeconds(life), wholeSeconds(wait), // PID 1: env execs perl
 		"/bin/sh", "-c", script, "gatekeeper-launcher")
 	argv = append(argv, opts...)

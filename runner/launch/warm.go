@@ -78,7 +78,7 @@ type warmStart struct {
 var warmStarts = map[runner.Language]warmStart{
 	runner.Python: {
 		file: "sitecustomize.py",
-		env:  "PYTHONPATH=" + warmDir,
+		env:  "PYTHONPATH=" + warmDir + ":" + ToolsDir + "/python", // the hook leaves the program's part (Env)
 		hook: func(w Warm) string {
 			pre, _ := json.Marshal(nonNil(w.Preload)) // a JSON list of plain strings is a Python list
 			reads, _ := json.Marshal(nonNil(w.Reads))

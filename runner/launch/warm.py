@@ -3,9 +3,9 @@
 # The launcher of a warm sandbox starts `python3 -u main.py` before the run
 # arrives, with PYTHONPATH naming the directory it wrote this file to, as
 # sitecustomize.py, next to the fifo "go". Python imports it during its
-# start, before it opens main.py. It undoes what brought it here (the
-# variable, the directory, its place in sys.path and sys.modules), runs the
-# image's own sitecustomize as site would have, imports the modules to
+# start, before it opens main.py. It undoes what brought it here (its entry
+# in the variable, the directory, its place in sys.path and sys.modules),
+# runs the image's own sitecustomize as site would have, imports the modules to
 # preload, writes the ready mark and waits for the launcher's go, which
 # comes once the run's workspace is unpacked. Then it returns and Python
 # goes on exactly as `python3 -u main.py` does from there: the same
@@ -36,7 +36,13 @@ def _gatekeeper_warm(preload, reads):
     try:
         here = os.path.dirname(os.path.abspath(__file__))
         go = os.open(os.path.join(here, "go"), os.O_RDONLY)  # close-on-exec
-        os.environ.pop("PYTHONPATH", None)
+        # PYTHONPATH is this directory, then the program's own (the
+        # wrappers' directory, launch.Env): leave the program's.
+        rest = [p for p in os.environ.get("PYTHONPATH", "").split(":") if p and p != here]
+        if rest:
+            os.environ["PYTHONPATH"] = ":".join(rest)
+        else:
+            os.environ.pop("PYTHONPATH", None)
         while here in sys.path:
             sys.path.remove(here)
         for d in (here, os.path.join(here, "__pycache__")):
@@ -89,6 +95,15 @@ def _gatekeeper_warm(preload, reads):
     os.close(go)
     if got != b"go\n":
         os._exit(125)
+
+    # The wrappers' directory (PYTHONPATH) did not exist while the
+    # preloads were imported, and the import system remembers that (None
+    # in sys.path_importer_cache): forget it, so that the program imports
+    # the wrappers as a cold start does (importlib.invalidate_caches does
+    # the same, but would import importlib, which a cold start has not).
+    for p, finder in list(sys.path_importer_cache.items()):
+        if finder is None:
+            del sys.path_importer_cache[p]
 
     fresh = not clean
     if not fresh and site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):

@@ -95,7 +95,7 @@ func TestWarmCommandPassesItsOptionsAfterTheWait(t *testing.T) {
 		opts []string // after the wait, up to /usr/bin/env -i
 	}{
 		{"a ready mark only", Warm{}, []string{"--warm", "-"}},
-		{"python started ahead", Warm{Language: runner.Python, Preload: []string{"numpy"}}, []string{"--warm", "python", "sitecustomize.py", "PYTHONPATH=" + warmDir}},
+		{"python started ahead", Warm{Language: runner.Python, Preload: []string{"numpy"}}, []string{"--warm", "python", "sitecustomize.py", "PYTHONPATH=" + warmDir + ":" + ToolsDir + "/python"}},
 		{"node started ahead", Warm{Language: runner.Node}, []string{"--warm", "node", "hook.js", "NODE_OPTIONS=--require=" + warmDir + "/hook.js"}},
 	}
 	for _, tc := range cases {
