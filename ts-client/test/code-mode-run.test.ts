@@ -1,24 +1,18 @@
-// End to end, once the run loop carries a program's calls through the
-// bridge (runner.Spec.Tools in runner/sandbox): the real Agent SDK, the
-// real sidecar with the real engine, and the loopback fake model. The
-// model's program calls the caller's in-process tool notes.search through
-// the wrappers; the sidecar decides the call, relays it to this client,
+// End to end: the real Agent SDK, the real sidecar with the real engine
+// (the run loop carries a program's calls through the bridge), and the
+// loopback fake model. The model's program calls the caller's in-process
+// tool notes.search through the wrappers; the sidecar decides the call, relays it to this client,
 // which runs the tool's own handler; the program prints the result. A
 // call to notes.drop, which code_calls.callable does not name, raises in
 // the program with the rule and never reaches the handler. Both calls have
 // code_call audit lines under the run, with source sdk seen by the policy.
-//
-// It lives outside test/*.test.ts, which `npm test` runs, until the run
-// loop wires the bridge; then it moves to test/ (build/test/*.test.js).
-// Run it alone: npm run pretest && flock <heavy lock> node --test
-// build/test/after-bridge/code-mode-run.test.js
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { createSdkMcpServer, tool } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
-import { readAudit } from '../helpers/sidecar.js';
-import { agent, closeWorld, only, world } from '../helpers/world.js';
+import { readAudit } from './helpers/sidecar.js';
+import { agent, closeWorld, only, world } from './helpers/world.js';
 
 const RUN = 'mcp__sandboxed_code__run';
 
