@@ -34,6 +34,15 @@ type ToolServers interface {
 	CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error)
 }
 
+// ToolSources is an optional ability of a ToolServers: it says where a
+// server's calls go, for the policy's input.mcp_server.source of a nested
+// call (SourcePolicy when a ToolServers has no such method, or answers
+// ""). The sidecar's servers of a query answer wire.SourceSDK for a
+// server the client's own process runs.
+type ToolSources interface {
+	Source(server string) string
+}
+
 // Auditor writes one audit line; an error means the line is not written.
 type Auditor interface {
 	Write(audit.Record) error
@@ -252,9 +261,13 @@ func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.ToolCall, a
 	in.Insert(kDenyGlobs, eff.globsTerms[0])
 	in.Insert(kWriteProtectGlobs, eff.globsTerms[1])
 	in.Insert(kPaths, ast.ArrayTerm())
+	source := SourcePolicy
+	if s, ok := cfg.Servers.(ToolSources); ok && s.Source(call.Server) != "" {
+		source = s.Source(call.Server)
+	}
 	in.Insert(kMCPServer, ast.ObjectTerm(
 		ast.Item(kName, ast.StringTerm(call.Server)),
-		ast.Item(kSource, ast.StringTerm(SourcePolicy)),
+		ast.Item(kSource, ast.StringTerm(source)),
 	))
 	in.Insert(kCodeCall, ast.ObjectTerm(
 		ast.Item(kRunID, ast.StringTerm(cfg.RunID)),

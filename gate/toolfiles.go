@@ -47,9 +47,13 @@ type Wrappers struct {
 	servers  ToolLister
 	log      *slog.Logger
 	generate func([]toolwrap.Server) (map[string][]byte, error)
+	cache    *wrapperCache
+}
 
+// wrapperCache is the trees a Wrappers and its views (Over) share.
+type wrapperCache struct {
 	mu    sync.Mutex
-	cache []wrapperTree // most recently used first
+	trees []wrapperTree // most recently used first
 }
 
 type wrapperTree struct {
@@ -65,7 +69,17 @@ func NewWrappers(servers ToolLister, opts WrapperOptions) *Wrappers {
 	if opts.Generate == nil {
 		opts.Generate = toolwrap.Generate
 	}
-	return &Wrappers{servers: servers, log: opts.Logger, generate: opts.Generate}
+	return &Wrappers{servers: servers, log: opts.Logger, generate: opts.Generate, cache: &wrapperCache{}}
+}
+
+// Over returns a Wrappers that makes the files from what servers list
+// instead, sharing w's cache (its key names each server's schema hash, so
+// that trees of different servers never meet): the sidecar's view for one
+// query whose client declared servers of its own process.
+func (w *Wrappers) Over(servers ToolLister) *Wrappers {
+	v := *w
+	v.servers = servers
+	return &v
 }
 
 // Files returns the wrapper files of a run under eff: for each server of
@@ -79,13 +93,44 @@ func NewWrappers(servers ToolLister, opts WrapperOptions) *Wrappers {
 // server. An error means ctx ended or the files could not be made; the
 // run must not start.
 func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte, error) {
+	servers, key, err := w.callable(ctx, eff)
+	if err != nil || key == "" {
+		return nil, err
+	}
+	if files, ok := w.lookup(key); ok {
+		return files, nil
+	}
+	files, err := w.generate(servers)
+	if err != nil {
+		return nil, fmt.Errorf("generate the wrappers of the MCP tools: %w", err)
+	}
+	w.store(key, files)
+	return files, nil
+}
+
+// Description returns the description of the sandboxed_code run tool for
+// a query under eff: toolwrap.Describe over the servers whose modules its
+// runs get (Files), so that the model is told of exactly the servers its
+// code can import; base when there are none.
+func (w *Wrappers) Description(ctx context.Context, eff *Effective, base string) (string, error) {
+	servers, _, err := w.callable(ctx, eff)
+	if err != nil {
+		return "", err
+	}
+	return toolwrap.Describe(base, servers), nil
+}
+
+// callable returns the servers of eff's code_calls.callable that are up,
+// each with its tools that a callable glob names (none: left out), and
+// the key of their tree; key is "" when callable names no server.
+func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Server, string, error) {
 	callable := eff.Policy.CodeCalls.Callable
 	if len(callable) == 0 {
-		return nil, nil
+		return nil, "", nil
 	}
 	listed, err := w.servers.List(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list the MCP servers' tools: %w", err)
+		return nil, "", fmt.Errorf("list the MCP servers' tools: %w", err)
 	}
 	byName := make(map[string]mcpservers.ServerTools, len(listed))
 	for _, st := range listed {
@@ -109,6 +154,10 @@ func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte
 			continue
 		}
 		desc := eff.Policy.MCPServers[name].Description
+		if desc == "" {
+			// A server of the client's own process describes itself.
+			desc = st.Description
+		}
 		parts = append(parts, keyPart{Server: name, Description: desc, Hash: st.Hash, Globs: callable[name]})
 		var tools []runner.ToolInfo
 		for _, t := range st.Tools {
@@ -122,29 +171,21 @@ func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte
 	}
 	raw, err := json.Marshal(parts)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	sum := sha256.Sum256(raw)
-	key := hex.EncodeToString(sum[:])
-	if files, ok := w.lookup(key); ok {
-		return files, nil
-	}
-	files, err := w.generate(servers)
-	if err != nil {
-		return nil, fmt.Errorf("generate the wrappers of the MCP tools: %w", err)
-	}
-	w.store(key, files)
-	return files, nil
+	return servers, hex.EncodeToString(sum[:]), nil
 }
 
 // lookup returns the tree under key and makes it the most recently used.
 func (w *Wrappers) lookup(key string) (map[string][]byte, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for i, t := range w.cache {
+	c := w.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, t := range c.trees {
 		if t.key == key {
-			copy(w.cache[1:i+1], w.cache[:i])
-			w.cache[0] = t
+			copy(c.trees[1:i+1], c.trees[:i])
+			c.trees[0] = t
 			return t.files, true
 		}
 	}
@@ -155,16 +196,17 @@ func (w *Wrappers) lookup(key string) (map[string][]byte, bool) {
 // beyond wrapperCacheSize. Two runs that missed at once both store: the
 // second finds the key and only refreshes it.
 func (w *Wrappers) store(key string, files map[string][]byte) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, t := range w.cache {
+	c := w.cache
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, t := range c.trees {
 		if t.key == key {
 			return
 		}
 	}
-	w.cache = slices.Insert(w.cache, 0, wrapperTree{key: key, files: files})
-	if len(w.cache) > wrapperCacheSize {
-		w.cache[wrapperCacheSize] = wrapperTree{}
-		w.cache = w.cache[:wrapperCacheSize]
+	c.trees = slices.Insert(c.trees, 0, wrapperTree{key: key, files: files})
+	if len(c.trees) > wrapperCacheSize {
+		c.trees[wrapperCacheSize] = wrapperTree{}
+		c.trees = c.trees[:wrapperCacheSize]
 	}
 }

@@ -12,7 +12,9 @@
 #   tool_input     the call's arguments (an object)
 #   tool_use_id    the tool use id of the run that makes the call
 #   mcp_server     {"name": <server>, "source": "policy"} (a server of the
-#                  policy's mcp_servers)
+#                  policy's mcp_servers) or "source": "sdk" (an in-process
+#                  server the query's client declared in sdk_servers, whose
+#                  calls the client's own process runs)
 #   policy, workspace_root, run_languages, deny_globs, write_protect_globs
 #                  as for every call; paths is []
 #   code_call      {"run_id", "query_id", "tool_use_id", "server", "tool",

@@ -89,24 +89,26 @@ Code session named by CLAUDE_CODE_SESSION_ID.`, stderr)
 	// sandboxed_code server once a connection holding the token is.
 	holdCtx, stopHold := context.WithCancel(ctx)
 	defer stopHold()
-	attached := make(chan struct{}, 1)
+	attached := make(chan string, 1)
 	go sess.Hold(holdCtx, time.Second,
-		func() {
+		func(desc string) {
 			log.Debug("attached to the Claude Code session", "session_id", sessionID)
 			select {
-			case attached <- struct{}{}:
+			case attached <- desc:
 			default:
 			}
 		},
 		func(err error) { log.Warn("not attached to the sidecar; runs are denied until it is back", "err", err) })
 	// Answer the CLI only once attached (or after a while, so a sidecar
 	// that is down does not hold the CLI up: its calls are denied anyway).
+	// The description is the first attach's: the CLI lists the tools once.
+	var desc string
 	select {
-	case <-attached:
+	case desc = <-attached:
 	case <-time.After(3 * time.Second):
 	case <-ctx.Done():
 	}
-	srv := &claudecode.MCPServer{Sandbox: sess, Version: version}
+	srv := &claudecode.MCPServer{Sandbox: sess, Version: version, Description: desc}
 	return srv.Serve(ctx, stdin, stdout)
 }
 

@@ -86,7 +86,7 @@ func TestSessionAttachesAndRunsInTheCLISessionsQuery(t *testing.T) {
 	}
 	holdCtx, stopHold := context.WithCancel(t.Context())
 	attached := make(chan struct{})
-	go sess.Hold(holdCtx, 10*time.Millisecond, func() { close(attached) }, func(error) {})
+	go sess.Hold(holdCtx, 10*time.Millisecond, func(string) { close(attached) }, func(error) {})
 	<-attached
 	if out := hook("toolu_1"); out != "{}" {
 		t.Fatalf("once held: %s, want no opinion (an allow)", out)

@@ -41,6 +41,9 @@ type Session struct {
 type wsConn struct {
 	ws      *websocket.Conn
 	queryID string
+	// toolDescription is query_opened's: the run tool's description when
+	// the session's code may call MCP tools, "" otherwise.
+	toolDescription string
 }
 
 // handshakeTimeout bounds dialing, hello and open_query together.
@@ -79,7 +82,7 @@ func (s *Session) open(ctx context.Context) (*wsConn, error) {
 		ws.Close()
 		return nil, fmt.Errorf("the sidecar's query_opened is malformed: %s", clip(raw))
 	}
-	c.queryID = opened.QueryID
+	c.queryID, c.toolDescription = opened.QueryID, opened.ToolDescription
 	return c, nil
 }
 
@@ -129,12 +132,14 @@ func (c *wsConn) request(req wire.Request, want string, onOutput func(wire.Outpu
 // Hold keeps one connection attached to the session until ctx ends,
 // connecting again (every retry) whenever it is lost, so the session stays
 // attested and open while the CLI runs. It calls attached after each
-// successful attach and lost (with the reason) after each failure or loss.
-func (s *Session) Hold(ctx context.Context, retry time.Duration, attached func(), lost func(error)) {
+// successful attach, with the run tool's description the sidecar gave
+// (wire.QueryOpened.ToolDescription: "" when the session's code may call
+// no MCP tool), and lost (with the reason) after each failure or loss.
+func (s *Session) Hold(ctx context.Context, retry time.Duration, attached func(toolDescription string), lost func(error)) {
 	for {
 		c, err := s.open(ctx)
 		if err == nil {
-			attached()
+			attached(c.toolDescription)
 			stop := context.AfterFunc(ctx, func() { _ = c.ws.Close() })
 			for err == nil {
 				_, _, err = c.ws.ReadMessage() // pings are answered inside

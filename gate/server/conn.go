@@ -94,6 +94,10 @@ type conn struct {
 	helloed bool
 	client  string
 
+	// toolCalls are the tool_call frames of the connection's queries
+	// waiting for the client's tool_result (sdkTools).
+	toolCalls toolCalls
+
 	mu      sync.Mutex
 	queries map[string]*query
 	// attached are the Claude Code session queries this connection
@@ -105,6 +109,10 @@ type conn struct {
 // (then shared by the hook endpoint and the connections attached to it).
 type query struct {
 	q *gate.Query
+	// sdk are the in-process servers the client declared for the query
+	// (open_query's sdk_servers); nil when it declared none. Set before
+	// the query is published.
+	sdk *sdkTools
 	// closed is set when a session's query is closed under its attached
 	// connections; they then treat its id as unknown.
 	closed atomic.Bool
@@ -361,6 +369,8 @@ func (c *conn) dispatch(data []byte) {
 		}
 	case *wire.Run:
 		c.startRun(r)
+	case *wire.ToolResult:
+		c.toolResult(r)
 	}
 }
 

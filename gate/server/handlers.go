@@ -56,13 +56,64 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: "open query: " + err.Error()})
 		return
 	}
+	if len(r.SDKServers) > 0 {
+		for i, srv := range r.SDKServers {
+			if _, ok := eff.Policy.MCPServers[srv.Name]; ok {
+				// Refused rather than namespaced: code_calls.callable names
+				// a server by its name alone, and the operator's grant must
+				// not reach a server the client brings under the same name.
+				c.s.queriesClosed(1)
+				c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInvalidField, Message: fmt.Sprintf("open_query: field \"sdk_servers[%d].name\": %q is one of the policy's mcp_servers; rename the in-process server", i, srv.Name)})
+				return
+			}
+		}
+		q.sdk = newSDKTools(c, q.q.ID, r.SDKServers)
+	}
+	desc := c.toolDescription(q, eff)
 	c.mu.Lock()
 	if r.ClaudeCodeSession != "" {
 		c.attached = append(c.attached, q)
 	}
 	c.queries[q.q.ID] = q
 	c.mu.Unlock()
-	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON})
+	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
+}
+
+// describeTimeout bounds listing the servers' tools for a query's tool
+// description; a server that is slower is described as down.
+const describeTimeout = 2 * time.Second
+
+// toolDescription is the query's QueryOpened.ToolDescription: the run
+// tool's description naming the servers its code may call, or "" when it
+// may call none (or they cannot be listed now: the model then reads the
+// plain description, and its runs still get what is callable then).
+func (c *conn) toolDescription(q *query, eff *gate.Effective) string {
+	servers, wrappers := c.tools(q, eff)
+	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, describeTimeout)
+	defer cancel()
+	desc, err := wrappers.Description(ctx, eff, wire.SandboxDescription)
+	if err != nil {
+		c.s.log.Warn("the query's tool description names no server", "query_id", q.q.ID, "err", err)
+		return ""
+	}
+	if desc == wire.SandboxDescription {
+		return ""
+	}
+	return desc
+}
+
+// tools are the MCP servers a run of q under eff may reach, and what
+// makes its wrappers: the operator's, joined with the in-process servers
+// its client declared.
+func (c *conn) tools(q *query, eff *gate.Effective) (gate.ToolServers, *gate.Wrappers) {
+	if q.sdk == nil {
+		return c.s.cfg.ToolServers, c.s.wrappers
+	}
+	joined := newQueryTools(c.s.cfg.ToolServers, q.sdk, eff)
+	return joined, c.s.anyWrappers.Over(joined)
 }
 
 // openQuery opens a query for client with a sandbox override (nil for
@@ -222,10 +273,11 @@ func (c *conn) run(r *wire.Run) {
 	for p, f := range r.Files {
 		files[p] = f.Data
 	}
+	servers, wrappers := c.tools(q, eff)
 	spec, err := eff.RunSpec(c.ctx, gate.RunRequest{
 		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
 		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
-		ToolServers: c.s.cfg.ToolServers, Auditor: c.s.cfg.Auditor, Wrappers: c.s.wrappers,
+		ToolServers: servers, Auditor: c.s.cfg.Auditor, Wrappers: wrappers,
 	})
 	var refused *gate.RunRequestError
 	if errors.As(err, &refused) {

@@ -161,6 +161,10 @@ type Server struct {
 	cli    *cliSessions
 	// wrappers makes runs' ToolFiles; nil when ToolServers cannot list.
 	wrappers *gate.Wrappers
+	// anyWrappers is wrappers, or one over no servers when it is nil:
+	// what a query with in-process servers of its client makes its view
+	// of (gate.Wrappers.Over), sharing the cache.
+	anyWrappers *gate.Wrappers
 	// connCount and queries count what MaxConns and MaxQueries bound.
 	connCount, queries capped
 
@@ -209,6 +213,10 @@ func New(cfg Config) (*Server, error) {
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
 	if l, ok := cfg.ToolServers.(gate.ToolLister); ok {
 		s.wrappers = gate.NewWrappers(l, gate.WrapperOptions{Logger: cfg.Logger})
+	}
+	s.anyWrappers = s.wrappers
+	if s.anyWrappers == nil {
+		s.anyWrappers = gate.NewWrappers(nil, gate.WrapperOptions{Logger: cfg.Logger})
 	}
 	s.cli = newCLISessions(s, cfg.ClaudeCode)
 	s.connCount.max, s.queries.max = int64(cfg.MaxConns), int64(cfg.MaxQueries)

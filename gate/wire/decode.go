@@ -80,6 +80,8 @@ func Decode(data []byte) (Request, *Error) {
 		req = decodeRun(r)
 	case TypeCloseQuery:
 		req = decodeCloseQuery(r)
+	case TypeToolResult:
+		req = decodeToolResult(r)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -153,7 +155,7 @@ func DecodeDryRun(data []byte, events ...string) (*DryRun, *Error) {
 
 func isRequestType(t string) bool {
 	switch t {
-	case TypeHello, TypeOpenQuery, TypeDecide, TypeRun, TypeCloseQuery:
+	case TypeHello, TypeOpenQuery, TypeDecide, TypeRun, TypeCloseQuery, TypeToolResult:
 		return true
 	}
 	return false
@@ -162,7 +164,7 @@ func isRequestType(t string) bool {
 // The keys each frame type defines; read-only lookup tables.
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
-	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session"}
+	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session", "sdk_servers"}
 	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
@@ -202,6 +204,12 @@ func decodeOpenQuery(r *reader) Request {
 			r.fail(CodeInvalidField, fmt.Sprintf(`field "claude_code_session" must be 1 to %d characters`, MaxIDChars))
 		case q.SandboxPolicy != nil:
 			r.fail(CodeInvalidField, `field "claude_code_session" excludes "sandbox_policy": a Claude Code session's query has the operator's base policy`)
+		}
+	}
+	if m := r.field("sdk_servers", false, kindArray); m != nil {
+		q.SDKServers = r.sdkServers(m)
+		if r.err == nil && q.ClaudeCodeSession != "" {
+			r.fail(CodeInvalidField, `field "claude_code_session" excludes "sdk_servers": a Claude Code session has no in-process servers of this connection`)
 		}
 	}
 	return q

@@ -20,6 +20,7 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 		{name: "welcome", reply: Welcome{ID: "1", V: 1, Server: "gatekeeper/0.1.0", PolicyRevision: "sha256:4f1c"}},
 		{name: "query opened", reply: QueryOpened{ID: "2", QueryID: "q_6b0c", PolicyHash: "sha256:9e2d", EffectivePolicy: map[string]any{"proc": map[string]any{"timeout": 30000, "memory": 536870912}}}},
 		{name: "query opened with a raw effective policy", reply: &QueryOpened{ID: "2", QueryID: "q_6b0c", PolicyHash: "sha256:9e2d", EffectivePolicy: json.RawMessage(`{"proc": {"timeout": 30000}}`)}},
+		{name: "query opened with a tool description", reply: QueryOpened{ID: "2", QueryID: "q_6b0c", PolicyHash: "sha256:9e2d", EffectivePolicy: map[string]any{"code_calls": map[string]any{"callable": map[string]any{"notes": []string{"search"}}}}, ToolDescription: "Run a short program in an isolated sandbox.\n\nCode mode: a python or node program can call these MCP servers' tools; …\n- notes (1 tool): the team's notes\n"}},
 		{name: "decision", reply: Decision{ID: "3", Decision: Allow, Reason: "Read of /srv/app/notes.txt is inside the workspace", Rule: "host_fs.inside_workspace", DecisionID: "d_0d3e", PolicyRevision: "sha256:4f1c", ToolUseID: "toolu_01"}},
 		{name: "decision with an empty tool use id", reply: Decision{ID: "3", Decision: Ask, Reason: "Bash <rm -rf> & friends need a human", Rule: "bash.ask", DecisionID: "d_0d3f", PolicyRevision: "sha256:4f1c"}},
 		{name: "output", reply: Output{ID: "4", RunID: "r_9a1f", Stream: "stdout", Data: "hello\n"}},

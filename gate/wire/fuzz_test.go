@@ -20,6 +20,10 @@ func FuzzDecode(f *testing.F) {
 	for _, base := range [][]kv{validHello, validOpenQuery, validDecide, validRun, validCloseQuery} {
 		f.Add([]byte(frame(base)))
 	}
+	// The frames of a query's in-process tools (testdata/sdk-tools.json).
+	f.Add([]byte(`{"type":"open_query","id":"2","sdk_servers":[{"name":"notes","description":"d","tools":[{"name":"search","inputSchema":{"type":"object"},"outputSchema":{},"annotations":{"readOnlyHint":true}}]}]}`))
+	f.Add([]byte(`{"type":"tool_result","id":"t_1","result":{"content":[]}}`))
+	f.Add([]byte(`{"type":"tool_result","id":"t_2","error":"no such tool"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		req, e := Decode(data)
 		if (req == nil) == (e == nil) {

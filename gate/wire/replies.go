@@ -24,6 +24,12 @@ type QueryOpened struct {
 	// EffectivePolicy is the merged policy, marshalled with encoding/json
 	// (sizes in bytes, durations in milliseconds).
 	EffectivePolicy any `json:"effective_policy"`
+	// ToolDescription is the description of the sandboxed_code run tool
+	// for this query when its code may call MCP tools: SandboxDescription
+	// followed by the servers it may call and how to discover their tools
+	// (toolwrap.Describe); "" (absent) when it may call none, and the
+	// client then shows SandboxDescription.
+	ToolDescription string `json:"tool_description,omitempty"`
 }
 
 // Decision answers Decide.

@@ -29,6 +29,11 @@ type OpenQuery struct {
 	// query the hook endpoint decides in; "" when absent. It excludes
 	// SandboxPolicy: a session's query has the operator's base policy.
 	ClaudeCodeSession string `json:"claude_code_session,omitempty"`
+	// SDKServers are the client's in-process MCP servers whose tools the
+	// query's sandboxed code may call (when the policy's
+	// code_calls.callable names them), at most MaxSDKServers; nil when
+	// absent. It excludes ClaudeCodeSession.
+	SDKServers []SDKServer `json:"sdk_servers,omitzero"`
 }
 
 // Decide asks for a decision on one tool call.

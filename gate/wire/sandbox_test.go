@@ -13,13 +13,17 @@ import (
 // testdata/sandbox-tool.json, which @gatekeeper/client's
 // declarations.test.ts pins SANDBOX_SERVER and RUN_TOOL to: a client that
 // named its run tool otherwise would offer the model a tool whose calls no
-// run frame can follow.
+// run frame can follow. The description too (SandboxDescription): a query
+// whose code calls no tool shows the same text through either client.
 func TestSandboxNamesMatchTheSharedFile(t *testing.T) {
 	t.Parallel()
-	var want struct{ Server, Tool string }
+	var want struct{ Server, Tool, Description string }
 	readShared(t, "sandbox-tool.json", &want)
 	if wire.SandboxServer != want.Server || wire.SandboxTool != want.Tool {
 		t.Errorf("SandboxServer, SandboxTool = %q, %q; testdata/sandbox-tool.json has %q, %q", wire.SandboxServer, wire.SandboxTool, want.Server, want.Tool)
+	}
+	if wire.SandboxDescription != want.Description {
+		t.Errorf("SandboxDescription differs from testdata/sandbox-tool.json's description:\n%s\n%s", wire.SandboxDescription, want.Description)
 	}
 }
 

@@ -2,7 +2,7 @@
 // gatekeeper protocol (docs/protocol.md, version 1) and Go values.
 //
 // Decode turns one client frame into a Request (*Hello, *OpenQuery, *Decide,
-// *Run or *CloseQuery) or into the *Error frame to send back; Encode turns a
+// *Run, *CloseQuery or *ToolResult) or into the *Error frame to send back; Encode turns a
 // Reply into one frame. The package does no I/O and keeps no state: both
 // functions are safe for concurrent use, and the server calls Decode in a
 // connection's reader goroutine and Encode in its writer.
@@ -36,6 +36,7 @@ const (
 	TypeDecide     = "decide"
 	TypeRun        = "run"
 	TypeCloseQuery = "close_query"
+	TypeToolResult = "tool_result"
 )
 
 // Frame types of replies.
@@ -47,6 +48,8 @@ const (
 	TypeRunResult   = "run_result"
 	TypeQueryClosed = "query_closed"
 	TypeError       = "error"
+	TypeToolCall    = "tool_call"
+	TypeToolCancel  = "tool_cancel"
 )
 
 // Values of Decide.Event: which SDK callback asks.
@@ -80,6 +83,21 @@ const (
 	SandboxTool   = "mcp__" + SandboxServer + "__run"
 )
 
+// SandboxDescription is the description of SandboxTool that the model
+// reads when its code may call no MCP tool: the one text both clients
+// show (gate/client/claudecode and @gatekeeper/client, which
+// testdata/sandbox-tool.json pins to it). A query whose code may call
+// tools gets a longer one in QueryOpened.ToolDescription.
+const SandboxDescription = "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
+	"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). " +
+	`language: "python", "sh" or "node". ` +
+	"The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
+	"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
+	"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
+	`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
+	"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
+	"timeout_s: optional wall-clock limit in seconds, at most the policy's limit."
+
 // Values of Decision.Decision.
 const (
 	Allow = "allow"
@@ -88,8 +106,8 @@ const (
 )
 
 // Request is a decoded client frame: one of *Hello, *OpenQuery, *Decide,
-// *Run or *CloseQuery. Only this package implements it, so a type switch
-// over those five pointer types is exhaustive.
+// *Run, *CloseQuery or *ToolResult. Only this package implements it, so a
+// type switch over those six pointer types is exhaustive.
 type Request interface {
 	// RequestID is the frame's id, which every reply to it echoes.
 	RequestID() string
@@ -99,8 +117,10 @@ type Request interface {
 }
 
 // Reply is a server frame: Welcome, QueryOpened, Decision, Output,
-// RunResult, QueryClosed or Error, each as a value or a pointer. Only this
-// package implements it.
+// RunResult, QueryClosed, Error, ToolCall or ToolCancel, each as a value
+// or a pointer. Only this package implements it. ToolCall and ToolCancel
+// answer no request: the sidecar sends them on its own, for a query's
+// in-process tools (SDKServer).
 type Reply interface {
 	// Type is the frame's type, such as "decision".
 	Type() string

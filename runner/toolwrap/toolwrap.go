@@ -52,6 +52,10 @@ const (
 
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
+// ValidServerName reports whether name may name a server whose tools get
+// wrappers: Server.Name's pattern, ^[a-z][a-z0-9_]{0,31}$.
+func ValidServerName(name string) bool { return serverName.MatchString(name) }
+
 // Generate returns the files of the wrappers for servers, keyed by their
 // path relative to $GATEKEEPER_TOOLS. It fails on a server name that does
 // not match Server.Name's pattern, two servers of one name, or two tools of

@@ -9,8 +9,14 @@ import {
   PROTOCOL_VERSION,
   type OutputReply,
   type Reply,
+  type ToolCallReply,
+  type ToolCancelReply,
+  type ToolResultFrame,
   type UnsentFrame,
 } from './protocol.js';
+
+/** A frame the sidecar sends on its own: a relayed call to an in-process tool, or its cancellation. */
+export type ServerFrame = ToolCallReply | ToolCancelReply;
 
 /** The client name sent in `hello`. */
 export const CLIENT_NAME = `@gatekeeper/client/0.1.0 (node ${process.versions.node})`;
@@ -73,6 +79,7 @@ export class Connection {
   private readonly pending = new Map<string, Pending>();
   private readonly waiters = new Set<Waiter>();
   private lastError = 'not connected yet';
+  private onServerFrame: ((f: ServerFrame, generation: number) => void) | undefined;
 
   constructor(cfg: ResolvedConfig) {
     this.cfg = cfg;
@@ -146,6 +153,30 @@ export class Connection {
       return Promise.reject(new UnavailableError('the connection was replaced'));
     }
     return this.send(this.socket, frame, opts);
+  }
+
+  /**
+   * serve sets who takes the frames the sidecar sends on its own
+   * (tool_call, tool_cancel), with the generation of the connection they
+   * came on. Without one, a tool_call is answered with
+   * an error: this client runs no tool it was not given.
+   */
+  serve(handler: (f: ServerFrame, generation: number) => void): void {
+    this.onServerFrame = handler;
+  }
+
+  /**
+   * answer sends a tool_result on the current connection, if it is still
+   * `generation`; an answer for a lost connection is dropped, as the
+   * sidecar dropped its call.
+   */
+  answer(frame: ToolResultFrame, generation: number): void {
+    if (this.state !== 'ready' || this.socket === undefined || generation !== this.generation) return;
+    try {
+      this.socket.send(JSON.stringify(frame));
+    } catch (err) {
+      this.cfg.logger.warn?.('gatekeeper: a tool_result could not be sent', { id: frame.id, error: (err as Error).message });
+    }
   }
 
   /** close drops the connection for good and fails everything waiting. */
@@ -280,6 +311,11 @@ export class Connection {
         this.failAll(`the sidecar sent a malformed frame: ${(err as Error).message}`);
         this.socket?.close();
       }
+      return;
+    }
+    if (reply.type === 'tool_call' || reply.type === 'tool_cancel') {
+      if (this.onServerFrame !== undefined) this.onServerFrame(reply, this.generation);
+      else if (reply.type === 'tool_call') this.answer({ type: 'tool_result', id: reply.id, error: 'this client declared no in-process tools' }, this.generation);
       return;
     }
     const p = this.pending.get(reply.id);

@@ -291,7 +291,7 @@ export function buildOptions(p: BuildParams): Built {
   if (root !== undefined) checkCallerOptions(caller, trust, [root]);
   const sources = new McpSources({ ...(caller.mcpServers ?? {}), [SANDBOX_SERVER]: { type: 'sdk' } });
   const runs = new RunCorrelator();
-  const server = sandboxedCodeServer(sq, runs, logger, onSandboxRun);
+  const server = sandboxedCodeServer(sq, runs, logger, onSandboxRun, first.toolDescription);
 
   // Where Claude Code resolves relative paths: the hook input says so; the
   // canUseTool callback does not, and the SDK runs Claude Code in options.cwd.

@@ -51,6 +51,32 @@ export interface OpenQueryFrame {
   type: 'open_query';
   id: string;
   sandbox_policy?: Record<string, unknown>;
+  /** The caller's in-process MCP servers whose tools sandboxed code may call (if the policy lets it). */
+  sdk_servers?: SdkServerDecl[];
+}
+
+/** One in-process MCP server in open_query's sdk_servers (gate/wire's SDKServer). */
+export interface SdkServerDecl {
+  name: string;
+  description?: string;
+  tools: SdkToolDecl[];
+}
+
+/** One tool of an SdkServerDecl, in MCP's names (gate/wire's SDKTool). */
+export interface SdkToolDecl {
+  name: string;
+  description?: string;
+  inputSchema?: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: { readOnlyHint?: boolean; destructiveHint?: boolean; idempotentHint?: boolean; openWorldHint?: boolean };
+}
+
+/** The answer to a tool_call: exactly one of result (an MCP CallToolResult) and error. */
+export interface ToolResultFrame {
+  type: 'tool_result';
+  id: string;
+  result?: Record<string, unknown>;
+  error?: string;
 }
 
 export interface DecideFrame {
@@ -91,7 +117,7 @@ export interface CloseQueryFrame {
   query_id: string;
 }
 
-export type RequestFrame = HelloFrame | OpenQueryFrame | DecideFrame | RunFrame | CloseQueryFrame;
+export type RequestFrame = HelloFrame | OpenQueryFrame | DecideFrame | RunFrame | CloseQueryFrame | ToolResultFrame;
 
 /** A request frame before the connection gives it an id. */
 export type UnsentFrame = RequestFrame extends infer F ? (F extends RequestFrame ? Omit<F, 'id'> : never) : never;
@@ -110,6 +136,8 @@ export interface QueryOpenedReply {
   query_id: string;
   policy_hash: string;
   effective_policy: Record<string, unknown>;
+  /** The run tool's description when the query's code may call MCP tools; absent: SANDBOX_DESCRIPTION. */
+  tool_description?: string;
 }
 
 export interface DecisionReply {
@@ -235,6 +263,25 @@ export interface QueryClosedReply {
   query_id: string;
 }
 
+/** The sidecar relays a nested call to one of this query's in-process tools; answer with a tool_result of the same id. */
+export interface ToolCallReply {
+  type: 'tool_call';
+  id: string;
+  query_id: string;
+  server: string;
+  tool: string;
+  arguments: Record<string, unknown>;
+  /** How long the sidecar waits for the answer. */
+  timeout_ms: number;
+}
+
+/** The sidecar no longer waits for the tool_call of this id: stop it; an answer is dropped. */
+export interface ToolCancelReply {
+  type: 'tool_cancel';
+  id: string;
+  query_id: string;
+}
+
 export interface ErrorReply {
   type: 'error';
   id: string;
@@ -251,7 +298,9 @@ export type Reply =
   | OutputReply
   | RunResultReply
   | QueryClosedReply
-  | ErrorReply;
+  | ErrorReply
+  | ToolCallReply
+  | ToolCancelReply;
 
 /** MalformedReplyError says a frame from the sidecar broke the protocol. */
 export class MalformedReplyError extends Error {
@@ -313,7 +362,7 @@ export function parseReply(text: string): Reply {
       check(v, { v: 'number', server: 'string' }, { policy_revision: 'string' });
       break;
     case 'query_opened':
-      check(v, { query_id: 'string', effective_policy: 'object' }, { policy_hash: 'string' });
+      check(v, { query_id: 'string', effective_policy: 'object' }, { policy_hash: 'string', tool_description: 'string' });
       if (v.query_id === '') throw new MalformedReplyError('query_opened frame has an empty query_id');
       break;
     case 'decision':
@@ -344,6 +393,12 @@ export function parseReply(text: string): Reply {
       break;
     case 'error':
       check(v, { code: 'string', message: 'string' }, { violations: 'string[]', rule: 'string' });
+      break;
+    case 'tool_call':
+      check(v, { query_id: 'string', server: 'string', tool: 'string', arguments: 'object', timeout_ms: 'number' });
+      break;
+    case 'tool_cancel':
+      check(v, { query_id: 'string' });
       break;
     default:
       throw new MalformedReplyError(`unknown frame type ${JSON.stringify(v.type)}`);

@@ -8,6 +8,7 @@ import { Connection } from './connection.js';
 import { askingShell, checkSettings } from './agent-config.js';
 import { buildOptions, checkCallerOptions, type Built, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
+import { SdkTools } from './sdk-tools.js';
 
 /** GatekeeperQueryOptions are the SDK's Options plus gatekeeper's own. */
 export interface GatekeeperQueryOptions extends Options, GatekeeperOwnOptions {
@@ -125,7 +126,11 @@ export function query(params: GatekeeperQueryParams): Query {
     (starting ??= (async () => {
       if (finished) throw new Error('gatekeeper: the query was closed before it started');
       if (signal?.aborted) throw new Error('gatekeeper: the query was aborted before it started');
-      const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined);
+      // The caller's in-process servers, declared so that sandboxed code
+      // may call their tools where the policy lets it (each call decided
+      // by the gate, and run here with the tool's own handler).
+      const tools = await SdkTools.declare(sdkOptions.mcpServers, cfg.logger);
+      const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined, tools);
       sq = s;
       const first = await s.firstOpen(Math.max(cfg.decisionTimeoutMs, FIRST_OPEN_MIN_MS));
       if (first.unavailable !== undefined) {

@@ -20,7 +20,14 @@ const MAX_REMEMBERED = 256;
 
 type CallToolResult = Awaited<ReturnType<SdkMcpToolDefinition['handler']>>;
 
-const DESCRIPTION = [
+/**
+ * SANDBOX_DESCRIPTION is the run tool's description when the query's code
+ * may call no MCP tool; the Go declaration is gate/wire's
+ * SandboxDescription, and both are pinned to
+ * gate/wire/testdata/sandbox-tool.json. A query whose code may call tools
+ * shows the sidecar's longer text (query_opened's tool_description).
+ */
+export const SANDBOX_DESCRIPTION = [
   'Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and',
   'usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you).',
   'language: "python", "sh" or "node".',
@@ -244,7 +251,9 @@ function errorResult(text: string): CallToolResult {
 }
 
 /**
- * sandboxedCodeServer makes the `sandboxed_code` server of one query. Its
+ * sandboxedCodeServer makes the `sandboxed_code` server of one query, its
+ * run tool described by description (the sidecar's tool_description for a
+ * query whose code may call MCP tools, SANDBOX_DESCRIPTION otherwise). Its
  * handler sends a `run` frame for the tool use gatekeeper allowed, and turns
  * every failure (a refused run, an unavailable sidecar or engine) into an
  * MCP error result the model can read; it never throws.
@@ -254,10 +263,11 @@ export function sandboxedCodeServer(
   runs: RunCorrelator,
   logger: GatekeeperLogger,
   onSandboxRun?: (run: SandboxRun) => void | Promise<void>,
+  description: string = SANDBOX_DESCRIPTION,
 ): McpSdkServerConfigWithInstance {
   const run = tool(
     'run',
-    DESCRIPTION,
+    description,
     inputSchema,
     async (args, extra): Promise<CallToolResult> => {
       let id = toolUseIdOf(extra);

@@ -1,7 +1,8 @@
 // A query on the sidecar: opened (and reopened after a reconnection) with
 // the same override, asked for decisions and runs, closed at the end.
 
-import { Connection, UnavailableError } from './connection.js';
+import { Connection, UnavailableError, type ServerFrame } from './connection.js';
+import type { SdkTools } from './sdk-tools.js';
 import {
   MalformedReplyError,
   type DecideEvent,
@@ -62,6 +63,12 @@ export interface FirstOpen {
   effectivePolicy?: Record<string, unknown>;
   /** Why the sidecar could not be reached. */
   unavailable?: string;
+  /**
+   * The run tool's description when the query's code may call MCP tools
+   * (query_opened's tool_description): it names the servers and how to
+   * discover their tools. Absent: the plain description.
+   */
+  toolDescription?: string;
 }
 
 /** The arguments of the sandboxed_code run tool. */
@@ -98,10 +105,23 @@ export class SidecarQuery {
   private rejected: GatekeeperError | undefined;
   private closed = false;
   private effective: Record<string, unknown> | undefined;
+  private toolDescription: string | undefined;
+  private readonly tools: SdkTools | undefined;
+  /** The relayed calls running, by the sidecar's call id. */
+  private readonly calls = new Map<string, AbortController>();
 
-  constructor(conn: Connection, override: Record<string, unknown> | undefined) {
+  /**
+   * tools are the caller's in-process servers that sandboxed code may
+   * call: declared in every open_query of this query, and run when the
+   * sidecar relays a call to one.
+   */
+  constructor(conn: Connection, override: Record<string, unknown> | undefined, tools?: SdkTools) {
     this.conn = conn;
     this.override = override;
+    if (tools !== undefined && tools.declared.length > 0) {
+      this.tools = tools;
+      conn.serve((f, gen) => this.onServerFrame(f, gen));
+    }
     conn.hold();
   }
 
@@ -114,7 +134,10 @@ export class SidecarQuery {
   async firstOpen(timeoutMs: number): Promise<FirstOpen> {
     try {
       await this.ensureOpen(Date.now() + timeoutMs);
-      return this.effective ? { effectivePolicy: this.effective } : {};
+      return {
+        ...(this.effective ? { effectivePolicy: this.effective } : {}),
+        ...(this.toolDescription !== undefined ? { toolDescription: this.toolDescription } : {}),
+      };
     } catch (err) {
       if (err instanceof GatekeeperError) throw err;
       return { unavailable: (err as Error).message };
@@ -199,6 +222,8 @@ export class SidecarQuery {
     const id = this.queryId;
     const gen = this.queryGen;
     this.queryId = undefined;
+    for (const c of this.calls.values()) c.abort();
+    this.calls.clear();
     try {
       if (id !== undefined) {
         await this.conn.request({ type: 'close_query', query_id: id }, { deadline: Date.now() + CLOSE_TIMEOUT_MS, generation: gen });
@@ -208,6 +233,44 @@ export class SidecarQuery {
     } finally {
       this.conn.release();
     }
+  }
+
+  /**
+   * onServerFrame runs a tool_call with the tool's own handler and answers
+   * it on the connection it came on, bounded by its timeout_ms; a
+   * tool_cancel (or close) aborts it, and a call answered after that sends
+   * nothing. A call for another query, or for a tool this query did not
+   * declare, is answered with an error: the sidecar fails it closed.
+   */
+  private onServerFrame(f: ServerFrame, gen: number): void {
+    if (f.type === 'tool_cancel') {
+      this.calls.get(f.id)?.abort();
+      this.calls.delete(f.id);
+      return;
+    }
+    const fail = (error: string): void => this.conn.answer({ type: 'tool_result', id: f.id, error }, gen);
+    const tools = this.tools;
+    if (tools === undefined || this.closed || f.query_id !== this.queryId || gen !== this.queryGen) {
+      fail(`query ${JSON.stringify(f.query_id)} declared no in-process tools on this connection`);
+      return;
+    }
+    const ctl = new AbortController();
+    this.calls.set(f.id, ctl);
+    const timer = setTimeout(() => ctl.abort(), Math.max(1, f.timeout_ms));
+    tools
+      .call(f.server, f.tool, f.arguments, ctl.signal, f.id)
+      .then(
+        (result) => {
+          if (!ctl.signal.aborted) this.conn.answer({ type: 'tool_result', id: f.id, result }, gen);
+        },
+        (err: unknown) => {
+          if (!ctl.signal.aborted) fail(err instanceof Error ? err.message || String(err) : String(err));
+        },
+      )
+      .finally(() => {
+        clearTimeout(timer);
+        if (this.calls.get(f.id) === ctl) this.calls.delete(f.id);
+      });
   }
 
   private toDecision(reply: Reply, toolUseId: string): Decision {
@@ -247,12 +310,17 @@ export class SidecarQuery {
   }
 
   private async open(gen: number, deadline: number): Promise<string> {
-    const frame = this.override === undefined ? { type: 'open_query' as const } : { type: 'open_query' as const, sandbox_policy: this.override };
+    const frame = {
+      type: 'open_query' as const,
+      ...(this.override !== undefined ? { sandbox_policy: this.override } : {}),
+      ...(this.tools !== undefined ? { sdk_servers: this.tools.declared } : {}),
+    };
     const reply = await this.conn.request(frame, { deadline, generation: gen });
     if (reply.type === 'query_opened') {
       this.queryId = reply.query_id;
       this.queryGen = gen;
       this.effective = reply.effective_policy;
+      this.toolDescription = reply.tool_description;
       this.conn.config.logger.info?.('gatekeeper: query opened', { query_id: reply.query_id, generation: gen });
       if (this.closed) void this.conn.request({ type: 'close_query', query_id: reply.query_id }, { deadline: Date.now() + CLOSE_TIMEOUT_MS }).catch(() => undefined);
       return reply.query_id;

@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHELL_TOOLS } from '../src/agent-config.js';
-import { RUN_TOOL, SANDBOX_SERVER } from '../src/sandboxed-code.js';
+import { RUN_TOOL, SANDBOX_DESCRIPTION, SANDBOX_SERVER } from '../src/sandboxed-code.js';
 import { forModel } from '../src/options.js';
 import { ruleTag, withRule } from '../src/protocol.js';
 
@@ -29,9 +29,9 @@ test('SHELL_TOOLS is the Go side’s list of shell tools, in its order', () => {
   assert.deepEqual([...SHELL_TOOLS], want);
 });
 
-test('SANDBOX_SERVER and RUN_TOOL are the protocol’s sandbox server and run tool', () => {
-  const want = shared('gate/wire/testdata/sandbox-tool.json') as { server: string; tool: string };
-  assert.deepEqual({ server: SANDBOX_SERVER, tool: RUN_TOOL }, want);
+test('SANDBOX_SERVER, RUN_TOOL and SANDBOX_DESCRIPTION are the protocol’s sandbox server, run tool and plain description', () => {
+  const want = shared('gate/wire/testdata/sandbox-tool.json') as { server: string; tool: string; description: string };
+  assert.deepEqual({ server: SANDBOX_SERVER, tool: RUN_TOOL, description: SANDBOX_DESCRIPTION }, want);
 });
 
 test('withRule, ruleTag and forModel write every shared case as the Go side does', () => {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -32,16 +33,8 @@ const ToolUseIDMeta = "claudecode/toolUseId"
 // in-process server (ts-client/src/sandboxed-code.ts); the CLI tests pin
 // the two together.
 var runTool = map[string]any{
-	"name": "run",
-	"description": "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
-		"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). " +
-		`language: "python", "sh" or "node". ` +
-		"The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
-		"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
-		"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
-		`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
-		"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
-		"timeout_s: optional wall-clock limit in seconds, at most the policy's limit.",
+	"name":        "run",
+	"description": wire.SandboxDescription,
 	"inputSchema": map[string]any{
 		"type": "object",
 		"properties": map[string]any{
@@ -66,6 +59,16 @@ var runTool = map[string]any{
 	},
 }
 
+// runTool is the run tool with the session's description.
+func (s *MCPServer) runTool() map[string]any {
+	if s.Description == "" {
+		return runTool
+	}
+	t := maps.Clone(runTool)
+	t["description"] = s.Description
+	return t
+}
+
 // protocolVersions are the MCP versions this server speaks, newest first.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
@@ -86,6 +89,10 @@ type MCPServer struct {
 	Sandbox Sandbox
 	// Version is reported in serverInfo.
 	Version string
+	// Description is the run tool's description when the session's code
+	// may call MCP tools (the sidecar's query_opened tool_description);
+	// "" shows wire.SandboxDescription, as @gatekeeper/client does.
+	Description string
 }
 
 type rpcMessage struct {
@@ -169,7 +176,7 @@ func (s *MCPServer) Serve(ctx context.Context, in io.Reader, out io.Writer) erro
 		case "ping":
 			reply(m.ID, map[string]any{})
 		case "tools/list":
-			reply(m.ID, map[string]any{"tools": []any{runTool}})
+			reply(m.ID, map[string]any{"tools": []any{s.runTool()}})
 		case "tools/call":
 			callCtx, stop := context.WithCancel(ctx)
 			key := string(m.ID)

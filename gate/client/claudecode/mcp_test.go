@@ -55,11 +55,17 @@ type session struct {
 
 func serve(t *testing.T, sb Sandbox) *session {
 	t.Helper()
+	return serveDescribed(t, sb, "")
+}
+
+// serveDescribed serves an MCPServer whose run tool has description desc.
+func serveDescribed(t *testing.T, sb Sandbox, desc string) *session {
+	t.Helper()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	s := &session{t: t, in: inW, out: bufio.NewScanner(outR), err: make(chan error, 1)}
 	go func() {
-		s.err <- (&MCPServer{Sandbox: sb, Version: "test"}).Serve(t.Context(), inR, outW)
+		s.err <- (&MCPServer{Sandbox: sb, Version: "test", Description: desc}).Serve(t.Context(), inR, outW)
 		outW.Close()
 	}()
 	t.Cleanup(func() {
@@ -125,6 +131,34 @@ func TestMCPHandshakeAsClaudeCodeDoesIt(t *testing.T) {
 	}
 	if r := s.call(`not json`); r["error"].(map[string]any)["code"] != float64(rpcParseError) {
 		t.Errorf("a line that is not JSON: %v", r)
+	}
+}
+
+// TestTheRunToolShowsTheSessionsDescription: a session whose code may
+// call MCP tools lists the run tool with the sidecar's description (its
+// query_opened tool_description), the rest unchanged; without one, the
+// plain wire.SandboxDescription, as @gatekeeper/client shows.
+func TestTheRunToolShowsTheSessionsDescription(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, desc, want string }{
+		{"no callable server", "", wire.SandboxDescription},
+		{"callable servers", wire.SandboxDescription + "\n\nCode mode: …\n- crm (2 tools)\n", wire.SandboxDescription + "\n\nCode mode: …\n- crm (2 tools)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := serveDescribed(t, &fakeSandbox{}, tc.desc)
+			tools := s.call(`{"method":"tools/list","jsonrpc":"2.0","id":2}`)["result"].(map[string]any)["tools"].([]any)
+			got := tools[0].(map[string]any)
+			if got["description"] != tc.want {
+				t.Errorf("description = %q, want %q", got["description"], tc.want)
+			}
+			if got["name"] != "run" || got["inputSchema"] == nil {
+				t.Errorf("the tool is %v; want run with its input schema", got)
+			}
+		})
+	}
+	if runTool["description"] != wire.SandboxDescription {
+		t.Error("a described session changed the shared run tool")
 	}
 }
 

@@ -35,6 +35,8 @@ export interface FakeSidecar {
   queryIds: string[];
   /** Drops every connection (the server keeps listening). */
   dropConnections(): void;
+  /** Sends a frame of the sidecar's own (tool_call, tool_cancel) on every connection. */
+  push(frame: Record<string, unknown>): void;
   close(): Promise<void>;
 }
 
@@ -125,6 +127,8 @@ export async function startFakeSidecar(opts: FakeSidecarOptions = {}): Promise<F
         case 'close_query':
           reply({ type: 'query_closed', query_id: f.query_id });
           break;
+        case 'tool_result':
+          break; // the answer to a pushed tool_call: recorded in frames, never replied to
         default:
           reply({ type: 'error', code: 'unknown_type', message: `unknown type ${f.type}` });
       }
@@ -140,6 +144,9 @@ export async function startFakeSidecar(opts: FakeSidecarOptions = {}): Promise<F
     queryIds,
     dropConnections: () => {
       for (const s of sockets) s.terminate();
+    },
+    push: (frame) => {
+      for (const s of sockets) s.send(JSON.stringify(frame));
     },
     close: async () => {
       for (const s of sockets) s.terminate();

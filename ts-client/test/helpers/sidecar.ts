@@ -55,6 +55,8 @@ export interface PolicyParams {
   image?: string;
   /** sandbox.net.allow; given, the network is on. */
   netAllow?: string[];
+  /** YAML appended to the policy: top-level sections such as code_calls. */
+  extra?: string;
 }
 
 /** policyYaml is the issue's example policy with a few knobs. */
@@ -77,7 +79,7 @@ export function policyYaml(p: PolicyParams): string {
     `  proc: {cpus: 1, memory: 256m, pids: 128, timeout: ${p.timeout ?? '10s'}, runtime: runc, user: 65534}`,
     '  output: {max_bytes: 1m}',
     'ceilings: {cpus: 2, memory: 1g, pids: 512, timeout: 120s, net_hosts: [], images: [], runtimes: [runc, runsc]}',
-    '',
+    p.extra ?? '',
   ].join('\n');
 }
 
@@ -182,6 +184,8 @@ export interface AuditRecord {
   kind: string;
   event?: string;
   tool?: string;
+  /** The MCP server of a code_call line. */
+  server?: string;
   tool_use_id?: string;
   decision?: string;
   rule?: string;
