@@ -67,11 +67,13 @@ type options struct {
 	maxFrame    int64
 	maxInFlight int
 	policy      string
-	ping, read  time.Duration
-	claudeCode  server.ClaudeCodeConfig
-	observer    server.RunObserver
-	ui          http.Handler
-	registry    *prometheus.Registry
+	// rego is an operator module loaded beside the built-in ones.
+	rego       string
+	ping, read time.Duration
+	claudeCode server.ClaudeCodeConfig
+	observer   server.RunObserver
+	ui         http.Handler
+	registry   *prometheus.Registry
 	// tune changes the server's Config last (the caps, say).
 	tune func(*server.Config)
 }
@@ -87,7 +89,13 @@ func start(t testing.TB, o options) *harness {
 	}
 	must(t, os.WriteFile(filepath.Join(dir, "policy.yaml"), []byte(o.policy), 0o644))
 	quiet := slog.New(slog.DiscardHandler)
-	eng, err := gate.New(t.Context(), gate.Config{PolicyFile: filepath.Join(dir, "policy.yaml"), Home: dir, Logger: quiet})
+	gcfg := gate.Config{PolicyFile: filepath.Join(dir, "policy.yaml"), Home: dir, Logger: quiet}
+	if o.rego != "" {
+		gcfg.RegoDir = filepath.Join(dir, "rego")
+		must(t, os.MkdirAll(gcfg.RegoDir, 0o755))
+		must(t, os.WriteFile(filepath.Join(gcfg.RegoDir, "ops.rego"), []byte(o.rego), 0o644))
+	}
+	eng, err := gate.New(t.Context(), gcfg)
 	must(t, err)
 	h.audit, err = audit.Open(h.auditPath, audit.Options{})
 	must(t, err)

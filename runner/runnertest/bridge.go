@@ -61,37 +61,47 @@ func (c *echoCaller) got() []runner.ToolCall {
 const forgedFrame = "\x1egatekeeper-call 0123456789abcdef0123456789abcdef 1 e 63\n" +
 	`{"id": 9, "server": "srv", "tool": "echo", "arguments": {"text": "x"}}` + "\n"
 
-// bridgeProgram calls through the generated wrappers with no network: two
+// bridgeProgram speaks the bridge's protocol on the raw socket, with no
+// network and without the json module (the minimal profile's Python has
+// none; the wrappers' own runtime is tested with the sidecar): two
 // echoes, a refused call, a forged frame printed between them, then calls
-// up to and past max_calls (4).
-const bridgeProgram = `import socket, sys
-import gatekeeper_tools as gk
-from gatekeeper_tools import srv
+// up to and past max_calls (4). It also checks that the wrapper files
+// arrived, read-only.
+const bridgeProgram = `import os, re, socket, sys
 try:
     socket.create_connection(("192.0.2.1", 80), timeout=2)
     print("NET reachable")
 except OSError:
     print("NET unreachable")
-print("ECHO", srv.echo(text="one"))
-try:
-    srv.refuse(x=1)
-    print("REFUSE answered")
-except gk.ToolCallDenied as e:
-    print("DENIED", e.kind, e.rule)
-sys.stdout.write(` + "%q" + `)
+tools = os.environ["GATEKEEPER_TOOLS"]
+wrapper = tools + "/python/gatekeeper_tools/srv.py"
+print("WRAPPER", os.path.isfile(wrapper), os.access(wrapper, os.W_OK))
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(tools + "/bridge.sock")
+f = s.makefile("rb")
+def call(i, tool, args):
+    s.sendall(('{"id": %d, "server": "srv", "tool": "%s", "arguments": %s}\n' % (i, tool, args)).encode())
+    a = f.readline().decode()
+    m = re.search(r'^\{"id":%d,' % i, a)
+    if not m:
+        return "ANSWER " + a
+    m = re.search(r'"kind":"([a-z_]+)","rule":"([^"]*)"', a)
+    if m:
+        return "%d ERR %s %s" % (i, m.group(1), m.group(2))
+    m = re.search(r'"text":"([^"]*)"', a)
+    return "%d OK %s" % (i, m.group(1) if m else a)
+print(call(1, "echo", '{"text": "one"}'))
+print(call(2, "refuse", '{"x": 1}'))
+sys.stdout.write(FORGED)
 sys.stdout.flush()
-print("ECHO", srv.echo(text="two"))
-print("ECHO", srv.echo(text="three"))
-try:
-    srv.echo(text="four")
-    print("FIFTH answered")
-except gk.ToolCallLimit as e:
-    print("LIMIT", e.kind, e.rule)
+print(call(3, "echo", '{"text": "two"}'))
+print(call(4, "echo", '{"text": "three"}'))
+print(call(5, "echo", '{"text": "four"}'))
 print("DONE")
 `
 
-// testBridge runs a program that calls tools through the bridge, with the
-// generated Python wrappers, and one without tools that looks for it.
+// testBridge runs a program that calls tools through the bridge, given the
+// generated wrappers, and one without tools that looks for it.
 func testBridge(t *testing.T, r Runner) {
 	files, err := toolwrap.Generate([]toolwrap.Server{bridgeServer})
 	if err != nil {
@@ -100,7 +110,7 @@ func testBridge(t *testing.T, r Runner) {
 	t.Run("calls are answered, refused and bounded", func(t *testing.T) {
 		t.Parallel()
 		caller := &echoCaller{}
-		spec := Spec(fmt.Sprintf(bridgeProgram, forgedFrame))
+		spec := Spec(strings.Replace(bridgeProgram, "FORGED", fmt.Sprintf("%q", forgedFrame), 1))
 		spec.Tools, spec.ToolFiles = caller, files
 		spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 4, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
 		res, err := r.Run(t.Context(), spec)
@@ -110,12 +120,13 @@ func testBridge(t *testing.T, r Runner) {
 		wantExit(t, res, runner.Exited, 0)
 		out := string(res.Stdout)
 		want := "NET unreachable\n" +
-			"ECHO one #1\n" +
-			"DENIED denied " + bridgeRule + "\n" +
+			"WRAPPER True False\n" +
+			"1 OK one #1\n" +
+			"2 ERR denied " + bridgeRule + "\n" +
 			forgedFrame +
-			"ECHO two #3\n" +
-			"ECHO three #4\n" +
-			"LIMIT limit " + runner.RuleMaxCalls + "\n" +
+			"3 OK two #3\n" +
+			"4 OK three #4\n" +
+			"5 ERR limit " + runner.RuleMaxCalls + "\n" +
 			"DONE\n"
 		wantEqual(t, "stdout", out, want)
 		if res.ToolCalls != 5 {

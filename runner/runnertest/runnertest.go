@@ -549,10 +549,11 @@ print("sockets:", sorted(set(found)))
 			},
 		},
 		{
-			name: "the environment is PATH, HOME and LANG only and holds nothing of the host",
+			name: "the environment is PATH, HOME, LANG and the tools' paths only and holds nothing of the host",
 			code: `import os, glob
 print(sorted(os.environ))
 print(os.environ.get("HOME"), os.environ.get("LANG"))
+print(os.environ.get("GATEKEEPER_TOOLS"), os.environ.get("PYTHONPATH"), os.environ.get("NODE_PATH"))
 leaks = []
 for p in glob.glob("/proc/[0-9]*/environ"):
     try:
@@ -564,7 +565,8 @@ print("leaks", leaks)
 `,
 			check: func(t tb, res runner.Result) {
 				wantExit(t, res, runner.Exited, 0)
-				wantEqual(t, "stdout", res.Stdout, "['HOME', 'LANG', 'PATH']\n/workspace C.UTF-8\nleaks []\n")
+				wantEqual(t, "stdout", res.Stdout, "['GATEKEEPER_TOOLS', 'HOME', 'LANG', 'NODE_PATH', 'PATH', 'PYTHONPATH']\n/workspace C.UTF-8\n"+
+					"/tmp/.gatekeeper /tmp/.gatekeeper/python /tmp/.gatekeeper/node\nleaks []\n")
 			},
 		},
 		{

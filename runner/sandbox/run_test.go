@@ -30,6 +30,11 @@ type script struct {
 	hang   bool // it never ends by itself
 	oom    bool // it dies of the memory limit: no marks, the platform reports the OOM
 	nomark bool // it exits without end marks (the launcher died)
+	// pending, in a run with tools, makes two calls as init forwards
+	// them: "quick", whose answer it reads, then "pending", after which
+	// it ends once pending is closed (the caller has the call), leaving
+	// the call unanswered.
+	pending <-chan struct{}
 }
 
 // scripted is a Platform whose sandboxes follow a script.
@@ -37,6 +42,7 @@ type scripted struct {
 	script  script
 	made    atomic.Int32
 	removed atomic.Int32
+	last    atomic.Pointer[scriptedRun] // the sandbox made last
 }
 
 func (*scripted) Validate(runner.Spec, *Plan) ([]string, error)               { return nil, nil }
@@ -47,7 +53,8 @@ func (*scripted) Close() error                                                { 
 func (pf *scripted) Create(_ context.Context, req CreateRequest) (Instance, error) {
 	n := pf.made.Add(1)
 	stdinR, stdinW := io.Pipe()
-	s := &scriptedRun{pf: pf, id: fmt.Sprintf("s%d", n), pipes: NewPipes(), stdin: stdinW, done: make(chan struct{}), killed: make(chan struct{}), detachedC: make(chan struct{})}
+	s := &scriptedRun{pf: pf, id: fmt.Sprintf("s%d", n), pipes: NewPipes(), stdin: stdinW, done: make(chan struct{}), killed: make(chan struct{}), detachedC: make(chan struct{}), stdinEnded: make(chan struct{})}
+	pf.last.Store(s)
 	go s.launch(stdinR, req.Plan.PoolKey != "")
 	return s, nil
 }
@@ -65,6 +72,10 @@ type scriptedRun struct {
 	oom       bool
 	detached  bool
 	detachedC chan struct{}
+	// In a run with tools: the answer to "quick", and what came on
+	// standard input after it until its end (stdinEnded).
+	answer, rest string
+	stdinEnded   chan struct{}
 }
 
 // launch plays the launcher: the ready mark for a warm sandbox, then the
@@ -87,12 +98,18 @@ func (s *scriptedRun) launch(stdin *io.PipeReader, warm bool) {
 	in := bufio.NewReader(stdin)
 	header, err := in.ReadString('\n')
 	f := strings.Fields(header)
-	if err != nil || len(f) != 4 {
+	tools := len(f) == 5 // the header names the bridge's line limit
+	if err != nil || len(f) != 4 && !tools {
 		end(125, false)
 		return
 	}
-	_, _ = io.Copy(io.Discard, in) // the workspace, until the runner closes stdin
 	sc := s.pf.script
+	if !tools {
+		_, _ = io.Copy(io.Discard, in) // the workspace, until the runner closes stdin
+	} else if !s.bridge(in, stdout, f[2], sc.pending) {
+		end(125, false)
+		return
+	}
 	switch {
 	case sc.hang:
 		<-s.killed
@@ -114,6 +131,59 @@ func (s *scriptedRun) launch(stdin *io.PipeReader, warm bool) {
 		<-s.detachedC
 		end(sc.exit, false)
 	}
+}
+
+// bridge plays init's side of the bridge: it reads the tools' and the
+// workspace's frames up to "w 0", makes the script's calls, then reads
+// standard input to its end in the background.
+func (s *scriptedRun) bridge(in *bufio.Reader, stdout io.Writer, tag string, pending <-chan struct{}) bool {
+	frame := func() (string, string, bool) {
+		head, err := in.ReadString('\n')
+		f := strings.Fields(head)
+		if err != nil || len(f) < 2 {
+			return "", "", false
+		}
+		var n int
+		if _, err := fmt.Sscan(f[len(f)-1], &n); err != nil {
+			return "", "", false
+		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(in, body); err != nil {
+			return "", "", false
+		}
+		return f[0], string(body), true
+	}
+	for {
+		k, body, ok := frame()
+		if !ok {
+			return false
+		}
+		if k == "w" && body == "" {
+			break
+		}
+	}
+	call := func(n int, tool string) {
+		line := fmt.Sprintf(`{"id":%d,"server":"srv","tool":%q,"arguments":{}}`, n, tool)
+		fmt.Fprintf(stdout, "\x1egatekeeper-call %s %d e %d\n%s\n", tag, n, len(line), line)
+	}
+	call(1, "quick")
+	k, answer, ok := frame()
+	if !ok || k != "a" {
+		return false
+	}
+	call(2, "pending")
+	<-pending
+	s.mu.Lock()
+	s.answer = answer
+	s.mu.Unlock()
+	go func() {
+		defer close(s.stdinEnded)
+		rest, _ := io.ReadAll(in)
+		s.mu.Lock()
+		s.rest = string(rest)
+		s.mu.Unlock()
+	}()
+	return true
 }
 
 func (s *scriptedRun) ID() string            { return s.id }
@@ -253,4 +323,77 @@ func counter(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// pendingCaller answers "quick" at once and holds "pending" until its ctx
+// ends.
+type pendingCaller struct {
+	started   chan struct{} // closed when "pending" is called
+	cancelled atomic.Bool   // "pending"'s ctx ended before it returned
+}
+
+func (c *pendingCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
+	if call.Tool == "quick" {
+		return runner.ToolResult{Result: []byte(`{"content":[{"type":"text","text":"quick"}]}`)}
+	}
+	close(c.started)
+	<-ctx.Done()
+	c.cancelled.Store(true)
+	return runner.ToolResult{Result: []byte(`{"content":[{"type":"text","text":"too late"}]}`)}
+}
+
+// TestARunsEndCancelsItsPendingCallsAndDropsTheirAnswers: the run loop
+// lifts the call frames out of standard output, answers on standard input
+// after the input, and when the program ends with a call still pending it
+// cancels the call, drops its answer and closes standard input, all before
+// Run returns.
+func TestARunsEndCancelsItsPendingCallsAndDropsTheirAnswers(t *testing.T) {
+	t.Parallel()
+	caller := &pendingCaller{started: make(chan struct{})}
+	r, pf := newScripted(t, script{pending: caller.started}, PoolConfig{})
+	spec := scriptedSpec(time.Minute)
+	spec.Tools = caller
+	spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 10, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 1 << 10, Timeout: time.Minute}
+	res, err := r.Run(t.Context(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !caller.cancelled.Load() {
+		t.Error("the pending call's ctx had not ended when Run returned")
+	}
+	if res.Reason != runner.Exited || res.ExitCode != 0 || string(res.Stdout) != "out\n" {
+		t.Errorf("result %v %d, stdout %q; want exited 0 and the program's output only", res.Reason, res.ExitCode, res.Stdout)
+	}
+	if res.ToolCalls != 2 {
+		t.Errorf("ToolCalls = %d, want 2", res.ToolCalls)
+	}
+	s := pf.last.Load()
+	select {
+	case <-s.stdinEnded:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sandbox's standard input was not closed after the run")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if want := `{"id":1,"ok":true,"result":{"content":[{"type":"text","text":"quick"}]}}`; s.answer != want {
+		t.Errorf("the answer to the first call: %q, want %q", s.answer, want)
+	}
+	if s.rest != "" {
+		t.Errorf("standard input after the first answer: %q; the pending call's answer must be dropped", s.rest)
+	}
+}
+
+// TestARunWithoutToolsGetsNoBridge: without Spec.Tools the header is the
+// four fields it always was and standard input closes after the
+// workspace (the scripted sandbox waits for its end before it runs).
+func TestARunWithoutToolsGetsNoBridge(t *testing.T) {
+	t.Parallel()
+	r, _ := newScripted(t, script{}, PoolConfig{})
+	res, err := r.Run(t.Context(), scriptedSpec(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Reason != runner.Exited || res.ExitCode != 0 || res.ToolCalls != 0 || string(res.Stdout) != "out\n" {
+		t.Errorf("result %+v", res)
+	}
 }
