@@ -23,7 +23,7 @@ export GOFLAGS ?= -buildvcs=false
 CLIENT_VERSION := $(shell node -p "require('./ts-client/package.json').version" 2>/dev/null)
 CLIENT_TGZ := bin/gatekeeper-client-$(CLIENT_VERSION).tgz
 
-.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube test-ts test-cli test-install walkthroughs workloads test-console test-soak screenshot demo bench soak clean
+.PHONY: all build client engine image image-default chromium kube kube-down test test-go test-fuzz test-kube ts-deps test-ts test-cli test-install walkthroughs workloads test-console test-soak screenshot demo bench soak clean
 
 all: build
 
@@ -62,7 +62,8 @@ test: build engine image test-go test-fuzz test-ts test-install test-cli walkthr
 	scripts/ensure-kube down
 	@echo "make test: all suites passed"
 
-test-go:
+# runner/toolwrap's tests typecheck the generated .d.ts with ts-client's TypeScript.
+test-go: ts-deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 20m ./...
 
@@ -83,8 +84,11 @@ test-kube: kube
 	eval "$$(scripts/ensure-kube env)" && cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && \
 	  export GATEKEEPER_BIN=$(CURDIR)/$(BIN) WALKTHROUGH_RUNNER=kube && npm run 1 && npm run 6
 
-test-ts: build
-	cd ts-client && npm ci --no-audit --no-fund --loglevel=error && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
+ts-deps:
+	cd ts-client && npm ci --no-audit --no-fund --loglevel=error
+
+test-ts: build ts-deps
+	cd ts-client && npm run build && GATEKEEPER_BIN=$(CURDIR)/$(BIN) npm test
 
 # What a new user does (ts-client/test/install): a clean copy of the checkout, `make build client` there, a fresh
 # npm project outside it with the packed client and its peers from the npm registry, the agent of

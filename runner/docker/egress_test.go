@@ -20,6 +20,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"sort"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -33,6 +34,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress/egresstest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
@@ -461,7 +463,14 @@ func testEgress(t *testing.T, rt runner.Runtime) {
 		if fmt.Sprint(env["no_proxy"]) != "[ ]" {
 			t.Errorf("NO_PROXY and no_proxy = %v, want both empty", env["no_proxy"])
 		}
-		want := "[HOME HTTPS_PROXY HTTP_PROXY LANG NO_PROXY PATH http_proxy https_proxy no_proxy]"
+		// The program's own environment (launch.Env) and the proxy's six
+		// variables, and nothing else.
+		keys := []string{"HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy"}
+		for _, kv := range launch.Env() {
+			keys = append(keys, strings.SplitN(kv, "=", 2)[0])
+		}
+		sort.Strings(keys)
+		want := fmt.Sprint(keys)
 		if fmt.Sprint(env["keys"]) != want {
 			t.Errorf("environment keys %v, want %s", env["keys"], want)
 		}
