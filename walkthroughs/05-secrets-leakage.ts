@@ -87,7 +87,9 @@ try {
         const env = (r?.stdout ?? '').split('== /proc/*/environ')[0] ?? '';
         const keys = env.split('\n').filter((l) => l.includes('=') && !l.startsWith('==')).map((l) => l.split('=')[0]);
         t.line('summary', `${String(all.split('\n').length)} lines: environment ${keys.join(', ')}; ${String((all.match(/\/environ:/g) ?? []).length)} processes' environ read`);
-        t.expect(keys.join(',') === 'HOME,LANG,PATH', 'its environment is HOME, LANG and PATH only', env);
+        // HOME, LANG and PATH, and code mode's three fixed paths inside the sandbox (runner/launch's Env).
+        t.expect(keys.join(',') === 'GATEKEEPER_TOOLS,HOME,LANG,NODE_PATH,PATH,PYTHONPATH',
+          'its environment is HOME, LANG, PATH and the tools\' paths (GATEKEEPER_TOOLS, NODE_PATH, PYTHONPATH) only', env);
         for (const [name, value] of Object.entries(secrets)) {
           t.expect(!all.includes(value), `${name}'s value appears nowhere in the dump`);
         }
