@@ -144,11 +144,11 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	lim := eff.Policy.CodeCalls
 	switch {
 	case call.Seq > lim.MaxCalls:
-		return limit(rec, "code_calls.max_calls", fmt.Sprintf("this run has made its %d calls (code_calls.max_calls)", lim.MaxCalls))
+		return limit(rec, runner.RuleMaxCalls, fmt.Sprintf("this run has made its %d calls (%s)", lim.MaxCalls, runner.RuleMaxCalls))
 	case call.InFlight > lim.MaxInFlight:
-		return limit(rec, "code_calls.max_in_flight", fmt.Sprintf("this run already has %d calls in flight (code_calls.max_in_flight)", lim.MaxInFlight))
+		return limit(rec, runner.RuleMaxInFlight, fmt.Sprintf("this run already has %d calls in flight (%s)", lim.MaxInFlight, runner.RuleMaxInFlight))
 	case int64(len(call.Arguments)) > int64(lim.MaxArgumentBytes):
-		return limit(rec, "code_calls.max_argument_bytes", fmt.Sprintf("the arguments are %d bytes, more than code_calls.max_argument_bytes (%s)", len(call.Arguments), lim.MaxArgumentBytes))
+		return limit(rec, runner.RuleMaxArgumentBytes, fmt.Sprintf("the arguments are %d bytes, more than %s (%s)", len(call.Arguments), runner.RuleMaxArgumentBytes, lim.MaxArgumentBytes))
 	}
 	if lim.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -206,7 +206,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	if int64(len(out)) > int64(lim.MaxResultBytes) {
 		// Withheld, but its size and hash are audited.
 		rec.ResultSHA256, rec.ResultBytes = sha256Hex(out), int64(len(out))
-		return toolError(runner.ToolLimit, "code_calls.max_result_bytes", fmt.Sprintf("the result is %d bytes, more than code_calls.max_result_bytes (%s)", len(out), lim.MaxResultBytes))
+		return toolError(runner.ToolLimit, runner.RuleMaxResultBytes, fmt.Sprintf("the result is %d bytes, more than %s (%s)", len(out), runner.RuleMaxResultBytes, lim.MaxResultBytes))
 	}
 	return runner.ToolResult{Result: out}
 }
@@ -302,7 +302,7 @@ func limit(rec *audit.Record, rule, msg string) runner.ToolResult {
 func ctxOr(ctx context.Context, kind, msg string) runner.ToolResult {
 	switch err := ctx.Err(); {
 	case errors.Is(err, context.DeadlineExceeded):
-		return toolError(runner.ToolTimeout, "code_calls.timeout", "the call took longer than its timeout (code_calls.timeout): "+msg)
+		return toolError(runner.ToolTimeout, runner.RuleTimeout, "the call took longer than its timeout ("+runner.RuleTimeout+"): "+msg)
 	case err != nil:
 		return toolError(runner.ToolCancelled, "", "the call was cancelled: "+msg)
 	}

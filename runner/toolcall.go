@@ -47,3 +47,14 @@ const (
 	ToolCancelled  = "cancelled"   // the run is ending
 	ToolBadRequest = "bad_request" // the line was not a valid request
 )
+
+// The rules a limit or timeout answer names, one per CallLimits bound: the
+// policy's fields under code_calls, which the gate's policy validates, the
+// bridge and the gate enforce and the program sees in ToolError.Rule.
+const (
+	RuleMaxCalls         = "code_calls.max_calls"
+	RuleMaxInFlight      = "code_calls.max_in_flight"
+	RuleMaxArgumentBytes = "code_calls.max_argument_bytes"
+	RuleMaxResultBytes   = "code_calls.max_result_bytes"
+	RuleTimeout          = "code_calls.timeout"
+)

@@ -147,11 +147,11 @@ func (v *validator) codeCalls(c CodeCalls) {
 		max    int64
 		show   func(int64) string
 	}{
-		{"code_calls.max_calls", int64(c.MaxCalls), 0, MaxCodeCallsPerRun, count},
-		{"code_calls.max_in_flight", int64(c.MaxInFlight), 1, MaxCodeCallsInFlight, count},
-		{"code_calls.max_argument_bytes", int64(c.MaxArgumentBytes), 1, MaxCodeCallArgumentSize, size},
-		{"code_calls.max_result_bytes", int64(c.MaxResultBytes), 1, MaxCodeCallResultSize, size},
-		{"code_calls.timeout", int64(c.Timeout), 1, int64(MaxCodeCallTimeout), dur},
+		{runner.RuleMaxCalls, int64(c.MaxCalls), 0, MaxCodeCallsPerRun, count},
+		{runner.RuleMaxInFlight, int64(c.MaxInFlight), 1, MaxCodeCallsInFlight, count},
+		{runner.RuleMaxArgumentBytes, int64(c.MaxArgumentBytes), 1, MaxCodeCallArgumentSize, size},
+		{runner.RuleMaxResultBytes, int64(c.MaxResultBytes), 1, MaxCodeCallResultSize, size},
+		{runner.RuleTimeout, int64(c.Timeout), 1, int64(MaxCodeCallTimeout), dur},
 	} {
 		if f.n < f.min || f.n > f.max {
 			v.add(f.path, "%s is out of range: %s to %s", f.show(f.n), f.show(f.min), f.show(f.max))
@@ -191,11 +191,11 @@ func (v *validator) narrows(c, o CodeCalls) {
 		base, over int64
 		show       func(int64) string
 	}{
-		{"code_calls.max_calls", int64(c.MaxCalls), int64(o.MaxCalls), count},
-		{"code_calls.max_in_flight", int64(c.MaxInFlight), int64(o.MaxInFlight), count},
-		{"code_calls.max_argument_bytes", int64(c.MaxArgumentBytes), int64(o.MaxArgumentBytes), size},
-		{"code_calls.max_result_bytes", int64(c.MaxResultBytes), int64(o.MaxResultBytes), size},
-		{"code_calls.timeout", int64(c.Timeout), int64(o.Timeout), dur},
+		{runner.RuleMaxCalls, int64(c.MaxCalls), int64(o.MaxCalls), count},
+		{runner.RuleMaxInFlight, int64(c.MaxInFlight), int64(o.MaxInFlight), count},
+		{runner.RuleMaxArgumentBytes, int64(c.MaxArgumentBytes), int64(o.MaxArgumentBytes), size},
+		{runner.RuleMaxResultBytes, int64(c.MaxResultBytes), int64(o.MaxResultBytes), size},
+		{runner.RuleTimeout, int64(c.Timeout), int64(o.Timeout), dur},
 	} {
 		if f.over > f.base {
 			v.add(f.path, "%s exceeds the policy's %s: an override may only lower it", f.show(f.over), f.show(f.base))

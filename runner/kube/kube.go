@@ -24,7 +24,10 @@
 // launcher's end marks, and the snapshot of /workspace after them: the
 // same launcher, marks and snapshot as the Docker backend's. Only where
 // the marks are absent (the sandbox was killed) does the Pod's status
-// supply the exit code and say whether the memory limit killed it.
+// supply the exit code and say whether the memory limit killed it. A
+// run's peak memory is the kernel's high-water mark of the Pod's memory
+// cgroup, which only a runner on the Pod's node can read (cgroup.go);
+// elsewhere it is 0, unknown.
 //
 // A run without a network uses a RuntimeClass whose handler gives the Pod
 // no interface but loopback (RuntimeClasses.RuncNoNet, RunscNoNet), so
@@ -62,6 +65,7 @@ import (
 	"net/netip"
 	"regexp"
 	"slices"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -217,6 +221,8 @@ type platform struct {
 	checks *classChecks
 	images *imageProbes
 	sr     *sandbox.Runner // runs the canaries and probes
+	// peakUnseen logs once that the Pods' memory cgroups are out of sight.
+	peakUnseen sync.Once
 }
 
 // New returns a Runner for cfg. It does not contact the API server; the

@@ -114,6 +114,12 @@ func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		return nil, err
 	}
 	r.log.Debug("sandbox pod started", "run_id", spec.RunID, "query_id", spec.QueryID, "pod", name, "pod_start", time.Since(t0))
+	pr.peakFiles = peakFiles(cgroupRoot, pod, p.Runtime)
+	if readPeak(pr.peakFiles) == 0 {
+		r.peakUnseen.Do(func() {
+			r.log.Info("the runner cannot read its pods' memory cgroups on their node: results report no peak memory (see docs/KUBERNETES.md)", "pod", name)
+		})
+	}
 	if p.network {
 		addr, err := netip.ParseAddr(pod.Status.PodIP)
 		if err != nil {
@@ -322,6 +328,10 @@ type podRun struct {
 	name string
 	src  netip.Addr // registered with the egress proxy; invalid: none
 
+	// peakFiles hold the kernel's high-water mark of the sandbox's
+	// memory, where this process can see the node's cgroups (peakFiles).
+	peakFiles []string
+
 	stdin     io.WriteCloser
 	pipes     *sandbox.Pipes
 	stop      context.CancelFunc // ends the attach
@@ -397,22 +407,37 @@ func (pr *podRun) Remove() { pr.remove.Do(func() { pr.r.remove(pr.name) }) }
 // Pod is gone); otherwise its final status gives the exit code and
 // whether the memory limit killed it.
 func (pr *podRun) Exit(ctx context.Context, e sandbox.Ending) (sandbox.Exit, error) {
-	switch {
-	case e.ByItself:
-		return sandbox.Exit{}, nil
-	case e.Killed:
-		return sandbox.Exit{Code: 137}, nil
+	if e.ByItself {
+		return sandbox.Exit{}, nil // the runner read the peak when the marks came
+	}
+	// The cgroup may outlive the container for a moment: what it held
+	// then is the peak of a run that was killed or died.
+	ex := sandbox.Exit{PeakMemoryBytes: pr.Peak()}
+	if e.Killed {
+		ex.Code = 137
+		return ex, nil
 	}
 	st, err := pr.r.finalStatus(pr.name)
 	switch {
 	case st != nil:
-		return sandbox.Exit{Code: int(st.ExitCode), OOMKilled: st.Reason == "OOMKilled"}, nil
+		ex.Code, ex.OOMKilled = int(st.ExitCode), st.Reason == "OOMKilled"
+		return ex, nil
 	case pr.attachErr != nil:
 		pr.r.kill(pr.name)
-		return sandbox.Exit{}, pr.attachErr
+		return ex, pr.attachErr
 	}
-	return sandbox.Exit{}, err
+	return ex, err
 }
+
+// StartMeter does nothing: the kernel keeps the high-water mark that
+// Peak reads.
+func (pr *podRun) StartMeter() {}
+
+// Peak is the kernel's high-water mark of the memory charged to the
+// sandbox's cgroup on its node (see peakFiles), or 0 when this process
+// cannot see that cgroup: a runner that does not run on the Pod's node
+// with the node's cgroup file systems reports no peak.
+func (pr *podRun) Peak() int64 { return readPeak(pr.peakFiles) }
 
 // LabelRun adds the run's labels and annotations to a warm Pod it took.
 func (pr *podRun) LabelRun(spec runner.Spec) {

@@ -61,15 +61,6 @@ const (
 	requestOverhead = 4096
 )
 
-// The rules a limit answer names, one per runner.CallLimits bound.
-const (
-	RuleMaxCalls         = "code_calls.max_calls"
-	RuleMaxInFlight      = "code_calls.max_in_flight"
-	RuleMaxArgumentBytes = "code_calls.max_argument_bytes"
-	RuleMaxResultBytes   = "code_calls.max_result_bytes"
-	RuleTimeout          = "code_calls.timeout"
-)
-
 // lineMax is the longest request line init forwards for limits: longer
 // lines are refused inside the sandbox, unread.
 func lineMax(l runner.CallLimits) int64 {
@@ -254,7 +245,7 @@ func decimal(b []byte, digits int) (uint64, bool) {
 // line against the run's runner.CallLimits itself, before the ToolCaller
 // sees it: a line that is not a request is answered bad_request; past
 // MaxCalls (lines of all outcomes count), MaxInFlight, MaxArgumentBytes or
-// (of the answer) MaxResultBytes, limit naming the bound (RuleMaxCalls,
+// (of the answer) MaxResultBytes, limit naming the bound (runner.RuleMaxCalls,
 // …); a call not answered within Timeout, timeout (its ctx's deadline).
 // It calls the ToolCaller concurrently, one goroutine per call in flight,
 // and writes every answer, as a frame init reads, to the sandbox's
@@ -359,8 +350,8 @@ func (b *Bridge) Call(call uint64, line []byte, oversize bool) {
 		if idRE.Match(line) {
 			id = string(line)
 		}
-		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: RuleMaxArgumentBytes,
-			Message: fmt.Sprintf("the request is longer than %d bytes: its arguments may take at most %d bytes (%s)", b.LineMax(), b.limits.MaxArgumentBytes, RuleMaxArgumentBytes)})
+		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxArgumentBytes,
+			Message: fmt.Sprintf("the request is longer than %d bytes: its arguments may take at most %d bytes (%s)", b.LineMax(), b.limits.MaxArgumentBytes, runner.RuleMaxArgumentBytes)})
 		return
 	}
 	req, id, err := parseRequest(line)
@@ -371,16 +362,16 @@ func (b *Bridge) Call(call uint64, line []byte, oversize bool) {
 	lim := b.limits
 	switch {
 	case b.seq > lim.MaxCalls:
-		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: RuleMaxCalls,
-			Message: fmt.Sprintf("this run may make at most %d calls (%s); the run goes on", lim.MaxCalls, RuleMaxCalls)})
+		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxCalls,
+			Message: fmt.Sprintf("this run may make at most %d calls (%s); the run goes on", lim.MaxCalls, runner.RuleMaxCalls)})
 		return
 	case int64(len(req.Arguments)) > lim.MaxArgumentBytes:
-		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: RuleMaxArgumentBytes,
-			Message: fmt.Sprintf("the arguments take %d bytes, more than the %d allowed (%s)", len(req.Arguments), lim.MaxArgumentBytes, RuleMaxArgumentBytes)})
+		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxArgumentBytes,
+			Message: fmt.Sprintf("the arguments take %d bytes, more than the %d allowed (%s)", len(req.Arguments), lim.MaxArgumentBytes, runner.RuleMaxArgumentBytes)})
 		return
 	case b.inFlight >= lim.MaxInFlight:
-		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: RuleMaxInFlight,
-			Message: fmt.Sprintf("at most %d calls may be in flight at once (%s); wait for an answer first", lim.MaxInFlight, RuleMaxInFlight)})
+		b.answerLocked(call, id, nil, &runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxInFlight,
+			Message: fmt.Sprintf("at most %d calls may be in flight at once (%s); wait for an answer first", lim.MaxInFlight, runner.RuleMaxInFlight)})
 		return
 	}
 	b.inFlight++
@@ -400,8 +391,8 @@ func (b *Bridge) run(call uint64, id string, tc runner.ToolCall) {
 	case b.ctx.Err() != nil:
 		te = &runner.ToolError{Kind: runner.ToolCancelled, Message: "the run ended"}
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		te = &runner.ToolError{Kind: runner.ToolTimeout, Rule: RuleTimeout,
-			Message: fmt.Sprintf("the call took longer than %v (%s)", b.limits.Timeout, RuleTimeout)}
+		te = &runner.ToolError{Kind: runner.ToolTimeout, Rule: runner.RuleTimeout,
+			Message: fmt.Sprintf("the call took longer than %v (%s)", b.limits.Timeout, runner.RuleTimeout)}
 	case res.Err != nil:
 		te = res.Err
 		if !knownKind(te.Kind) {
@@ -410,8 +401,8 @@ func (b *Bridge) run(call uint64, id string, tc runner.ToolCall) {
 	case !json.Valid(res.Result):
 		te = &runner.ToolError{Kind: runner.ToolServer, Message: "the tool's result is not JSON"}
 	case int64(len(res.Result)) > b.limits.MaxResultBytes:
-		te = &runner.ToolError{Kind: runner.ToolLimit, Rule: RuleMaxResultBytes,
-			Message: fmt.Sprintf("the result takes %d bytes, more than the %d allowed (%s)", len(res.Result), b.limits.MaxResultBytes, RuleMaxResultBytes)}
+		te = &runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxResultBytes,
+			Message: fmt.Sprintf("the result takes %d bytes, more than the %d allowed (%s)", len(res.Result), b.limits.MaxResultBytes, runner.RuleMaxResultBytes)}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

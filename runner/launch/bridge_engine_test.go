@@ -356,19 +356,19 @@ print("RESULT " + json.dumps(out))
 		if sc := got["echo"].Result["structuredContent"]; strings.ReplaceAll(string(sc), " ", "") != `{"x":[1,"two"]}` {
 			t.Errorf("echo's structuredContent = %s", sc)
 		}
-		wantAnswer(t, got, "bigargs", 2, false, runner.ToolLimit, launch.RuleMaxArgumentBytes)
-		wantAnswer(t, got, "longline", 3, false, runner.ToolLimit, launch.RuleMaxArgumentBytes)
-		wantAnswer(t, got, "inflight", 6, false, runner.ToolLimit, launch.RuleMaxInFlight)
-		wantAnswer(t, got, "bigresult", 7, false, runner.ToolLimit, launch.RuleMaxResultBytes)
+		wantAnswer(t, got, "bigargs", 2, false, runner.ToolLimit, runner.RuleMaxArgumentBytes)
+		wantAnswer(t, got, "longline", 3, false, runner.ToolLimit, runner.RuleMaxArgumentBytes)
+		wantAnswer(t, got, "inflight", 6, false, runner.ToolLimit, runner.RuleMaxInFlight)
+		wantAnswer(t, got, "bigresult", 7, false, runner.ToolLimit, runner.RuleMaxResultBytes)
 		wantAnswer(t, got, "bad", 0, false, runner.ToolBadRequest, "")
-		wantAnswer(t, got, "maxcalls", 9, false, runner.ToolLimit, launch.RuleMaxCalls)
+		wantAnswer(t, got, "maxcalls", 9, false, runner.ToolLimit, runner.RuleMaxCalls)
 		var slow []answer
 		if err := json.Unmarshal(got["slow"].raw, &slow); err != nil || len(slow) != 2 {
 			t.Fatalf("slow answers %s: %v", got["slow"].raw, err)
 		}
 		for i, a := range slow {
-			if a.ID != int64(4+i) || a.OK || a.Error.Kind != runner.ToolTimeout || a.Error.Rule != launch.RuleTimeout {
-				t.Errorf("slow call %d answered %+v; want a timeout naming %s", 4+i, a, launch.RuleTimeout)
+			if a.ID != int64(4+i) || a.OK || a.Error.Kind != runner.ToolTimeout || a.Error.Rule != runner.RuleTimeout {
+				t.Errorf("slow call %d answered %+v; want a timeout naming %s", 4+i, a, runner.RuleTimeout)
 			}
 		}
 		for _, k := range []string{"ptrace", "mem", "fd"} {
@@ -514,7 +514,7 @@ print("RESULT " + json.dumps({"huge": huge, "after": after}))
 `}.run(t)
 		wantExit0(t, res)
 		got := resultLine(t, res)
-		wantAnswer(t, got, "huge", 7, false, runner.ToolLimit, launch.RuleMaxArgumentBytes)
+		wantAnswer(t, got, "huge", 7, false, runner.ToolLimit, runner.RuleMaxArgumentBytes)
 		wantAnswer(t, got, "after", 8, true, "", "")
 		if max := limits.MaxArgumentBytes + 8192; res.frameBytes > max {
 			t.Errorf("the runner received %d bytes of frames; want at most %d (one line's bound)", res.frameBytes, max)

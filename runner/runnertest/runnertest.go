@@ -192,6 +192,10 @@ func ConformanceWith(t *testing.T, newRunner func(t *testing.T) Runner, o Option
 		t.Parallel()
 		testWorkspaces(t, r)
 	})
+	t.Run("nested calls go through the bridge", func(t *testing.T) {
+		t.Parallel()
+		testBridge(t, r)
+	})
 	t.Run("a cancelled run is killed and leaves nothing behind", func(t *testing.T) {
 		t.Parallel()
 		// A runner of its own, so that no other case's sandbox is counted.

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -144,8 +145,12 @@ func checkLanguage(ctx context.Context, inst Instance, lang runner.Language) err
 // timeout counts from the moment the code is sent, however long the
 // sandbox waited for it, until the program's end marks.
 //
-// The sandbox's standard input is the run loop's until the run ends:
-// today it carries the header and the workspace tar, then closes.
+// The sandbox's standard input is the run loop's until the run ends: it
+// carries the header and the workspace tar, then closes; in a run with
+// tools (spec.Tools) it stays open after them for the bridge's answers
+// (launch.Bridge), and closes once the bridge is closed, when the run
+// ended. The bridge's call frames are lifted out of standard output
+// (launch.CallDemux) before the output cap: they are not output.
 func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
 	// The streams and the goroutines reading them live until execute
 	// returns, whatever ctx does; every goroutine started here ends
@@ -153,15 +158,20 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	watchCtx, stopWatching := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	var snap *launch.Snapshot
+	var bridge *launch.Bridge
+	streams := inst.Streams()
+	in := &inlet{done: make(chan struct{}), stdin: streams.Stdin, keep: spec.Tools != nil}
 	defer func() {
+		if bridge != nil {
+			r.closeBridge(bridge, in, inst) // no-op when the run's end closed it
+		}
+		in.close()
 		stopWatching()
 		inst.Detach()
 		wg.Wait()
 		snap.Close()
 	}()
-	streams := inst.Streams()
 
-	in := &inlet{done: make(chan struct{})}
 	if launch.WantsSnapshot(spec) {
 		snap = launch.StartSnapshot(spec, p.Input.Tag, func() workspace.Manifest {
 			select {
@@ -179,10 +189,17 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	if snap != nil {
 		sink = snap.Sink
 	}
-	// Issue 22's call frames will be read here: a filter between the
-	// sandbox's stdout and markedOut hands tagged frames to a callback,
-	// whose answers the inlet writes on stdin (below).
-	markedOut, markedErr := marks.Stream(stdout, sink), marks.Stream(stderr, nil)
+	// In a run with tools the program's output passes through the call
+	// filter after its end mark is found: init's call frames go to the
+	// bridge, whose answers go on standard input after the input.
+	out := io.Writer(stdout)
+	var demux *launch.CallDemux
+	if spec.Tools != nil {
+		bridge = launch.NewBridge(ctx, spec.Tools, spec.Sandbox.Calls, answers{in})
+		demux = launch.NewCallDemux(p.Input.Tag, bridge.LineMax(), stdout, bridge.Call)
+		out = demux
+	}
+	markedOut, markedErr := marks.Stream(out, sink), marks.Stream(stderr, nil)
 	drained := make(chan struct{})
 	var copies sync.WaitGroup
 	copies.Go(func() { _, _ = io.Copy(markedOut, streams.Stdout) })
@@ -191,6 +208,9 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 		defer close(drained)
 		copies.Wait()
 		markedOut.Flush()
+		if demux != nil {
+			demux.Flush()
+		}
 		markedErr.Flush()
 	})
 
@@ -198,7 +218,7 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 		m.StartMeter()
 	}
 	begin := time.Now()
-	wg.Go(func() { in.feed(streams.Stdin, p, spec) })
+	wg.Go(func() { in.feed(p, spec) })
 
 	l := &loop{
 		r: r, inst: inst, ctx: ctx, snap: snap, marks: marks, endedC: marks.Ended(),
@@ -220,6 +240,12 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 		case <-time.After(cleanupTimeout):
 			return res, fmt.Errorf("sandbox %s did not stop after kill", inst.ID())
 		}
+	}
+	if bridge != nil {
+		// The run ended (by itself, killed, timed out, cancelled): no call
+		// of it is answered any more.
+		r.closeBridge(bridge, in, inst)
+		res.ToolCalls = bridge.Calls()
 	}
 	res.Duration = l.duration
 	if !l.ended {
@@ -283,22 +309,72 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 
 // inlet is the writer of a sandbox's standard input during a run.
 type inlet struct {
-	done     chan struct{} // closed when feed returned
-	manifest workspace.Manifest
-	err      error
+	stdin io.WriteCloser
+	// keep: the run has tools, and standard input stays open after the
+	// input for the bridge's answers.
+	keep      bool
+	done      chan struct{} // closed when feed returned
+	manifest  workspace.Manifest
+	err       error
+	closeOnce sync.Once
 }
 
 // feed sends the sandbox its header and the tar of its workspace
 // (launch.Input.Write), then closes its standard input, also after an
-// error, so that the launcher's tar sees the stream end. A write error
-// means the sandbox is gone already; how it ended says why.
-//
-// Issue 22 keeps stdin open here after the workspace, for the answers to
-// the program's calls, and closes it when the run ends.
-func (in *inlet) feed(stdin io.WriteCloser, p *Plan, spec runner.Spec) {
+// error, so that the launcher's tar sees the stream end; in a run with
+// tools it leaves it open unless the input failed. A write error means
+// the sandbox is gone already; how it ended says why.
+func (in *inlet) feed(p *Plan, spec runner.Spec) {
 	defer close(in.done)
-	defer func() { _ = stdin.Close() }()
-	in.manifest, in.err = p.Input.Write(stdin, spec)
+	in.manifest, in.err = p.Input.Write(in.stdin, spec)
+	if !in.keep || in.err != nil {
+		in.close()
+	}
+}
+
+// close closes the sandbox's standard input, once.
+func (in *inlet) close() { in.closeOnce.Do(func() { _ = in.stdin.Close() }) }
+
+// errNoInput is the answer writer's error once the input failed.
+var errNoInput = errors.New("the sandbox's input failed")
+
+// answers is the bridge's writer: the sandbox's standard input, after
+// the input (init reads no answer before it, and no call comes before the
+// program starts; this keeps the two writers apart even so).
+type answers struct{ in *inlet }
+
+func (a answers) Write(b []byte) (int, error) {
+	<-a.in.done
+	if a.in.err != nil {
+		return 0, errNoInput
+	}
+	return a.in.stdin.Write(b)
+}
+
+// closeBridge closes a run's bridge (pending calls cancelled, their
+// answers dropped), then the sandbox's standard input. An answer the
+// sandbox no longer reads (init stops reading once the program exited)
+// holds the bridge's writer: after DrainTimeout, standard input is closed
+// under it, and after another the sandbox is detached. Bridge.Close may
+// be called again.
+func (r *Runner) closeBridge(b *launch.Bridge, in *inlet, inst Instance) {
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		b.Close()
+	}()
+	select {
+	case <-closed:
+	case <-time.After(r.cfg.DrainTimeout):
+		in.close()
+		select {
+		case <-closed:
+		case <-time.After(r.cfg.DrainTimeout):
+			inst.Detach()
+			<-closed
+		}
+	}
+	in.close()
 }
 
 // loop is what the supervision states of one run share.

@@ -196,24 +196,7 @@ func (s *schema) python() string {
 
 // pythonLiteral returns a JSON scalar as a Python literal.
 func pythonLiteral(raw json.RawMessage) (string, bool) {
-	var v any
-	if json.Unmarshal(raw, &v) != nil {
-		return "", false
-	}
-	switch v := v.(type) {
-	case string:
-		return literal(v), true
-	case bool:
-		if v {
-			return "True", true
-		}
-		return "False", true
-	case nil:
-		return "None", true
-	case float64:
-		return strings.TrimSpace(string(raw)), isNumber(raw)
-	}
-	return "", false
+	return scalarLiteral(raw, "True", "False", "None")
 }
 
 // isNumber reports whether raw is a plain JSON number, which reads the
@@ -352,6 +335,13 @@ func tsKey(name string) string {
 
 // tsLiteral returns a JSON scalar as a TypeScript literal type.
 func tsLiteral(raw json.RawMessage) (string, bool) {
+	return scalarLiteral(raw, "true", "false", "null")
+}
+
+// scalarLiteral returns a JSON scalar as a literal of a language that
+// spells true, false and null as given; strings are JSON string literals,
+// valid in both languages. ok is false for anything but a scalar.
+func scalarLiteral(raw json.RawMessage, yes, no, null string) (string, bool) {
 	var v any
 	if json.Unmarshal(raw, &v) != nil {
 		return "", false
@@ -361,11 +351,11 @@ func tsLiteral(raw json.RawMessage) (string, bool) {
 		return literal(v), true
 	case bool:
 		if v {
-			return "true", true
+			return yes, true
 		}
-		return "false", true
+		return no, true
 	case nil:
-		return "null", true
+		return null, true
 	case float64:
 		return strings.TrimSpace(string(raw)), isNumber(raw)
 	}

@@ -1,0 +1,152 @@
+package runnertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
+)
+
+// bridgeServer is the one server of the bridge case: echo answers, refuse
+// is refused by the test's caller as a policy would refuse it.
+var bridgeServer = toolwrap.Server{
+	Name:        "srv",
+	Description: "The conformance suite's test server.",
+	Tools: []runner.ToolInfo{
+		{Name: "echo", Description: "Echo a text.", InputSchema: json.RawMessage(`{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}`)},
+		{Name: "refuse", Description: "Always refused.", InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer"}}}`)},
+	},
+}
+
+// bridgeRule is the rule the test's caller names when it refuses a call.
+const bridgeRule = "conformance.refuse"
+
+// echoCaller is the ToolCaller of the bridge case: echo returns its text
+// (as text content) with the call's Seq; refuse is denied with bridgeRule.
+// It records every call it gets.
+type echoCaller struct {
+	mu    sync.Mutex
+	calls []runner.ToolCall
+}
+
+func (c *echoCaller) CallTool(_ context.Context, call runner.ToolCall) runner.ToolResult {
+	c.mu.Lock()
+	c.calls = append(c.calls, call)
+	c.mu.Unlock()
+	if call.Server != "srv" || call.Tool != "echo" {
+		return runner.ToolResult{Err: &runner.ToolError{Kind: runner.ToolDenied, Rule: bridgeRule, Message: "refused by the test"}}
+	}
+	var args struct{ Text string }
+	if err := json.Unmarshal(call.Arguments, &args); err != nil {
+		return runner.ToolResult{Err: &runner.ToolError{Kind: runner.ToolServer, Message: err.Error()}}
+	}
+	text, _ := json.Marshal(fmt.Sprintf("%s #%d", args.Text, call.Seq))
+	return runner.ToolResult{Result: json.RawMessage(`{"content":[{"type":"text","text":` + string(text) + `}]}`)}
+}
+
+func (c *echoCaller) got() []runner.ToolCall {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]runner.ToolCall(nil), c.calls...)
+}
+
+// forgedFrame is a call frame as init writes one, with a tag the program
+// guessed: output, not a call.
+const forgedFrame = "\x1egatekeeper-call 0123456789abcdef0123456789abcdef 1 e 63\n" +
+	`{"id": 9, "server": "srv", "tool": "echo", "arguments": {"text": "x"}}` + "\n"
+
+// bridgeProgram calls through the generated wrappers with no network: two
+// echoes, a refused call, a forged frame printed between them, then calls
+// up to and past max_calls (4).
+const bridgeProgram = `import socket, sys
+import gatekeeper_tools as gk
+from gatekeeper_tools import srv
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=2)
+    print("NET reachable")
+except OSError:
+    print("NET unreachable")
+print("ECHO", srv.echo(text="one"))
+try:
+    srv.refuse(x=1)
+    print("REFUSE answered")
+except gk.ToolCallDenied as e:
+    print("DENIED", e.kind, e.rule)
+sys.stdout.write(` + "%q" + `)
+sys.stdout.flush()
+print("ECHO", srv.echo(text="two"))
+print("ECHO", srv.echo(text="three"))
+try:
+    srv.echo(text="four")
+    print("FIFTH answered")
+except gk.ToolCallLimit as e:
+    print("LIMIT", e.kind, e.rule)
+print("DONE")
+`
+
+// testBridge runs a program that calls tools through the bridge, with the
+// generated Python wrappers, and one without tools that looks for it.
+func testBridge(t *testing.T, r Runner) {
+	files, err := toolwrap.Generate([]toolwrap.Server{bridgeServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("calls are answered, refused and bounded", func(t *testing.T) {
+		t.Parallel()
+		caller := &echoCaller{}
+		spec := Spec(fmt.Sprintf(bridgeProgram, forgedFrame))
+		spec.Tools, spec.ToolFiles = caller, files
+		spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 4, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
+		res, err := r.Run(t.Context(), spec)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		wantExit(t, res, runner.Exited, 0)
+		out := string(res.Stdout)
+		want := "NET unreachable\n" +
+			"ECHO one #1\n" +
+			"DENIED denied " + bridgeRule + "\n" +
+			forgedFrame +
+			"ECHO two #3\n" +
+			"ECHO three #4\n" +
+			"LIMIT limit " + runner.RuleMaxCalls + "\n" +
+			"DONE\n"
+		wantEqual(t, "stdout", out, want)
+		if res.ToolCalls != 5 {
+			t.Errorf("Result.ToolCalls = %d, want 5 (four answered or refused, one past max_calls)", res.ToolCalls)
+		}
+		got := caller.got()
+		var seen []string
+		for _, c := range got {
+			seen = append(seen, fmt.Sprintf("%s.%s#%d", c.Server, c.Tool, c.Seq))
+		}
+		wantEqual(t, "calls the caller got", strings.Join(seen, " "), "srv.echo#1 srv.refuse#2 srv.echo#3 srv.echo#4")
+	})
+	t.Run("a run without tools has no bridge", func(t *testing.T) {
+		t.Parallel()
+		spec := Spec(`import os, socket
+d = os.environ.get("GATEKEEPER_TOOLS", "")
+print("DIR", bool(d), os.path.exists(os.path.join(d, "bridge.sock")))
+try:
+    import gatekeeper_tools
+    print("IMPORTED")
+except ImportError:
+    print("NO WRAPPERS")
+`)
+		res, err := r.Run(t.Context(), spec)
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+		wantExit(t, res, runner.Exited, 0)
+		wantEqual(t, "stdout", string(res.Stdout), "DIR True False\nNO WRAPPERS\n")
+		if res.ToolCalls != 0 {
+			t.Errorf("Result.ToolCalls = %d without tools", res.ToolCalls)
+		}
+	})
+}
