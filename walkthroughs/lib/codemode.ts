@@ -114,7 +114,7 @@ deny contains {"rule": "ops.vip_invoice", "reason": "invoice ${String(VIP)} belo
  * joins them by id, writes out/joined.csv.gz (the data product for the
  * agent, which the model is not shown) and prints a three-line summary.
  */
-export const JOIN_PROGRAM = `import csv, gzip, io
+export const JOIN_PROGRAM = `import csv, gzip, io, os
 import gatekeeper_tools.crm as crm
 import gatekeeper_tools.billing as billing
 
@@ -136,6 +136,7 @@ w.writerow(["id", "customer", "city", "amount"])
 for c in customers:
     w.writerow([c["id"], c["name"], c["city"], amount[c["id"]]])
     by_city[c["city"]] = by_city.get(c["city"], 0) + amount[c["id"]]
+os.makedirs("out", exist_ok=True)
 with gzip.open("out/joined.csv.gz", "wt", newline="") as f:
     f.write(buf.getvalue())
 top = max(sorted(by_city), key=by_city.get)
