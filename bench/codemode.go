@@ -78,7 +78,11 @@ func (e *env) codemode(ctx context.Context) error {
 	defer cancel()
 	cmd := exec.CommandContext(nctx, e.cfg.Node, script, "--rounds", fmt.Sprint(codeModeRounds))
 	cmd.Dir = filepath.Join(e.cfg.Repo, "walkthroughs")
-	cmd.Env = append(os.Environ(), "GATEKEEPER_BIN="+e.cfg.Gatekeeper)
+	bin, err := filepath.Abs(e.cfg.Gatekeeper) // the script runs in walkthroughs/
+	if err != nil {
+		return err
+	}
+	cmd.Env = append(os.Environ(), "GATEKEEPER_BIN="+bin)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	if err := cmd.Run(); err != nil {
