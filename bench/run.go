@@ -71,7 +71,9 @@ type Config struct {
 	// 6: warm interpreters, a pandas hello world), pool (row 7: the pool
 	// under 8 and 32 concurrent sessions), kube (rows 6 and 7 on Pods,
 	// with Kube), seccomp (row 8: runsc with and without the container's
-	// seccomp profile), compare (Compare); empty means all.
+	// seccomp profile), codemode (row 9: code mode vs the model calling
+	// MCP tools itself, through the Agent SDK, and the gate's overhead on a
+	// nested call), compare (Compare); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -169,6 +171,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"pool", e.pool},
 		{"kube", e.kube},
 		{"seccomp", e.seccomp},
+		{"codemode", e.codemode},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {

@@ -57,6 +57,10 @@ export interface PolicyParams {
   ceilingMemory?: string;
   /** ceilings.images: images an override may choose. */
   ceilingImages?: string[];
+  /** mcp_servers: the operator's MCP servers code may call (none in the shipped policy). */
+  mcpServers?: Record<string, unknown>;
+  /** code_calls: which of their tools code may call, and the bounds. */
+  codeCalls?: Record<string, unknown>;
 }
 
 /** The parts of sandbox.policy.yaml a world sets (docs/SANDBOX.md has them all). */
@@ -70,6 +74,8 @@ interface ShippedPolicy {
     output: { max_bytes: string };
   };
   ceilings: { memory: string; timeout: string; net_hosts: string[]; images: string[] };
+  mcp_servers?: Record<string, unknown>;
+  code_calls?: Record<string, unknown>;
 }
 
 /** shipped reads the shipped policy afresh: every world's policy starts from it. */
@@ -105,6 +111,8 @@ export function policyYaml(ws: string, p: PolicyParams): string {
   ceilings.timeout = p.ceilingTimeout ?? ceilings.timeout;
   ceilings.net_hosts = p.netHosts ?? ceilings.net_hosts;
   ceilings.images = p.ceilingImages ?? ceilings.images;
+  if (p.mcpServers !== undefined) doc.mcp_servers = p.mcpServers;
+  if (p.codeCalls !== undefined) doc.code_calls = p.codeCalls;
   return `# written by walkthroughs/lib/world.ts: sandbox.policy.yaml with the walkthrough's knobs\n${stringify(doc)}`;
 }
 
@@ -127,6 +135,8 @@ export interface WorldOptions {
    * world's workspace.
    */
   policyFrom?: string;
+  /** Operator Rego modules (file name → text), loaded with serve --rego-dir. */
+  rego?: Record<string, string>;
 }
 
 /** Dirs is the temp tree of a world. */
@@ -215,6 +225,12 @@ export async function startWorld(o: WorldOptions): Promise<World> {
   }
   const args = ['serve', '--runner', RUNNER, '--listen', o.ui === true ? 'tcp://127.0.0.1:0' : `unix://${socketPath}`, ...(o.ui === true ? ['--ui'] : []), '--token-file', tokenFile, '--policy', policyFile, '--audit-log', auditLog, '--instance', instance, '--watch-interval', '0'];
   if (o.hookListen === true) args.push('--hook-listen', 'tcp://127.0.0.1:0');
+  if (o.rego !== undefined) {
+    const regoDir = join(dirs.gk, 'rego');
+    mkdirSync(regoDir);
+    for (const [name, text] of Object.entries(o.rego)) writeFileSync(join(regoDir, name), text);
+    args.push('--rego-dir', regoDir);
+  }
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -351,7 +367,7 @@ export interface AuditRecord {
   seq: number;
   /** When the line was written (RFC 3339). */
   time: string;
-  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate' | 'tool_result' | 'event';
+  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate' | 'tool_result' | 'event' | 'code_call';
   /** The decision a line is, or (tool_result) the one that let the call run. */
   decision_id?: string;
   /** The subagent of a call (Claude Code's agent_id, agent_type). */
@@ -381,6 +397,17 @@ export interface AuditRecord {
   error?: string;
   host?: string;
   port?: number;
+  /** A code_call line: the MCP server, the call's number in its run, digests and sizes, the error of a call that got no result. */
+  server?: string;
+  call_seq?: number;
+  arguments_sha256?: string;
+  arguments_bytes?: number;
+  result_sha256?: string;
+  result_bytes?: number;
+  result_is_error?: boolean;
+  error_kind?: string;
+  /** A run line: its nested calls, every outcome. */
+  tool_calls?: number;
   /** A rotate line's file before it, and the files retention removed. */
   prev_file?: string;
   pruned?: string[];
