@@ -12,15 +12,15 @@ import (
 	"sync"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
 // ToolLister is the operator's MCP servers as the wrapper generator needs
 // them: every server's tools, with a hash of their schemas, a server that
-// is down listed with its error (mcpservers.Servers.List).
+// is down listed with its error (as the sidecar's MCP client,
+// runner/mcpservers, lists them).
 type ToolLister interface {
-	List(ctx context.Context) ([]mcpservers.ServerTools, error)
+	List(ctx context.Context) ([]runner.ServerTools, error)
 }
 
 // WrapperOptions configure Wrappers; the zero value is usable.
@@ -30,7 +30,7 @@ type WrapperOptions struct {
 	Logger *slog.Logger
 	// Generate makes the files (default toolwrap.Generate); a test counts
 	// its calls through it.
-	Generate func([]toolwrap.Server) (map[string][]byte, error)
+	Generate func([]runner.ServerTools) (map[string][]byte, error)
 }
 
 // wrapperCacheSize is how many trees Wrappers keeps: a sidecar's queries
@@ -46,7 +46,7 @@ const wrapperCacheSize = 4
 type Wrappers struct {
 	servers  ToolLister
 	log      *slog.Logger
-	generate func([]toolwrap.Server) (map[string][]byte, error)
+	generate func([]runner.ServerTools) (map[string][]byte, error)
 	cache    *wrapperCache
 }
 
@@ -123,7 +123,7 @@ func (w *Wrappers) Description(ctx context.Context, eff *Effective, base string)
 // callable returns the servers of eff's code_calls.callable that are up,
 // each with its tools that a callable glob names (none: left out), and
 // the key of their tree; key is "" when callable names no server.
-func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Server, string, error) {
+func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]runner.ServerTools, string, error) {
 	callable := eff.Policy.CodeCalls.Callable
 	if len(callable) == 0 {
 		return nil, "", nil
@@ -132,7 +132,7 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Ser
 	if err != nil {
 		return nil, "", fmt.Errorf("list the MCP servers' tools: %w", err)
 	}
-	byName := make(map[string]mcpservers.ServerTools, len(listed))
+	byName := make(map[string]runner.ServerTools, len(listed))
 	for _, st := range listed {
 		byName[st.Name] = st
 	}
@@ -142,7 +142,7 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Ser
 		Globs                     []string
 	}
 	var parts []keyPart
-	var servers []toolwrap.Server
+	var servers []runner.ServerTools
 	for _, name := range slices.Sorted(maps.Keys(callable)) {
 		st, ok := byName[name]
 		switch {
@@ -166,7 +166,7 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Ser
 			}
 		}
 		if len(tools) > 0 {
-			servers = append(servers, toolwrap.Server{Name: name, Description: desc, Tools: tools})
+			servers = append(servers, runner.ServerTools{Name: name, Description: desc, Tools: tools})
 		}
 	}
 	raw, err := json.Marshal(parts)

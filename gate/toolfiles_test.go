@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
@@ -53,7 +54,7 @@ code_calls:
 	t.Cleanup(func() { w.servers.Close() })
 	w.wrappers = gate.NewWrappers(w.servers, gate.WrapperOptions{
 		Logger: slog.New(slog.NewTextHandler(&w.log, nil)),
-		Generate: func(s []toolwrap.Server) (map[string][]byte, error) {
+		Generate: func(s []runner.ServerTools) (map[string][]byte, error) {
 			w.generated.Add(1)
 			return toolwrap.Generate(s)
 		},

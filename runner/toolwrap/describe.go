@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // maxAbout bounds, in bytes, the line that says what a server is for in
@@ -19,12 +21,12 @@ const maxAbout = 160
 // Anthropic's "code execution with MCP" has it read tool files. Server
 // descriptions are cut to one line of at most maxAbout bytes with control
 // characters removed.
-func Describe(base string, servers []Server) string {
+func Describe(base string, servers []runner.ServerTools) string {
 	if len(servers) == 0 {
 		return base
 	}
 	ss := slices.Clone(servers)
-	slices.SortFunc(ss, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(ss, func(a, b runner.ServerTools) int { return strings.Compare(a.Name, b.Name) })
 	modules := newNamer(moduleReserved)
 	var b strings.Builder
 	b.WriteString(base)

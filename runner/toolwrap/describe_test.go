@@ -34,8 +34,8 @@ func todaysDescription(t *testing.T) string {
 }
 
 // manyTools is a server of n tools with large schemas.
-func manyTools(name string, n int) toolwrap.Server {
-	s := toolwrap.Server{Name: name, Description: "A server of " + fmt.Sprint(n) + " tools with large schemas."}
+func manyTools(name string, n int) runner.ServerTools {
+	s := runner.ServerTools{Name: name, Description: "A server of " + fmt.Sprint(n) + " tools with large schemas."}
 	for i := range n {
 		props := map[string]any{}
 		for j := range 30 {
@@ -57,9 +57,9 @@ func TestDescribe(t *testing.T) {
 	fixtures := servers()
 	one := toolwrap.Describe(base, fixtures[:1])
 	all := toolwrap.Describe(base, fixtures)
-	small := toolwrap.Describe(base, []toolwrap.Server{manyTools("big", 1)})
-	big := toolwrap.Describe(base, []toolwrap.Server{manyTools("big", 50)})
-	var ten []toolwrap.Server
+	small := toolwrap.Describe(base, []runner.ServerTools{manyTools("big", 1)})
+	big := toolwrap.Describe(base, []runner.ServerTools{manyTools("big", 50)})
+	var ten []runner.ServerTools
 	for i := range 10 {
 		ten = append(ten, manyTools(fmt.Sprintf("s%d", i), 50))
 	}
