@@ -46,8 +46,9 @@ import (
 var (
 	// ErrUnknownServer: the policy configures no server of that name.
 	ErrUnknownServer = errors.New("no such MCP server is configured")
-	// ErrUnavailable: the server could not be reached or started, or its
-	// session ended during the call.
+	// ErrUnavailable: the server could not be reached or started, its
+	// session ended during the call, or it was still connecting when the
+	// caller stopped waiting.
 	ErrUnavailable = errors.New("MCP server unavailable")
 	// ErrClosed: Close was called.
 	ErrClosed = errors.New("MCP servers closed")
@@ -194,8 +195,14 @@ func (s *Servers) CallTool(ctx context.Context, server, tool string, arguments j
 	return srv.call(ctx, tool, arguments)
 }
 
-// List returns every server's tools, sorted by server name. A server that
-// is down is listed with Err set; the error is ctx's when it ends first.
+// List returns every server's tools, sorted by server name, once each has
+// answered or ctx has ended, whichever comes first. The servers are listed
+// all at once, so ctx's deadline bounds each server's listing on its own:
+// a connected server answers from its cache, and a server that is down, or
+// still connecting when ctx ends, is listed with Err set (wrapping
+// ErrUnavailable) while its connect goes on for later lists and calls. The
+// error is always nil: ctx's end is in the Err of the servers it cut
+// short, so that one slow server never costs the others their listing.
 func (s *Servers) List(ctx context.Context) ([]runner.ServerTools, error) {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
@@ -211,9 +218,6 @@ func (s *Servers) List(ctx context.Context) ([]runner.ServerTools, error) {
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	return out, nil
 }
 
@@ -301,7 +305,7 @@ func (srv *server) session(ctx context.Context) (*session, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("mcp server %q: waiting for it to connect: %w", srv.cfg.Name, ctx.Err())
+		return nil, fmt.Errorf("mcp server %q: %w: still connecting when the caller stopped waiting: %w", srv.cfg.Name, ErrUnavailable, ctx.Err())
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
