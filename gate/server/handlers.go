@@ -79,10 +79,6 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
 }
 
-// describeTimeout bounds listing the servers' tools for a query's tool
-// description; a server that is slower is described as down.
-const describeTimeout = 2 * time.Second
-
 // toolDescription is the query's QueryOpened.ToolDescription: the run
 // tool's description naming the servers its code may call, or "" when it
 // may call none (or they cannot be listed now: the model then reads the
@@ -92,9 +88,9 @@ func (c *conn) toolDescription(q *query, eff *gate.Effective) string {
 	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, describeTimeout)
-	defer cancel()
-	desc, err := wrappers.Description(ctx, eff, wire.SandboxDescription)
+	// Wrappers bounds the listing (gate.DefaultListWait): a server still
+	// connecting by then is described as unavailable.
+	desc, err := wrappers.Description(c.ctx, eff, wire.SandboxDescription)
 	if err != nil {
 		c.s.log.Warn("the query's tool description names no server", "query_id", q.q.ID, "err", err)
 		return ""
