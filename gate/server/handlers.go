@@ -17,7 +17,8 @@ import (
 
 // openQuery opens a query unless a cap on open queries is hit. It runs on
 // the reader goroutine, as closeQuery does, so the connection's count
-// cannot change between the check and the insert.
+// cannot change between the check and the insert; only a tool description
+// that lists MCP servers is made, and the reply sent, off it.
 func (c *conn) openQuery(r *wire.OpenQuery) {
 	c.mu.Lock()
 	open := len(c.queries)
@@ -69,14 +70,28 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 		}
 		q.sdk = newSDKTools(c, q.q.ID, r.SDKServers)
 	}
-	desc := c.toolDescription(q, eff)
 	c.mu.Lock()
 	if r.ClaudeCodeSession != "" {
 		c.attached = append(c.attached, q)
 	}
 	c.queries[q.q.ID] = q
 	c.mu.Unlock()
-	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
+	opened := func(desc string) {
+		c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
+	}
+	if servers, wrappers := c.tools(q, eff); servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		opened("")
+		return
+	}
+	// The description lists the servers, which may wait up to
+	// gate.DefaultListWait for one still connecting: off the reader, so
+	// that no frame behind this one (another query's decide) waits for it.
+	// The query is registered already, so whatever follows finds it.
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		opened(c.toolDescription(q, eff))
+	}()
 }
 
 // toolDescription is the query's QueryOpened.ToolDescription: the run
