@@ -198,9 +198,10 @@ func (s *Servers) CallTool(ctx context.Context, server, tool string, arguments j
 // List returns every server's tools, sorted by server name, once each has
 // answered or ctx has ended, whichever comes first. The servers are listed
 // all at once, so ctx's deadline bounds each server's listing on its own:
-// a connected server answers from its cache, and a server that is down, or
+// a connected server answers from its cache, a server that is down, or
 // still connecting when ctx ends, is listed with Err set (wrapping
-// ErrUnavailable) while its connect goes on for later lists and calls. The
+// ErrUnavailable) while its connect goes on for later lists and calls,
+// and one whose tools/list did not answer by then with that as Err. The
 // error is always nil: ctx's end is in the Err of the servers it cut
 // short, so that one slow server never costs the others their listing.
 func (s *Servers) List(ctx context.Context) ([]runner.ServerTools, error) {
