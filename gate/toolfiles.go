@@ -10,17 +10,19 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
 // ToolLister is the operator's MCP servers as the wrapper generator needs
-// them: every server's tools, with a hash of their schemas, a server that
-// is down listed with its error (mcpservers.Servers.List).
+// them: every server's tools, with a hash of their schemas. List returns
+// by the time ctx ends, listing a server that is down, or did not answer
+// by then, with its Err set rather than failing (as the sidecar's MCP
+// client, runner/mcpservers, does): Wrappers bounds it with ListWait.
 type ToolLister interface {
-	List(ctx context.Context) ([]mcpservers.ServerTools, error)
+	List(ctx context.Context) ([]runner.ServerTools, error)
 }
 
 // WrapperOptions configure Wrappers; the zero value is usable.
@@ -30,8 +32,24 @@ type WrapperOptions struct {
 	Logger *slog.Logger
 	// Generate makes the files (default toolwrap.Generate); a test counts
 	// its calls through it.
-	Generate func([]toolwrap.Server) (map[string][]byte, error)
+	Generate func([]runner.ServerTools) (map[string][]byte, error)
+	// ListWait bounds each listing of the servers' tools (default
+	// DefaultListWait).
+	ListWait time.Duration
 }
+
+// DefaultListWait is how long a run's start (Files) and a query's tool
+// description (Description) wait for the servers' tool lists. The servers
+// are listed all at once, so it bounds each server on its own, and a
+// connected server answers from its cache: it matters only for a server
+// still connecting, whose start may take up to the MCP client's connect
+// timeout (30 s). Such a server is left out of the run's wrappers and
+// named unavailable, with the reason, in the description; its calls are
+// still decided and then fail with that reason, and its connect goes on
+// for the next run. Short, because the run (and the model behind it)
+// waits this long before it starts, and a query's open_query answer
+// before its decisions.
+const DefaultListWait = 2 * time.Second
 
 // wrapperCacheSize is how many trees Wrappers keeps: a sidecar's queries
 // mostly share the policy's callable list, and a few narrow it.
@@ -46,7 +64,8 @@ const wrapperCacheSize = 4
 type Wrappers struct {
 	servers  ToolLister
 	log      *slog.Logger
-	generate func([]toolwrap.Server) (map[string][]byte, error)
+	generate func([]runner.ServerTools) (map[string][]byte, error)
+	listWait time.Duration
 	cache    *wrapperCache
 }
 
@@ -69,7 +88,10 @@ func NewWrappers(servers ToolLister, opts WrapperOptions) *Wrappers {
 	if opts.Generate == nil {
 		opts.Generate = toolwrap.Generate
 	}
-	return &Wrappers{servers: servers, log: opts.Logger, generate: opts.Generate, cache: &wrapperCache{}}
+	if opts.ListWait <= 0 {
+		opts.ListWait = DefaultListWait
+	}
+	return &Wrappers{servers: servers, log: opts.Logger, generate: opts.Generate, listWait: opts.ListWait, cache: &wrapperCache{}}
 }
 
 // Over returns a Wrappers that makes the files from what servers list
@@ -86,14 +108,14 @@ func (w *Wrappers) Over(servers ToolLister) *Wrappers {
 // its code_calls.callable, a module with the server's tools that a
 // callable glob names (policy.MatchToolGlob, through CodeCalls.Matching),
 // described as the policy's mcp_servers describes the server. A server
-// that is down, or has no callable tool, gets no module; a down server
-// is logged. The runtime is there even when no server is up, so that
+// that is down, or not listed within ListWait, or has no callable tool,
+// gets no module; a down server is logged. The runtime is there even when no server is up, so that
 // gatekeeper_tools.call to a down server fails at call time with kind
 // server rather than at import. Files is nil when callable names no
 // server. An error means ctx ended or the files could not be made; the
 // run must not start.
 func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte, error) {
-	servers, key, err := w.callable(ctx, eff)
+	servers, _, key, err := w.callable(ctx, eff)
 	if err != nil || key == "" {
 		return nil, err
 	}
@@ -111,28 +133,38 @@ func (w *Wrappers) Files(ctx context.Context, eff *Effective) (map[string][]byte
 // Description returns the description of the sandboxed_code run tool for
 // a query under eff: toolwrap.Describe over the servers whose modules its
 // runs get (Files), so that the model is told of exactly the servers its
-// code can import; base when there are none.
+// code can import, and each callable server that is down or not listed
+// within ListWait named unavailable with the reason; base when there are
+// none.
 func (w *Wrappers) Description(ctx context.Context, eff *Effective, base string) (string, error) {
-	servers, _, err := w.callable(ctx, eff)
+	servers, down, _, err := w.callable(ctx, eff)
 	if err != nil {
 		return "", err
 	}
-	return toolwrap.Describe(base, servers), nil
+	return toolwrap.Describe(base, append(servers, down...)), nil
 }
 
 // callable returns the servers of eff's code_calls.callable that are up,
-// each with its tools that a callable glob names (none: left out), and
-// the key of their tree; key is "" when callable names no server.
-func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Server, string, error) {
+// each with its tools that a callable glob names (none: left out), the
+// ones that are down or were not listed within ListWait (Err set), and
+// the key of the tree of the first; key is "" when callable names no
+// server. It fails only when ctx ends or the servers cannot be listed at
+// all.
+func (w *Wrappers) callable(ctx context.Context, eff *Effective) (up, down []runner.ServerTools, key string, err error) {
 	callable := eff.Policy.CodeCalls.Callable
 	if len(callable) == 0 {
-		return nil, "", nil
+		return nil, nil, "", nil
 	}
-	listed, err := w.servers.List(ctx)
+	listCtx, cancel := context.WithTimeout(ctx, w.listWait)
+	listed, err := w.servers.List(listCtx)
+	cancel()
+	if err == nil {
+		err = ctx.Err() // the caller's end, not the listing's bound
+	}
 	if err != nil {
-		return nil, "", fmt.Errorf("list the MCP servers' tools: %w", err)
+		return nil, nil, "", fmt.Errorf("list the MCP servers' tools: %w", err)
 	}
-	byName := make(map[string]mcpservers.ServerTools, len(listed))
+	byName := make(map[string]runner.ServerTools, len(listed))
 	for _, st := range listed {
 		byName[st.Name] = st
 	}
@@ -142,21 +174,21 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Ser
 		Globs                     []string
 	}
 	var parts []keyPart
-	var servers []toolwrap.Server
 	for _, name := range slices.Sorted(maps.Keys(callable)) {
 		st, ok := byName[name]
-		switch {
-		case !ok:
+		if !ok {
 			w.log.Warn("a callable MCP server is not configured: its tools get no wrappers", "mcp_server", name)
-			continue
-		case st.Err != nil:
-			w.log.Warn("mcp server down: its tools get no wrappers in this run, and its calls fail", "mcp_server", name, "err", st.Err)
 			continue
 		}
 		desc := eff.Policy.MCPServers[name].Description
 		if desc == "" {
 			// A server of the client's own process describes itself.
 			desc = st.Description
+		}
+		if st.Err != nil {
+			w.log.Warn("mcp server unavailable: its tools get no wrappers in this run, and its calls fail", "mcp_server", name, "err", st.Err)
+			down = append(down, runner.ServerTools{Name: name, Description: desc, Err: st.Err})
+			continue
 		}
 		parts = append(parts, keyPart{Server: name, Description: desc, Hash: st.Hash, Globs: callable[name]})
 		var tools []runner.ToolInfo
@@ -166,15 +198,15 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) ([]toolwrap.Ser
 			}
 		}
 		if len(tools) > 0 {
-			servers = append(servers, toolwrap.Server{Name: name, Description: desc, Tools: tools})
+			up = append(up, runner.ServerTools{Name: name, Description: desc, Tools: tools})
 		}
 	}
 	raw, err := json.Marshal(parts)
 	if err != nil {
-		return nil, "", err
+		return nil, nil, "", err
 	}
 	sum := sha256.Sum256(raw)
-	return servers, hex.EncodeToString(sum[:]), nil
+	return up, down, hex.EncodeToString(sum[:]), nil
 }
 
 // lookup returns the tree under key and makes it the most recently used.

@@ -2,14 +2,20 @@ package gate_test
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
@@ -53,7 +59,7 @@ code_calls:
 	t.Cleanup(func() { w.servers.Close() })
 	w.wrappers = gate.NewWrappers(w.servers, gate.WrapperOptions{
 		Logger: slog.New(slog.NewTextHandler(&w.log, nil)),
-		Generate: func(s []toolwrap.Server) (map[string][]byte, error) {
+		Generate: func(s []runner.ServerTools) (map[string][]byte, error) {
 			w.generated.Add(1)
 			return toolwrap.Generate(s)
 		},
@@ -207,5 +213,97 @@ func TestToolFilesAllDown(t *testing.T) {
 	}
 	if log := w.log.String(); !strings.Contains(log, "mcp_server=down") {
 		t.Errorf("the down server was not logged: %q", log)
+	}
+}
+
+// TestARunDoesNotWaitForAConnectingServer: at a run's start, a callable
+// server that is still starting (the Go SDK's test server over stdio, held
+// before it serves until the test releases it) is left out of the run's
+// wrappers and named unavailable, with why, in the tool description, once
+// the listing's bound has passed; the server that is up keeps its module
+// and its calls, which the slow one does not hold up. A call to the slow
+// one fails with the reason. Once released, the slow server's connect,
+// which went on, gives the next run its module.
+func TestARunDoesNotWaitForAConnectingServer(t *testing.T) {
+	t.Parallel()
+	bin, err := mcptest.Build(t.TempDir())
+	must(t, err)
+	release := filepath.Join(t.TempDir(), "release")
+	e := newEnv(t, `version: 1
+workspace_root: ./ws
+tools:
+  allow: [mcp__sandboxed_code__run]
+mcp_servers:
+  ready: {description: "records that are ready", command: ["`+bin+`", "-name", "ready", "-records", "5"]}
+  slow: {description: "records slow to start", command: ["`+bin+`", "-name", "slow", "-records", "5", "-wait-for", "`+release+`"]}
+code_calls:
+  callable:
+    ready: [lookup]
+    slow: [lookup]
+`)
+	eng := e.engine(t)
+	ready := mcptest.Stdio(bin, "ready", 5, nil)
+	slow := mcptest.Stdio(bin, "slow", 5, nil)
+	slow.Command = append(slow.Command, "-wait-for", release)
+	servers, err := mcpservers.New([]mcpservers.Config{ready, slow}, mcpservers.Options{Logger: quiet})
+	must(t, err)
+	t.Cleanup(func() { servers.Close() })
+	// ready is up (its tools cached) before the run; slow cannot be until
+	// released. The bound is what the run waits for slow, not an assertion.
+	if _, ok, err := servers.Tool(t.Context(), "ready", "lookup"); !ok || err != nil {
+		t.Fatalf("ready: lookup: %v %v", ok, err)
+	}
+	w := gate.NewWrappers(servers, gate.WrapperOptions{Logger: quiet, ListWait: 300 * time.Millisecond})
+	q, err := eng.OpenQuery(t.Context(), "q_slow", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	run := func() runner.Spec {
+		t.Helper()
+		spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", QueryID: "q_slow", Language: "python",
+			ToolServers: servers, Auditor: discardAuditor{}, Wrappers: w})
+		if err != nil {
+			t.Fatalf("the run did not start: %v", err)
+		}
+		return spec
+	}
+
+	spec := run()
+	if got, want := modules(spec.ToolFiles), []string{"ready"}; !slices.Equal(got, want) {
+		t.Errorf("modules %v while slow starts, want %v", got, want)
+	}
+	desc, err := w.Description(t.Context(), eff, "base")
+	must(t, err)
+	for _, want := range []string{"- ready (1 tool): records that are ready\n", `- slow: unavailable now, "mcp server \"slow\": MCP server unavailable: still connecting`} {
+		if !strings.Contains(desc, want) {
+			t.Errorf("the description lacks %q:\n%s", want, desc)
+		}
+	}
+	res := spec.Tools.CallTool(t.Context(), runner.ToolCall{Server: "ready", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 1, InFlight: 1})
+	if res.Err != nil || !strings.Contains(string(res.Result), `"name":"ready-2"`) {
+		t.Errorf("a call to ready while slow starts: %+v %s", res.Err, res.Result)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	res = spec.Tools.CallTool(ctx, runner.ToolCall{Server: "slow", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 2, InFlight: 1})
+	cancel()
+	if res.Err == nil || res.Result != nil || !strings.Contains(res.Err.Message, `MCP server "slow"`) || !strings.Contains(res.Err.Message, "still connecting") {
+		t.Errorf("a call to slow while it starts was not refused with why: %+v %s", res.Err, res.Result)
+	}
+
+	must(t, os.WriteFile(release, nil, 0o600))
+	// slow's connect began with the first listing and has the MCP
+	// client's connect timeout to finish; this bound only stops a broken
+	// test.
+	giveUp := time.Now().Add(2 * mcpservers.DefaultConnectTimeout)
+	for !slices.Contains(modules(run().ToolFiles), "slow") {
+		if time.Now().After(giveUp) {
+			t.Fatal("slow's module never came once it had started")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	desc, err = w.Description(t.Context(), eff, "base")
+	must(t, err)
+	if !strings.Contains(desc, "- slow (1 tool): records slow to start\n") || strings.Contains(desc, "unavailable") {
+		t.Errorf("once started, slow is not described as up:\n%s", desc)
 	}
 }

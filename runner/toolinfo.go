@@ -23,3 +23,27 @@ type ToolInfo struct {
 	Idempotent   *bool           `json:"idempotentHint,omitempty"`
 	OpenWorld    *bool           `json:"openWorldHint,omitempty"`
 }
+
+// ServerTools is one MCP server and its tools: the one type for "a server
+// and its tools" that the MCP client lists (runner/mcpservers), the gate
+// narrows to what a run's code may call, and the wrapper generator and the
+// tool description are made from (runner/toolwrap). The JSON is what
+// runner/mcpservers hashes to name a server's tools.
+type ServerTools struct {
+	// Name is the server's name in the policy (for wrappers,
+	// ^[a-z][a-z0-9_]{0,31}$: the bridge is called with it, and its module
+	// is named after it).
+	Name string `json:"name"`
+	// Description says what the server is for; it may be empty.
+	Description string `json:"description,omitempty"`
+	// Tools are the server's tools as tools/list gave them, sorted by name
+	// when listed; empty when Err is set.
+	Tools []ToolInfo `json:"tools"`
+	// Hash is the hex sha256 of the canonical JSON of Name, Description and
+	// Tools (sorted by name, object keys sorted): equal hashes, equal
+	// wrappers. The wrapper generator does not read it.
+	Hash string `json:"hash"`
+	// Err is why the server's tools could not be listed: it is down, or
+	// was not ready in time. A server with Err set gets no wrappers.
+	Err error `json:"-"`
+}

@@ -392,6 +392,13 @@ flags. Exit status: the program's.`, stderr)
 	}
 	if servers != nil {
 		defer servers.Close()
+		// A one-shot run holds up no other, so it waits for each server's
+		// whole connect, where a sidecar's run waits gate.DefaultListWait.
+		for name, err := range servers.Connect(ctx) {
+			if err != nil {
+				log.Warn("mcp server unavailable: its calls fail in this run", "mcp_server", name, "err", err)
+			}
+		}
 		req.ToolServers, req.Auditor = servers, logCodeCalls{events}
 		req.Wrappers = gate.NewWrappers(servers, gate.WrapperOptions{Logger: log})
 	}

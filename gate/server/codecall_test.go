@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -113,5 +115,50 @@ func TestARunsNestedCallsAreDecidedAndAuditedUnderIt(t *testing.T) {
 	defer br.mu.Unlock()
 	if !br.noTools {
 		t.Error("a run whose code may call no tool got a bridge")
+	}
+}
+
+// slowListing is crmServer whose tool listing, once begun, waits until
+// the test releases it (or the listing's bound ends it): a server still
+// connecting, as the sidecar's wrappers see it.
+type slowListing struct {
+	crmServer
+	started chan struct{}
+	release chan struct{}
+}
+
+func (s *slowListing) List(ctx context.Context) ([]runner.ServerTools, error) {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+	}
+	return []runner.ServerTools{{Name: "crm", Description: "the CRM", Hash: "h",
+		Tools: []runner.ToolInfo{{Name: "get_customer", InputSchema: json.RawMessage(`{"type":"object"}`)}}}}, nil
+}
+
+// TestAListingHoldsUpNoDecision: while one query's open_query waits for
+// the servers' tools for its description, a decision of another query of
+// the same connection is answered; the first query's reply follows, with
+// the description, once the listing ends.
+func TestAListingHoldsUpNoDecision(t *testing.T) {
+	t.Parallel()
+	lister := &slowListing{started: make(chan struct{}, 1), release: make(chan struct{})}
+	h := start(t, options{policy: codeCallPolicy, tune: func(c *server.Config) { c.ToolServers = lister }})
+	c := h.connect(t)
+	other := c.open(`{"code_calls":{"callable":{}}}`) // lists nothing
+	c.send(`{"type":"open_query","id":"slow"}`)
+	<-lister.started
+	ws := filepath.Join(h.dir, "ws")
+	if r := c.decide(other, "Read", fmt.Sprintf(`{"file_path":%q}`, ws+"/a.txt"), "toolu_1", ""); r["type"] != "decision" || r["decision"] != "allow" {
+		t.Fatalf("while a listing waits, the next frame got %v (id %v), want the other query's decision", r["type"], r["id"])
+	}
+	close(lister.release)
+	r := c.recv()
+	if desc, _ := r["tool_description"].(string); r["type"] != "query_opened" || r["id"] != "slow" || !strings.Contains(desc, "- crm (1 tool): the CRM") {
+		t.Fatalf("after the listing: %v", r)
 	}
 }

@@ -17,7 +17,8 @@ import (
 
 // openQuery opens a query unless a cap on open queries is hit. It runs on
 // the reader goroutine, as closeQuery does, so the connection's count
-// cannot change between the check and the insert.
+// cannot change between the check and the insert; only a tool description
+// that lists MCP servers is made, and the reply sent, off it.
 func (c *conn) openQuery(r *wire.OpenQuery) {
 	c.mu.Lock()
 	open := len(c.queries)
@@ -69,19 +70,29 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 		}
 		q.sdk = newSDKTools(c, q.q.ID, r.SDKServers)
 	}
-	desc := c.toolDescription(q, eff)
 	c.mu.Lock()
 	if r.ClaudeCodeSession != "" {
 		c.attached = append(c.attached, q)
 	}
 	c.queries[q.q.ID] = q
 	c.mu.Unlock()
-	c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
+	opened := func(desc string) {
+		c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
+	}
+	if servers, wrappers := c.tools(q, eff); servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		opened("")
+		return
+	}
+	// The description lists the servers, which may wait up to
+	// gate.DefaultListWait for one still connecting: off the reader, so
+	// that no frame behind this one (another query's decide) waits for it.
+	// The query is registered already, so whatever follows finds it.
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		opened(c.toolDescription(q, eff))
+	}()
 }
-
-// describeTimeout bounds listing the servers' tools for a query's tool
-// description; a server that is slower is described as down.
-const describeTimeout = 2 * time.Second
 
 // toolDescription is the query's QueryOpened.ToolDescription: the run
 // tool's description naming the servers its code may call, or "" when it
@@ -92,9 +103,9 @@ func (c *conn) toolDescription(q *query, eff *gate.Effective) string {
 	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
 		return ""
 	}
-	ctx, cancel := context.WithTimeout(c.ctx, describeTimeout)
-	defer cancel()
-	desc, err := wrappers.Description(ctx, eff, wire.SandboxDescription)
+	// Wrappers bounds the listing (gate.DefaultListWait): a server still
+	// connecting by then is described as unavailable.
+	desc, err := wrappers.Description(c.ctx, eff, wire.SandboxDescription)
 	if err != nil {
 		c.s.log.Warn("the query's tool description names no server", "query_id", q.q.ID, "err", err)
 		return ""

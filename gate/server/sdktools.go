@@ -14,7 +14,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 )
 
 // maxPendingToolCalls bounds the tool_call frames one connection waits on
@@ -93,14 +92,14 @@ type sdkTools struct {
 	c       *conn
 	queryID string
 	servers map[string]wire.SDKServer
-	listed  []mcpservers.ServerTools
+	listed  []runner.ServerTools
 }
 
 func newSDKTools(c *conn, queryID string, servers []wire.SDKServer) *sdkTools {
 	t := &sdkTools{c: c, queryID: queryID, servers: make(map[string]wire.SDKServer, len(servers))}
 	for _, s := range servers {
 		t.servers[s.Name] = s
-		st := mcpservers.ServerTools{Name: s.Name, Description: s.Description, Tools: make([]runner.ToolInfo, 0, len(s.Tools))}
+		st := runner.ServerTools{Name: s.Name, Description: s.Description, Tools: make([]runner.ToolInfo, 0, len(s.Tools))}
 		for _, tool := range s.Tools {
 			st.Tools = append(st.Tools, tool.Info())
 		}
@@ -117,7 +116,7 @@ func newSDKTools(c *conn, queryID string, servers []wire.SDKServer) *sdkTools {
 		// it apart from an operator's server of the same tools.
 		raw, _ := json.Marshal(struct {
 			Source string
-			mcpservers.ServerTools
+			runner.ServerTools
 		}{wire.SourceSDK, st})
 		sum := sha256.Sum256(raw)
 		st.Hash = hex.EncodeToString(sum[:])
@@ -141,7 +140,7 @@ func (t *sdkTools) Tool(_ context.Context, server, tool string) (runner.ToolInfo
 }
 
 // List returns the declared servers with their tools.
-func (t *sdkTools) List(context.Context) ([]mcpservers.ServerTools, error) {
+func (t *sdkTools) List(context.Context) ([]runner.ServerTools, error) {
 	return slices.Clone(t.listed), nil
 }
 
@@ -248,8 +247,8 @@ func (q *queryTools) CallTool(ctx context.Context, server, tool string, argument
 
 // List lists the operator's servers (when they can list) and the
 // client's, leaving out a server both have.
-func (q *queryTools) List(ctx context.Context) ([]mcpservers.ServerTools, error) {
-	var out []mcpservers.ServerTools
+func (q *queryTools) List(ctx context.Context) ([]runner.ServerTools, error) {
+	var out []runner.ServerTools
 	if l, ok := q.operator.(gate.ToolLister); ok {
 		op, err := l.List(ctx)
 		if err != nil {

@@ -46,8 +46,9 @@ import (
 var (
 	// ErrUnknownServer: the policy configures no server of that name.
 	ErrUnknownServer = errors.New("no such MCP server is configured")
-	// ErrUnavailable: the server could not be reached or started, or its
-	// session ended during the call.
+	// ErrUnavailable: the server could not be reached or started, its
+	// session ended during the call, or it was still connecting when the
+	// caller stopped waiting.
 	ErrUnavailable = errors.New("MCP server unavailable")
 	// ErrClosed: Close was called.
 	ErrClosed = errors.New("MCP servers closed")
@@ -80,20 +81,6 @@ type Options struct {
 	// StopTimeout is how long a stdio server has to exit once its stdin is
 	// closed, and again after SIGTERM, before it is killed (default 2s).
 	StopTimeout time.Duration
-}
-
-// ServerTools is one server's tools, as List returns them.
-type ServerTools struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description,omitempty"`
-	Tools       []runner.ToolInfo `json:"tools"`
-	// Hash is the hex sha256 of the canonical JSON of Name, Description and
-	// Tools (sorted by name, object keys sorted): equal hashes, equal
-	// wrappers.
-	Hash string `json:"hash"`
-	// Err is why the server's tools could not be listed (Tools is then
-	// empty); a down server does not fail List.
-	Err error `json:"-"`
 }
 
 // Servers is the sidecar's MCP client to every configured server. It is
@@ -208,26 +195,30 @@ func (s *Servers) CallTool(ctx context.Context, server, tool string, arguments j
 	return srv.call(ctx, tool, arguments)
 }
 
-// List returns every server's tools, sorted by server name. A server that
-// is down is listed with Err set; the error is ctx's when it ends first.
-func (s *Servers) List(ctx context.Context) ([]ServerTools, error) {
+// List returns every server's tools, sorted by server name, once each has
+// answered or ctx has ended, whichever comes first. The servers are listed
+// all at once, so ctx's deadline bounds each server's listing on its own:
+// a connected server answers from its cache, a server that is down, or
+// still connecting when ctx ends, is listed with Err set (wrapping
+// ErrUnavailable) while its connect goes on for later lists and calls,
+// and one whose tools/list did not answer by then with that as Err. The
+// error is always nil: ctx's end is in the Err of the servers it cut
+// short, so that one slow server never costs the others their listing.
+func (s *Servers) List(ctx context.Context) ([]runner.ServerTools, error) {
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
-	out := make([]ServerTools, len(s.names))
+	out := make([]runner.ServerTools, len(s.names))
 	var wg sync.WaitGroup
 	for i, name := range s.names {
 		wg.Go(func() {
 			st, err := s.servers[name].tools(ctx)
 			if err != nil {
-				st = ServerTools{Name: name, Description: s.servers[name].cfg.Description, Err: err}
+				st = runner.ServerTools{Name: name, Description: s.servers[name].cfg.Description, Err: err}
 			}
 			out[i] = st
 		})
 	}
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	return out, nil
 }
 
@@ -284,7 +275,7 @@ type session struct {
 	began time.Time
 
 	mu    sync.Mutex
-	tools *ServerTools // nil until listed, and after tools/list_changed
+	tools *runner.ServerTools // nil until listed, and after tools/list_changed
 }
 
 // session returns the live session, connecting when there is none. A
@@ -315,7 +306,7 @@ func (srv *server) session(ctx context.Context) (*session, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("mcp server %q: waiting for it to connect: %w", srv.cfg.Name, ctx.Err())
+		return nil, fmt.Errorf("mcp server %q: %w: still connecting when the caller stopped waiting: %w", srv.cfg.Name, ErrUnavailable, ctx.Err())
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
@@ -570,10 +561,10 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 
 // tools returns the server's tools, listing them if the session has not
 // yet or they changed.
-func (srv *server) tools(ctx context.Context) (ServerTools, error) {
+func (srv *server) tools(ctx context.Context) (runner.ServerTools, error) {
 	sess, err := srv.session(ctx)
 	if err != nil {
-		return ServerTools{}, err
+		return runner.ServerTools{}, err
 	}
 	st, err := sess.list(ctx, srv.cfg)
 	if err != nil {
@@ -583,7 +574,7 @@ func (srv *server) tools(ctx context.Context) (ServerTools, error) {
 }
 
 // list returns the session's tools, listing them when not cached.
-func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) {
+func (sess *session) list(ctx context.Context, cfg Config) (runner.ServerTools, error) {
 	sess.mu.Lock()
 	cached := sess.tools
 	sess.mu.Unlock()
@@ -593,22 +584,22 @@ func (sess *session) list(ctx context.Context, cfg Config) (ServerTools, error) 
 	var tools []runner.ToolInfo
 	for t, err := range sess.cs.Tools(ctx, nil) {
 		if err != nil {
-			return ServerTools{}, err
+			return runner.ServerTools{}, err
 		}
 		info, err := toolInfo(t)
 		if err != nil {
-			return ServerTools{}, err
+			return runner.ServerTools{}, err
 		}
 		tools = append(tools, info)
 	}
 	slices.SortFunc(tools, func(a, b runner.ToolInfo) int { return compare(a.Name, b.Name) })
-	st := ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}
+	st := runner.ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}
 	if st.Tools == nil {
 		st.Tools = []runner.ToolInfo{}
 	}
 	canon, err := json.Marshal(st)
 	if err != nil {
-		return ServerTools{}, err
+		return runner.ServerTools{}, err
 	}
 	sum := sha256.Sum256(canon)
 	st.Hash = hex.EncodeToString(sum[:])

@@ -425,6 +425,74 @@ func TestDownServerFailsAlone(t *testing.T) {
 	}
 }
 
+// slowStdio is the stdio test server named name that starts serving only
+// once the file release returns exists (mcptestserver -wait-for).
+func slowStdio(t *testing.T, name string) (mcpservers.Config, func()) {
+	t.Helper()
+	gate := filepath.Join(t.TempDir(), "release")
+	c := mcptest.Stdio(stdioBin, name, 5, nil)
+	c.Command = append(c.Command, "-wait-for", gate)
+	return c, func() {
+		if err := os.WriteFile(gate, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestListDoesNotWaitForAConnectingServer: a listing whose ctx ends while
+// one server is still starting returns the ready server's tools and that
+// server marked unavailable, without failing; a call to the ready server
+// is not held up meanwhile, and the slow server's connect goes on, so a
+// later listing has its tools once it has started.
+func TestListDoesNotWaitForAConnectingServer(t *testing.T) {
+	t.Parallel()
+	slow, release := slowStdio(t, "slow")
+	s, _ := start(t, mcpservers.Options{}, mcptest.Stdio(stdioBin, "crm", 5, nil), slow)
+	// crm is connected (and its tools cached) before the listing; slow
+	// cannot be until the test releases it.
+	if _, ok, err := s.Tool(t.Context(), "crm", "lookup"); !ok || err != nil {
+		t.Fatalf("crm: lookup: %v %v", ok, err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	list, err := s.List(ctx)
+	cancel()
+	if err != nil {
+		t.Fatalf("List failed as a whole: %v", err)
+	}
+	if len(list) != 2 || list[0].Name != "crm" || list[0].Err != nil || len(list[0].Tools) != 11 {
+		t.Fatalf("crm is not listed with its 11 tools: %+v", list)
+	}
+	if st := list[1]; st.Name != "slow" || !errors.Is(st.Err, mcpservers.ErrUnavailable) || !strings.Contains(st.Err.Error(), `mcp server "slow"`) ||
+		!strings.Contains(st.Err.Error(), "still connecting") || len(st.Tools) != 0 {
+		t.Fatalf("slow is not listed as unavailable, still connecting: %+v (err %v)", st, st.Err)
+	}
+	if r := call(t, s, "crm", "lookup", `{"id": 3}`); r.IsError {
+		t.Errorf("a call to crm while slow connects failed: %+v", r)
+	}
+	release()
+	// The connect that the first listing began has ConnectTimeout (30 s)
+	// to finish; this bound only stops a broken test.
+	giveUp := time.Now().Add(2 * mcpservers.DefaultConnectTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+		list, err = s.List(ctx)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list[1].Err == nil {
+			break
+		}
+		if time.Now().After(giveUp) {
+			t.Fatalf("slow never came up: %v", list[1].Err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(list[1].Tools) != 11 || list[1].Hash == "" {
+		t.Errorf("slow, once started, is listed as %+v", list[1])
+	}
+}
+
 // TestRedirectCarriesNoCredentials: an HTTP server that redirects does not
 // get the client to send its headers anywhere else.
 func TestRedirectCarriesNoCredentials(t *testing.T) {

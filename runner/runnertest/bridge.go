@@ -15,7 +15,7 @@ import (
 
 // bridgeServer is the one server of the bridge case: echo answers, refuse
 // is refused by the test's caller as a policy would refuse it.
-var bridgeServer = toolwrap.Server{
+var bridgeServer = runner.ServerTools{
 	Name:        "srv",
 	Description: "The conformance suite's test server.",
 	Tools: []runner.ToolInfo{
@@ -103,7 +103,7 @@ print("DONE")
 // testBridge runs a program that calls tools through the bridge, given the
 // generated wrappers, and one without tools that looks for it.
 func testBridge(t *testing.T, r Runner) {
-	files, err := toolwrap.Generate([]toolwrap.Server{bridgeServer})
+	files, err := toolwrap.Generate([]runner.ServerTools{bridgeServer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // maxAbout bounds, in bytes, the line that says what a server is for in
@@ -18,13 +20,17 @@ const maxAbout = 160
 // schemas: the model reads a server's wrappers when it needs them, as
 // Anthropic's "code execution with MCP" has it read tool files. Server
 // descriptions are cut to one line of at most maxAbout bytes with control
-// characters removed.
-func Describe(base string, servers []Server) string {
+// characters removed. A server with Err set (down, or not listed in time
+// when the run or query began) is named unavailable with its reason, cut
+// likewise and quoted, since its server may have worded it: the model is
+// told its calls fail now and that a later run may have it, rather than
+// being left to find a module missing.
+func Describe(base string, servers []runner.ServerTools) string {
 	if len(servers) == 0 {
 		return base
 	}
 	ss := slices.Clone(servers)
-	slices.SortFunc(ss, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(ss, func(a, b runner.ServerTools) int { return strings.Compare(a.Name, b.Name) })
 	modules := newNamer(moduleReserved)
 	var b strings.Builder
 	b.WriteString(base)
@@ -32,6 +38,17 @@ func Describe(base string, servers []Server) string {
 		"and may refuse it (the error names the rule). Only what the program prints and the files it returns come back to you, " +
 		"so filter and summarise data in the program.\n")
 	for _, s := range ss {
+		if s.Err != nil {
+			// No module: its name is not taken, so that the others' module
+			// names are those Generate gives them.
+			fmt.Fprintf(&b, "- %s: unavailable now, %q: its tools have no module in this run and calling it fails; a later run "+
+				"may have it (gatekeeper_tools.servers() lists the servers a run has)", oneLine(s.Name, maxAbout), oneLine(s.Err.Error(), maxAbout))
+			if about := oneLine(s.Description, maxAbout); about != "" {
+				b.WriteString("; it is for: " + about)
+			}
+			b.WriteString("\n")
+			continue
+		}
 		m := modules.name(s.Name)
 		n := len(s.Tools)
 		plural := "s"

@@ -13,7 +13,7 @@ import (
 // The wrappers for one server with one tool: the files to place under
 // $GATEKEEPER_TOOLS (runner.Spec.ToolFiles), and the key to cache them under.
 func ExampleGenerate() {
-	files, err := toolwrap.Generate([]toolwrap.Server{{
+	files, err := toolwrap.Generate([]runner.ServerTools{{
 		Name:        "crm",
 		Description: "Customers and their orders.",
 		Tools: []runner.ToolInfo{{

@@ -25,8 +25,8 @@ const hostile = "Ends \"\"\" here ''' and */ here `${print('PWN'+'ED')}` \\\" \\
 
 // servers are the fixtures: a records server as a data task would use it,
 // and a server whose names and texts try every trick.
-func servers() []toolwrap.Server {
-	return []toolwrap.Server{
+func servers() []runner.ServerTools {
+	return []runner.ServerTools{
 		{
 			Name:        "records",
 			Description: "Customer records of the CRM: page through them, look one up.\nSecond line not shown.",
@@ -117,7 +117,7 @@ func jsonString(s string) string {
 
 // writeTree generates the wrappers for ss into a new directory and returns
 // it. The directory is short (a unix socket path must fit in 108 bytes).
-func writeTree(t *testing.T, ss []toolwrap.Server) string {
+func writeTree(t *testing.T, ss []runner.ServerTools) string {
 	t.Helper()
 	files, err := toolwrap.Generate(ss)
 	if err != nil {

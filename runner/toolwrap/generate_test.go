@@ -96,16 +96,16 @@ func TestGenerateRefuses(t *testing.T) {
 	tool := []runner.ToolInfo{{Name: "t"}}
 	for _, c := range []struct {
 		name    string
-		servers []toolwrap.Server
+		servers []runner.ServerTools
 		want    string
 	}{
-		{"an upper-case server name", []toolwrap.Server{{Name: "Records", Tools: tool}}, `server "Records": the name must match`},
-		{"a server name with a dot", []toolwrap.Server{{Name: "a.b", Tools: tool}}, `server "a.b": the name must match`},
-		{"a server name that is a path", []toolwrap.Server{{Name: "../x", Tools: tool}}, `server "../x": the name must match`},
-		{"an empty server name", []toolwrap.Server{{Name: "", Tools: tool}}, `server "": the name must match`},
-		{"a server name of 33 bytes", []toolwrap.Server{{Name: strings.Repeat("a", 33), Tools: tool}}, `the name must match`},
-		{"a server given twice", []toolwrap.Server{{Name: "a", Tools: tool}, {Name: "a", Tools: tool}}, `server "a": listed twice`},
-		{"a tool given twice", []toolwrap.Server{{Name: "a", Tools: []runner.ToolInfo{{Name: "t"}, {Name: "t"}}}}, `server "a": tool "t" listed twice`},
+		{"an upper-case server name", []runner.ServerTools{{Name: "Records", Tools: tool}}, `server "Records": the name must match`},
+		{"a server name with a dot", []runner.ServerTools{{Name: "a.b", Tools: tool}}, `server "a.b": the name must match`},
+		{"a server name that is a path", []runner.ServerTools{{Name: "../x", Tools: tool}}, `server "../x": the name must match`},
+		{"an empty server name", []runner.ServerTools{{Name: "", Tools: tool}}, `server "": the name must match`},
+		{"a server name of 33 bytes", []runner.ServerTools{{Name: strings.Repeat("a", 33), Tools: tool}}, `the name must match`},
+		{"a server given twice", []runner.ServerTools{{Name: "a", Tools: tool}, {Name: "a", Tools: tool}}, `server "a": listed twice`},
+		{"a tool given twice", []runner.ServerTools{{Name: "a", Tools: []runner.ToolInfo{{Name: "t"}, {Name: "t"}}}}, `server "a": tool "t" listed twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()

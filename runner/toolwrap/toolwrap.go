@@ -28,19 +28,6 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
-// Server is one MCP server's tools as the wrappers are made from them.
-type Server struct {
-	// Name is the server's name in the policy, ^[a-z][a-z0-9_]{0,31}$. The
-	// bridge is called with it; the module is named after it.
-	Name string
-	// Description says what the server is for (one line is shown to the
-	// model; the rest is in the module's docs). It may be empty.
-	Description string
-	// Tools are the tools the program may call, as tools/list gave them
-	// (their hints are shown in their docs; Title is not used).
-	Tools []runner.ToolInfo
-}
-
 // Root directories of the two languages under $GATEKEEPER_TOOLS, and the
 // package each holds.
 const (
@@ -53,15 +40,19 @@ const (
 var serverName = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
 
 // ValidServerName reports whether name may name a server whose tools get
-// wrappers: Server.Name's pattern, ^[a-z][a-z0-9_]{0,31}$.
+// wrappers: ^[a-z][a-z0-9_]{0,31}$ (runner.ServerTools.Name).
 func ValidServerName(name string) bool { return serverName.MatchString(name) }
 
 // Generate returns the files of the wrappers for servers, keyed by their
 // path relative to $GATEKEEPER_TOOLS. It fails on a server name that does
-// not match Server.Name's pattern, two servers of one name, or two tools of
+// not match ValidServerName, two servers of one name, or two tools of
 // one name in a server; a schema it cannot read gives a tool untyped
-// parameters rather than an error.
-func Generate(servers []Server) (map[string][]byte, error) {
+// parameters rather than an error. It reads each server's Name,
+// Description (one line is shown to the model, the rest is in the module's
+// docs) and Tools (exactly the tools the program may call; their hints are
+// shown in their docs, Title is not used); a caller passes only servers
+// that are up (Err nil).
+func Generate(servers []runner.ServerTools) (map[string][]byte, error) {
 	ss, err := plan(servers)
 	if err != nil {
 		return nil, err
@@ -96,9 +87,9 @@ func Hash(files map[string][]byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// plannedServer is a Server with the names its code uses.
+// plannedServer is a server with the names its code uses.
 type plannedServer struct {
-	Server
+	runner.ServerTools
 	module string
 	tools  []plannedTool
 }
@@ -111,11 +102,11 @@ type plannedTool struct {
 }
 
 // plan checks servers, sorts them and their tools, and names everything.
-func plan(servers []Server) ([]plannedServer, error) {
+func plan(servers []runner.ServerTools) ([]plannedServer, error) {
 	var errs []error
 	seen := map[string]bool{}
 	ss := slices.Clone(servers)
-	slices.SortFunc(ss, func(a, b Server) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(ss, func(a, b runner.ServerTools) int { return strings.Compare(a.Name, b.Name) })
 	modules := newNamer(moduleReserved)
 	var out []plannedServer
 	for _, s := range ss {
@@ -128,7 +119,7 @@ func plan(servers []Server) ([]plannedServer, error) {
 			continue
 		}
 		seen[s.Name] = true
-		p := plannedServer{Server: s, module: modules.name(s.Name)}
+		p := plannedServer{ServerTools: s, module: modules.name(s.Name)}
 		tools := slices.Clone(s.Tools)
 		slices.SortFunc(tools, func(a, b runner.ToolInfo) int { return strings.Compare(a.Name, b.Name) })
 		fns := newNamer(toolReserved)

@@ -1,7 +1,8 @@
 // Command mcptestserver is mcptest's server for tests and walkthroughs: it
 // serves the tools of mcptest.NewServer on stdin/stdout, or, with -listen,
 // over streamable HTTP on that address, printing "URL=http://ADDR/mcp" on
-// stdout once it listens.
+// stdout once it listens. With -wait-for FILE it answers nothing until FILE
+// exists: a server that is slow to start, for as long as its test wants.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -22,7 +24,16 @@ func main() {
 	name := flag.String("name", "records", "the server's name, and its records' prefix")
 	records := flag.Int("records", 500, "how many records it holds")
 	listen := flag.String("listen", "", "serve streamable HTTP on this address (e.g. 127.0.0.1:0) instead of stdio")
+	waitFor := flag.String("wait-for", "", "start serving only once this file exists: a server slow to start, released by the test that made it")
 	flag.Parse()
+	if *waitFor != "" {
+		for {
+			if _, err := os.Stat(*waitFor); err == nil {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	o := mcptest.Options{
 		Name:    *name,
 		Records: *records,
