@@ -113,13 +113,14 @@ func probe(t *testing.T, r *Runner, sb runner.Sandbox, lang runner.Language) map
 
 // warmProfiles are the profiles whose warm containers start an
 // interpreter ahead, with the language of the runs probed: python (the
-// interpreter alone), python-data (numpy, pandas and matplotlib
-// preloaded) and node (Node.js started ahead, its first interpreter).
+// modules of the tools' wrappers preloaded, toolwrap.PythonImports),
+// python-data (those, numpy, pandas and matplotlib) and node (Node.js
+// started ahead, its first interpreter).
 var warmProfiles = []struct {
 	name     string
 	lang     runner.Language
 	preloads bool
-}{{"python", runner.Python, false}, {"python-data", runner.Python, true}, {"node", runner.Node, false}}
+}{{"python", runner.Python, true}, {"python-data", runner.Python, true}, {"node", runner.Node, false}}
 
 // TestWarmInterpreterStartsTheRunAsAColdStart runs the probe in a cold
 // container and in warm ones whose interpreter was started ahead (and,

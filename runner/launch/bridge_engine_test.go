@@ -272,7 +272,7 @@ func (r bridgeRun) run(t *testing.T) bridgeResult {
 	select {
 	case <-marks.Ended():
 	case <-ctx.Done():
-		t.Errorf("no end marks: %v", ctx.Err())
+		t.Errorf("no end marks: %v stderr %q stdout %q", ctx.Err(), errOut.String(), out.String())
 	}
 	bridge.Close()
 	attach.Close()

@@ -12,6 +12,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
 // Defaults for the zero fields of PoolConfig.
@@ -230,8 +231,10 @@ func templateSpec(sb runner.Sandbox) runner.Spec {
 
 // warmStarts returns what warm sandboxes of image may start ahead: per
 // language of its profile's Interpreters (the first one first), the
-// interpreter and, for Python, the profile's preloads. An image that is
-// no profile's starts nothing ahead.
+// interpreter and, for Python, the modules the tools' wrappers import
+// (toolwrap.PythonImports: a run that calls tools imports them first)
+// and the profile's preloads. An image that is no profile's starts
+// nothing ahead.
 func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.Warm, error) {
 	prof, ok := profile.ByTag(image)
 	if !ok {
@@ -242,7 +245,7 @@ func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.War
 	for _, name := range prof.Interpreters {
 		w := launch.Warm{Language: runner.Language(name)}
 		if w.Language == runner.Python {
-			w.Preload, w.Reads = prof.Preload, prof.PreloadReads
+			w.Preload, w.Reads = append(toolwrap.PythonImports(), prof.Preload...), prof.PreloadReads
 		}
 		if err := w.Check(); err != nil {
 			return nil, nil, fmt.Errorf("profile %s: %w", prof.Name, err)
