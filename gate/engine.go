@@ -13,8 +13,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -63,6 +65,11 @@ type Engine struct {
 
 	histMu  sync.Mutex
 	history []ReloadEvent // oldest first, at most maxReloadHistory
+
+	// servers are the first load's mcp_servers: the sidecar starts their
+	// clients once (cmd/gatekeeper), so a reload that changes them takes
+	// effect only at the next start, and Reload says so.
+	servers map[string]policy.MCPServer
 }
 
 // maxReloadHistory bounds the reload events an Engine keeps.
@@ -116,6 +123,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.cur.Store(snap)
+	e.servers = snap.policy.MCPServers
 	e.remember(ReloadEvent{Revision: snap.revision})
 	return e, nil
 }
@@ -176,6 +184,10 @@ func (e *Engine) Reload(ctx context.Context) error {
 	e.cur.Store(snap)
 	e.remember(ReloadEvent{Revision: snap.revision, Previous: old.revision})
 	e.log.Info("policy reloaded", "old_revision", old.revision, "revision", snap.revision)
+	if !reflect.DeepEqual(snap.policy.MCPServers, e.servers) && !reflect.DeepEqual(snap.policy.MCPServers, old.policy.MCPServers) {
+		e.log.Warn("policy reload: mcp_servers changed, but the MCP servers are the ones the sidecar started with until it restarts",
+			"revision", snap.revision, "started_with", slices.Sorted(maps.Keys(e.servers)), "policy_names", slices.Sorted(maps.Keys(snap.policy.MCPServers)))
+	}
 	return nil
 }
 

@@ -592,3 +592,42 @@ func TestInstalledPathsAreProtectedWhereTheirLinksLead(t *testing.T) {
 		t.Errorf("the link's old target after the reload: %s %s %q", d.Decision, d.Rule, d.Reason)
 	}
 }
+
+// TestReloadSaysChangedServersWaitForARestart: the sidecar starts the
+// clients of the first load's mcp_servers once, so a reload that changes
+// them takes effect (its policy serves) but warns, once per change, that
+// the servers are still the ones it started with; a reload back to those
+// warns nothing.
+func TestReloadSaysChangedServersWaitForARestart(t *testing.T) {
+	t.Parallel()
+	servers := func(names ...string) string {
+		s := "mcp_servers:\n"
+		for _, n := range names {
+			s += "  " + n + ": {url: \"http://127.0.0.1:1/mcp\"}\n"
+		}
+		return s
+	}
+	e := newEnv(t, testPolicy+servers("crm"))
+	var log strings.Builder
+	eng, err := gate.New(t.Context(), gate.Config{Logger: slog.New(slog.NewTextHandler(&log, nil)), PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+	must(t, err)
+	warnings := func() int { return strings.Count(log.String(), "mcp_servers changed") }
+	for i, step := range []struct {
+		policy string
+		want   int
+	}{
+		{testPolicy + servers("crm", "billing"), 1},                          // a server added
+		{testPolicy + servers("crm", "billing") + "# the same servers\n", 1}, // another revision, the same change: no second warning
+		{testPolicy + servers("crm"), 1},                                     // back to what runs
+		{testPolicy, 2},                                                      // a server removed
+	} {
+		must(t, os.WriteFile(e.policyFile, []byte(step.policy), 0o644))
+		must(t, eng.Reload(t.Context()))
+		if got := warnings(); got != step.want {
+			t.Fatalf("step %d: %d warnings, want %d; log:\n%s", i, got, step.want, log.String())
+		}
+	}
+	if !strings.Contains(log.String(), `started_with=[crm] policy_names=[]`) {
+		t.Errorf("the warning does not name what runs and what the policy names:\n%s", log.String())
+	}
+}
