@@ -61,7 +61,7 @@ type CodeModeGate struct {
 
 // codeModeRounds bounds the Agent SDK queries: 4 per round, each starting
 // Claude Code, after one untimed round.
-const codeModeRounds = 3
+const codeModeRounds = 5
 
 // codeModeGateCalls is how many pairs the gate overhead takes, after a tenth as many unmeasured.
 const codeModeGateCalls = 2000
