@@ -297,3 +297,28 @@ r.lookup({ id: 'x' }).catch((e) => console.log(e.constructor.name, e.kind, e.rul
 		})
 	}
 }
+
+// TestPythonWithoutJSON: in a Python without json (the minimal image
+// profile's python3-minimal), importing the wrappers fails with an
+// ImportError that says what is missing and which profile to use.
+func TestPythonWithoutJSON(t *testing.T) {
+	t.Parallel()
+	dir := writeTree(t, servers())
+	prog := filepath.Join(t.TempDir(), "main.py")
+	code := `import sys
+sys.modules["json"] = None  # as if the interpreter had no json, as python3-minimal has not
+try:
+    import gatekeeper_tools.records
+except ImportError as e:
+    print(type(e).__name__, "|", e, "|", type(e.__cause__).__name__)
+`
+	if err := os.WriteFile(prog, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := string(runProgram(t, []string{lookPath(t, "python3"), prog}, "GATEKEEPER_TOOLS="+dir, "PYTHONPATH="+filepath.Join(dir, "python")))
+	for _, want := range []string{"ImportError | gatekeeper_tools needs Python's json module", "the minimal image profile", "python image profile", "| ModuleNotFoundError\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("importing the wrappers without json printed %q, want it to hold %q", out, want)
+		}
+	}
+}

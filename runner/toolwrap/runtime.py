@@ -22,7 +22,15 @@ answer, within the number of calls in flight the policy allows.
 """
 
 import itertools as _itertools
-import json as _json
+try:
+    import json as _json
+except ImportError as _no_json:
+    # The minimal image profile's python3-minimal has no json.
+    raise ImportError(
+        "gatekeeper_tools needs Python's json module, which this sandbox's "
+        "Python lacks (the minimal image profile): run code that calls "
+        "tools in the python image profile or one built on it"
+    ) from _no_json
 import os as _os
 import socket as _socket
 import threading as _threading
