@@ -232,8 +232,9 @@ func templateSpec(sb runner.Sandbox) runner.Spec {
 // warmStarts returns what warm sandboxes of image may start ahead: per
 // language of its profile's Interpreters (the first one first), the
 // interpreter and, for Python, the modules the tools' wrappers import
-// (toolwrap.PythonImports: a run that calls tools imports them first)
-// and the profile's preloads. An image that is no profile's starts
+// when the profile's Python has them (profile.Stdlib;
+// toolwrap.PythonImports: a run that calls tools imports them first) and
+// the profile's preloads. An image that is no profile's starts
 // nothing ahead.
 func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.Warm, error) {
 	prof, ok := profile.ByTag(image)
@@ -245,7 +246,10 @@ func warmStarts(image string) ([]runner.Language, map[runner.Language]launch.War
 	for _, name := range prof.Interpreters {
 		w := launch.Warm{Language: runner.Language(name)}
 		if w.Language == runner.Python {
-			w.Preload, w.Reads = append(toolwrap.PythonImports(), prof.Preload...), prof.PreloadReads
+			w.Preload, w.Reads = prof.Preload, prof.PreloadReads
+			if prof.Stdlib {
+				w.Preload = append(toolwrap.PythonImports(), prof.Preload...)
+			}
 		}
 		if err := w.Check(); err != nil {
 			return nil, nil, fmt.Errorf("profile %s: %w", prof.Name, err)

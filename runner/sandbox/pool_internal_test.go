@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/runnertest"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
 
 func TestPoolTargetFollowsDemandWithinItsBounds(t *testing.T) {
@@ -258,3 +260,50 @@ func (idle) Kill()                                      {}
 func (idle) Exit(context.Context, Ending) (Exit, error) { return Exit{}, nil }
 func (idle) Detach()                                    {}
 func (idle) Remove()                                    {}
+
+// TestWarmPythonPreloadsWhatItsPythonHas: a warm Python interpreter
+// preloads the modules code mode's wrappers import only in a profile whose
+// Python has them; in minimal (python3-minimal, no json) such a preload
+// would fail, and a warm interpreter whose preload fails restarts cold on
+// every run.
+func TestWarmPythonPreloadsWhatItsPythonHas(t *testing.T) {
+	t.Parallel()
+	for _, prof := range profile.All() {
+		t.Run(prof.Name, func(t *testing.T) {
+			_, starts, err := warmStarts(prof.Tag())
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, ok := starts[runner.Python]
+			if !ok {
+				t.Fatalf("no warm Python in %s", prof.Name)
+			}
+			for _, m := range toolwrap.PythonImports() {
+				if got := slices.Contains(w.Preload, m); got != prof.Stdlib {
+					t.Errorf("%s preloads %s: %v; its Python has the whole standard library: %v", prof.Name, m, got, prof.Stdlib)
+				}
+			}
+			for _, m := range prof.Preload {
+				if !slices.Contains(w.Preload, m) {
+					t.Errorf("%s's own preload %s is not preloaded", prof.Name, m)
+				}
+			}
+		})
+	}
+}
+
+// TestStdlibIsThePython3Package pins profile.Stdlib to what the image
+// installs: Debian's python3 (the whole standard library), not
+// python3-minimal alone.
+func TestStdlibIsThePython3Package(t *testing.T) {
+	t.Parallel()
+	for _, prof := range profile.All() {
+		has := false
+		for _, p := range prof.Chain() {
+			has = has || slices.Contains(p.Packages, "python3")
+		}
+		if has != prof.Stdlib {
+			t.Errorf("profile %s: Stdlib %v, but python3 installed: %v", prof.Name, prof.Stdlib, has)
+		}
+	}
+}

@@ -84,6 +84,11 @@ type Profile struct {
 	// when imported: a run whose workspace holds one gets a fresh
 	// interpreter instead.
 	PreloadReads []string
+	// Stdlib says the image's Python has the whole standard library
+	// (python3, not python3-minimal): its warm Python interpreters also
+	// preload the modules code mode's wrappers import
+	// (runner/toolwrap.PythonImports), json among them.
+	Stdlib bool
 }
 
 // All returns the profiles, each after its parent.
@@ -105,6 +110,7 @@ func All() []Profile {
 			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
 			Setup:        pythonSetup,
 			Interpreters: []string{"python"},
+			Stdlib:       true,
 		},
 		{
 			Name:   "python-data",
@@ -122,6 +128,7 @@ func All() []Profile {
 			Setup:        dataSetup,
 			Interpreters: []string{"python"},
 			Preload:      []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"},
+			Stdlib:       true,
 			// matplotlib reads its matplotlibrc from the working directory
 			// or $HOME/.config/matplotlib, and uses $HOME/.cache/matplotlib
 			// when the program made it (see dataSetup); HOME is /workspace.
@@ -134,6 +141,7 @@ func All() []Profile {
 			Packages:     []string{"nodejs", "npm"},
 			Setup:        nodeSetup,
 			Interpreters: []string{"node", "python"},
+			Stdlib:       true,
 		},
 	}
 }
