@@ -15,6 +15,7 @@ import { pathToFileURL } from 'node:url';
 import { query } from '@gatekeeper/client';
 import { startFakeModel, type FakeModel, type FakeScriptStep, type FakeToolResult } from '@gatekeeper/client/testing';
 import { CLAUDE_BIN, CLAUDE_VERSION, install, runClaude, toolDefinition, toolsOfFirstTurn, waitRefused, type HookKind } from '../lib/claude.js';
+import { buildServer, CODE_CALLS, makeRecord, mcpServers, startHTTPServer } from '../lib/codemode.js';
 import { FAKE_SSH_KEY_MARKER, GATEKEEPER_BIN, readAudit, REPO, startWorld, verifyAudit, type AuditRecord, type World } from '../lib/world.js';
 
 const RUN = 'mcp__sandboxed_code__run';
@@ -524,5 +525,90 @@ test('PostToolUse and PostToolUseFailure of the real CLI are audit lines tied to
     verifyAudit(w.auditLog);
   } finally {
     await w.stop();
+  }
+});
+
+/**
+ * NESTED_PROGRAM is what the model writes through the CLI's run tool: one
+ * lookup on each of the policy's servers (crm over stdio, billing over
+ * HTTP) through the generated wrappers, then a tool no callable glob names,
+ * through the runtime's generic call, which must raise.
+ */
+const NESTED_PROGRAM = `import gatekeeper_tools as gk
+import gatekeeper_tools.crm as crm
+import gatekeeper_tools.billing as billing
+c = crm.lookup(id=7)
+b = billing.lookup(id=7)
+print(f"customer {c['name']} in {c['city']} owes {b['score']}")
+try:
+    gk.call("crm", "delete_record", {"id": 7})
+    print("delete_record: ran")
+except gk.ToolCallDenied as e:
+    print(f"delete_record: {e.kind} by {e.rule}")
+`;
+
+test("code mode through the CLI: gatekeeper mcp's run gets the sidecar's MCP servers, each nested call decided and audited under the run", { timeout: 240_000 }, async () => {
+  const bin = buildServer();
+  const billingServer = await startHTTPServer(bin, 'billing');
+  const w = await startWorld({ n: 700 + worlds++, policy: { mcpServers: mcpServers(bin, billingServer.url), codeCalls: CODE_CALLS, netEnabled: false } });
+  try {
+    const id = 'toolu_cli_codemode';
+    const run = await runClaude(w, {
+      managed: install(w, { hook: 'command' }),
+      script: [tool(id, RUN, { language: 'python', code: NESTED_PROGRAM }), { type: 'text', text: 'done' }],
+    });
+    assert.equal(run.code, 0, `claude -p exited ${String(run.code)}: ${run.stderr.slice(-2000)}`);
+
+    // The run tool Claude Code offered the model names the callable servers
+    // (query_opened's tool_description, which gatekeeper mcp passes on),
+    // and is the very definition the SDK client offers in the same sidecar.
+    const def = toolDefinition(run.fake, RUN) as { description?: string } | undefined;
+    const desc = def?.description ?? '';
+    assert.ok(desc.includes('\n- crm (2 tools): customer records (id, name, city)\n') && desc.includes('\n- billing (2 tools): invoices by customer id (score is the amount)\n'), `the run tool's description names both servers: ${desc}`);
+    assert.ok(desc.includes('import gatekeeper_tools.<module>'), 'the description tells the model how to import a server');
+    const sdk = await startFakeModel({ script: [{ type: 'text', text: 'hi' }] });
+    for await (const m of query({ prompt: 'go', options: { cwd: w.dirs.ws, env: sdk.env(w.dirs.home), settingSources: [], gatekeeper: { url: w.url, tokenFile: w.tokenFile } } })) void m;
+    await sdk.close();
+    assert.deepEqual(def, toolDefinition(sdk, RUN), 'the CLI and the SDK client offer the same run tool, description included');
+
+    // The program's output, nested results and the denial with its rule,
+    // reached the model in its next request.
+    const c = makeRecord('crm', 7);
+    const want = `customer ${c.name} in ${c.city} owes ${String(makeRecord('billing', 7).score)}\ndelete_record: denied by code_calls.not_callable\n`;
+    const r = result(run.fake, id);
+    assert.ok(!r.is_error, `run: ${r.text}`);
+    const out = JSON.parse(r.text) as { stdout: string; exit_code: number; reason: string };
+    assert.deepEqual([out.stdout, out.exit_code, out.reason], [want, 0, 'exited'], `the run's result: ${r.text}`);
+    assert.equal(run.fake.turns.length, 2, 'two turns: the run, then the answer to its result');
+    const next = JSON.stringify(run.fake.turns[1]?.body ?? '');
+    for (const line of want.split('\n').filter((l) => l !== '')) assert.ok(next.includes(line), `the model's next request carries ${JSON.stringify(line)}`);
+
+    // The audit log: the run in the CLI session's query, its three nested
+    // calls under it in order, and the chain verifies.
+    const lines = readAudit(w.auditLog);
+    const runRec = lines.find((l) => l.kind === 'run' && l.tool_use_id === id);
+    assert.ok(runRec?.run_id !== undefined && runRec.outcome === 'exited', `the run line: ${JSON.stringify(runRec)}`);
+    // (The SDK client's query above is the other one, with no session.)
+    const session = lines.filter((l) => l.kind === 'query' && l.session !== undefined);
+    assert.ok(session.length === 1 && session[0]?.session !== '' && runRec.query_id === session[0]?.query_id, `the run is in the CLI session's query: ${JSON.stringify(session)}`);
+    const calls = lines.filter((l) => l.kind === 'code_call' && l.run_id === runRec.run_id);
+    assert.deepEqual(
+      calls.map((l) => [l.call_seq, l.server, l.tool, l.decision, l.rule, l.tool_use_id, l.query_id, l.error_kind]),
+      [
+        [1, 'crm', 'lookup', 'allow', 'code_calls.callable', id, runRec.query_id, undefined],
+        [2, 'billing', 'lookup', 'allow', 'code_calls.callable', id, runRec.query_id, undefined],
+        [3, 'crm', 'delete_record', 'deny', 'code_calls.not_callable', id, runRec.query_id, 'denied'],
+      ],
+      'one code_call line per nested call, under the run',
+    );
+    assert.ok(calls.slice(0, 2).every((l) => /^[0-9a-f]{64}$/.test(l.result_sha256 ?? '') && (l.result_bytes ?? 0) > 0), 'the allowed calls carry their results\' digests');
+    assert.equal(calls[2]?.result_sha256, undefined, 'the denied call reached no server');
+    assert.equal(runRec.tool_calls, 3, "the run's line counts its nested calls");
+    assert.equal(lines.filter((l) => l.kind === 'code_call').length, 3, 'no other nested calls');
+    const v = verifyAudit(w.auditLog);
+    assert.equal(v.code, 0, `gatekeeper audit verify: ${v.lines.join('\n')}`);
+  } finally {
+    await w.stop();
+    billingServer.stop();
   }
 });
