@@ -130,6 +130,9 @@ code_calls:
 	if runLine == nil || runLine.ToolCalls != calls {
 		t.Fatalf("run line %+v; want tool_calls %d", runLine, calls)
 	}
+	if res["tool_calls"] != float64(calls) {
+		t.Errorf("run_result's tool_calls %v, want %d: the client reports what the audit log counts", res["tool_calls"], calls)
+	}
 	if len(lines) != calls {
 		t.Fatalf("%d code_call lines (of %d verified), want one per nested call: %d", len(lines), rep.Lines, calls)
 	}

@@ -34,7 +34,7 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 				{Path: "out/big.csv", Size: 5 << 20, SHA256: "8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4", Change: runner.FileCreated, MediaType: "text/csv; charset=utf-8"},
 				{Path: "summary.txt", Size: 6, SHA256: "8f67aeb8926b53c7569391657071c27b07606cf45e3dd8de52cc85f6c691c814", Change: runner.FileModified, MediaType: "text/plain; charset=utf-8", Content: []byte("total\n")},
 			},
-			FilesOmitted: 2, Workspace: runner.WorkspaceSaved,
+			FilesOmitted: 2, Workspace: runner.WorkspaceSaved, ToolCalls: 3,
 		})}},
 		{name: "run result whose workspace was not saved", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
 			RunID: "r_9a1i", ExitCode: 137, Reason: runner.TimedOut, Duration: 10 * time.Second, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,

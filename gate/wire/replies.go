@@ -94,6 +94,10 @@ type RunReport struct {
 	// (runs keep no workspace).
 	Workspace     string `json:"workspace"`
 	WorkspaceNote string `json:"workspace_note"`
+	// ToolCalls counts the nested calls the program made through code
+	// mode's bridge, each decided and written to the audit log as a
+	// code_call line (refused ones too); 0 for a run that could call none.
+	ToolCalls int `json:"tool_calls"`
 }
 
 // File is one file a run returns. Exactly one of Text, Base64 and Omitted
@@ -136,6 +140,7 @@ func NewRunReport(res runner.Result) RunReport {
 		Image: res.Image, Runtime: string(res.Runtime),
 		Files: files, FilesOmitted: res.FilesOmitted,
 		Workspace: string(res.Workspace), WorkspaceNote: res.WorkspaceNote,
+		ToolCalls: res.ToolCalls,
 	}
 }
 

@@ -184,6 +184,8 @@ export interface RunResultReply {
   /** `saved`, `not_saved` (see workspace_note) or `` (the sidecar keeps no workspace). */
   workspace?: string;
   workspace_note?: string;
+  /** The nested calls the program made through code mode's bridge, each decided and audited; 0 when it could call none. */
+  tool_calls?: number;
 }
 
 /** One file a run returned; exactly one of text, base64 and omitted is set. */
@@ -249,6 +251,7 @@ export const RUN_RESULT_OPTIONAL = {
   files_omitted: 'number',
   workspace: 'string',
   workspace_note: 'string',
+  tool_calls: 'number',
 } as const satisfies Record<string, FieldType>;
 
 type RunResultField = Exclude<keyof RunResultReply, 'type' | 'id'>;

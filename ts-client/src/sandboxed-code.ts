@@ -130,7 +130,7 @@ export interface SandboxReportFile {
  * (images it returned come as image blocks beside it).
  */
 export interface SandboxRunReport
-  extends Pick<RunResultReply, 'exit_code' | 'reason' | 'stdout' | 'stderr' | 'truncated' | 'timed_out' | 'oom_killed' | 'duration_ms' | 'files_omitted' | 'workspace' | 'workspace_note'> {
+  extends Pick<RunResultReply, 'exit_code' | 'reason' | 'stdout' | 'stderr' | 'truncated' | 'timed_out' | 'oom_killed' | 'duration_ms' | 'files_omitted' | 'workspace' | 'workspace_note' | 'tool_calls'> {
   /** The files the run returned, when it returned any, as the model reads them. */
   files?: SandboxReportFile[];
 }
@@ -214,6 +214,7 @@ export function runReport(r: RunResultReply): SandboxRunReport {
   if (r.files_omitted) report.files_omitted = r.files_omitted;
   if (r.workspace) report.workspace = r.workspace;
   if (r.workspace_note) report.workspace_note = r.workspace_note;
+  if (r.tool_calls) report.tool_calls = r.tool_calls;
   return report;
 }
 
@@ -236,6 +237,7 @@ export function formatRunResult(r: RunResultReply): string {
   }
   if (report.files_omitted) lines.push(`${String(report.files_omitted)} more files not returned (the policy's sandbox.output.max_files)`);
   if (report.workspace_note) lines.push(`workspace: ${report.workspace_note}`);
+  if (report.tool_calls) lines.push(`tool calls: ${String(report.tool_calls)} (each decided by gatekeeper's policy)`);
   return lines.join('\n');
 }
 

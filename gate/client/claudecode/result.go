@@ -47,6 +47,9 @@ func FormatRunResult(r *wire.RunResult) string {
 	if rep.WorkspaceNote != "" {
 		lines = append(lines, "workspace: "+rep.WorkspaceNote)
 	}
+	if rep.ToolCalls > 0 {
+		lines = append(lines, "tool calls: "+strconv.Itoa(rep.ToolCalls)+" (each decided by gatekeeper's policy)")
+	}
 	return strings.Join(lines, "\n")
 }
 
@@ -74,6 +77,7 @@ type runOutcome struct {
 	FilesOmitted  int          `json:"files_omitted,omitempty"`
 	Workspace     string       `json:"workspace,omitempty"`
 	WorkspaceNote string       `json:"workspace_note,omitempty"`
+	ToolCalls     int          `json:"tool_calls,omitempty"`
 }
 
 // reportFile is a returned file as the model reads it.
@@ -99,7 +103,7 @@ const (
 func structured(r *wire.RunResult) runOutcome {
 	out := runOutcome{ExitCode: r.ExitCode, Reason: r.Reason, Stdout: r.Stdout, Stderr: r.Stderr,
 		Truncated: r.Truncated, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, DurationMS: r.DurationMS,
-		FilesOmitted: r.FilesOmitted, Workspace: r.Workspace, WorkspaceNote: r.WorkspaceNote}
+		FilesOmitted: r.FilesOmitted, Workspace: r.Workspace, WorkspaceNote: r.WorkspaceNote, ToolCalls: r.ToolCalls}
 	room := inlineTotalChars
 	for _, f := range r.Files {
 		rf := reportFile{Path: f.Path, Size: f.Size, Change: f.Change, MediaType: f.MediaType}
