@@ -9,7 +9,7 @@ import "strconv"
 // Standard input, after the header, is a sequence of frames that only the
 // runner writes (the program's standard input is /dev/null, and init,
 // undumpable, keeps its own descriptors out of the program's reach):
-// "f <n>\n" and n bytes, the tar of the wrapper files; "w <n>\n" and n
+// "f <n>\n" and n bytes, the wrapper files (toolsPack's format); "w <n>\n" and n
 // bytes, a piece of the workspace tar, "w 0\n" ending it; then
 // "a <call> <n>\n" and n bytes, the answer line to init's call <call>.
 // init reads them itself, so nothing but init ever consumes standard input:
@@ -23,8 +23,10 @@ import "strconv"
 // architectures init runs on (see prctl). Loading IO::Socket::UNIX and
 // IO::Select instead cost every run with tools about 20 ms.
 //
-// init makes ToolsDir (0700), unpacks the wrapper files there (the tar
-// holds them read-only: 0444 and 0555), listens on its bridge.sock, and
+// init makes ToolsDir (0700), unpacks the wrapper files there itself (sub
+// tools: files 0444, directories 0555, each path checked again against
+// toolPathRE's names and created with O_CREAT|O_EXCL, 193 on amd64 and
+// arm64, so nothing already there is followed or written through), listens on its bridge.sock, and
 // only then lets the launcher unpack the workspace and start the program.
 // It then serves the socket in one select loop until the launcher reports
 // the program's exit (its status pipe, fd 3, becomes readable): it accepts
@@ -63,6 +65,32 @@ sub frame {
   return () if length($$b) < 40 && index($$b, "\n") < 0;
   return ('!', 0, '');
 }
+sub tools {
+  my ($dir, $p) = @_;
+  my @dirs;
+  while (length $p) {
+    $p =~ s{\A([DF]) (?:([0-9]{1,12}) )?([A-Za-z0-9_\@+-][A-Za-z0-9._\@+-]*(?:/[A-Za-z0-9_\@+-][A-Za-z0-9._\@+-]*)*)\n}{} && length($3) < 4096 or fail("bad tool files");
+    my ($t, $n, $f) = ($1, $2, "$dir/$3");
+    if ($t eq 'D') {
+      defined $n and fail("bad tool files");
+      mkdir $f, 0700 or fail("cannot make $f: $!");
+      push @dirs, $f;
+      next;
+    }
+    defined $n && length($p) >= $n or fail("bad tool files");
+    sysopen(my $h, $f, 193, 0600) or fail("cannot write $f: $!");
+    my $o = 0;
+    while ($o < $n) {
+      my $w = syswrite $h, $p, $n - $o, $o;
+      defined $w or $! == 4 or fail("cannot write $f: $!");
+      $o += $w if $w;
+    }
+    close $h or fail("cannot write $f: $!");
+    chmod 0444, $f or fail("cannot make $f read-only: $!");
+    substr($p, 0, $n) = '';
+  }
+  chmod 0555, $_ or fail("cannot make $_ read-only: $!") for reverse @dirs;
+}
 sub bridge {
   $SIG{PIPE} = sub {};
   my ($dir, $in) = ('` + ToolsDir + `', '');
@@ -78,13 +106,7 @@ sub bridge {
   mkdir $dir, 0700 or fail("cannot make $dir: $!");
   my ($k, $id, $p) = $take->();
   $k eq 'f' or fail("bad run input");
-  open(my $tf, '|-', 'tar', '-x', '-f', '-', '-C', $dir, '--no-same-owner') or fail("cannot unpack the tools: $!");
-  while (length $p) {
-    my $n = syswrite $tf, $p;
-    defined $n or $! == 4 or fail("cannot unpack the tools: $!");
-    substr($p, 0, $n) = '' if $n;
-  }
-  close $tf or fail("cannot unpack the tools");
+  tools($dir, $p);
   my $ls;
   socket($ls, 1, 1, 0) && bind($ls, pack('S Z*', 1, "$dir/bridge.sock")) && listen($ls, 64) && fcntl($ls, 4, 2048) or fail("cannot listen on $dir/bridge.sock: $!");
   my $lfd = fileno $ls;

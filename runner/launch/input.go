@@ -162,7 +162,7 @@ func (in *Input) Write(w io.Writer, spec runner.Spec) (workspace.Manifest, error
 	if spec.Tools == nil {
 		return workspace.WriteInput(w, input)
 	}
-	tools, err := toolsTar(spec.ToolFiles, spec.Sandbox.UID, spec.Sandbox.GID)
+	tools, err := toolsPack(spec.ToolFiles)
 	if err != nil {
 		return nil, err
 	}

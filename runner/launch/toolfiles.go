@@ -1,14 +1,12 @@
 package launch
 
 import (
-	"archive/tar"
 	"bytes"
 	"fmt"
 	"path"
 	"regexp"
 	"sort"
 	"strings"
-	"time"
 )
 
 // toolPathRE is a wrapper file's path below ToolsDir: clean, relative,
@@ -43,9 +41,13 @@ func checkToolFiles(files map[string][]byte, tmpBytes int64) []string {
 	return problems
 }
 
-// toolsTar is the tar of the wrapper files init unpacks into ToolsDir:
-// files 0444, directories 0555, owned by the run's uid and gid.
-func toolsTar(files map[string][]byte, uid, gid int) ([]byte, error) {
+// toolsPack is the wrapper files as init unpacks them into ToolsDir
+// (initBridge's sub tools): for each directory, before what it holds,
+// "D <path>\n"; for each file "F <size> <path>\n" and its bytes. init
+// makes the files 0444 and the directories 0555, owned by the run's uid.
+// It replaced a tar, for init unpacks it without starting tar: 3 ms of a
+// run's start under runc, about 20 ms under gVisor.
+func toolsPack(files map[string][]byte) ([]byte, error) {
 	if problems := checkToolFiles(files, 1<<62); len(problems) > 0 {
 		return nil, fmt.Errorf("tool files: %s", strings.Join(problems, "; "))
 	}
@@ -62,26 +64,13 @@ func toolsTar(files map[string][]byte, uid, gid int) ([]byte, error) {
 	}
 	sort.Strings(names) // a directory before what it holds
 	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	mtime := time.Unix(0, 0)
 	for _, n := range names {
-		h := &tar.Header{Name: n, Uid: uid, Gid: gid, ModTime: mtime, Format: tar.FormatPAX}
 		if dirs[n] {
-			h.Typeflag, h.Name, h.Mode = tar.TypeDir, n+"/", 0o555
-		} else {
-			h.Typeflag, h.Mode, h.Size = tar.TypeReg, 0o444, int64(len(files[n]))
+			fmt.Fprintf(&buf, "D %s\n", n)
+			continue
 		}
-		if err := tw.WriteHeader(h); err != nil {
-			return nil, fmt.Errorf("tool files: %w", err)
-		}
-		if !dirs[n] {
-			if _, err := tw.Write(files[n]); err != nil {
-				return nil, fmt.Errorf("tool files: %w", err)
-			}
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, fmt.Errorf("tool files: %w", err)
+		fmt.Fprintf(&buf, "F %d %s\n", len(files[n]), n)
+		buf.Write(files[n])
 	}
 	return buf.Bytes(), nil
 }

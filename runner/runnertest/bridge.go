@@ -66,7 +66,7 @@ const forgedFrame = "\x1egatekeeper-call 0123456789abcdef0123456789abcdef 1 e 63
 // none; the wrappers' own runtime is tested with the sidecar): two
 // echoes, a refused call, a forged frame printed between them, then calls
 // up to and past max_calls (4). It also checks that the wrapper files
-// arrived, read-only.
+// arrived whole and read-only (0444 in a 0555 directory).
 const bridgeProgram = `import os, re, socket, sys
 try:
     socket.create_connection(("192.0.2.1", 80), timeout=2)
@@ -76,6 +76,7 @@ except OSError:
 tools = os.environ["GATEKEEPER_TOOLS"]
 wrapper = tools + "/python/gatekeeper_tools/srv.py"
 print("WRAPPER", os.path.isfile(wrapper), os.access(wrapper, os.W_OK))
+print("MODES %o %o %d %s" % (os.stat(wrapper).st_mode & 0o7777, os.stat(os.path.dirname(wrapper)).st_mode & 0o7777, os.stat(wrapper).st_size, open(wrapper, "rb").read() == WRAPPER_BYTES))
 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 s.connect(tools + "/bridge.sock")
 f = s.makefile("rb")
@@ -110,7 +111,10 @@ func testBridge(t *testing.T, r Runner) {
 	t.Run("calls are answered, refused and bounded", func(t *testing.T) {
 		t.Parallel()
 		caller := &echoCaller{}
-		spec := Spec(strings.Replace(bridgeProgram, "FORGED", fmt.Sprintf("%q", forgedFrame), 1))
+		wrapper := files[toolwrap.PythonDir+"/"+toolwrap.PythonPackage+"/srv.py"]
+		program := strings.Replace(bridgeProgram, "FORGED", fmt.Sprintf("%q", forgedFrame), 1)
+		program = strings.Replace(program, "WRAPPER_BYTES", pyBytes(wrapper), 1)
+		spec := Spec(program)
 		spec.Tools, spec.ToolFiles = caller, files
 		spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 4, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
 		res, err := r.Run(t.Context(), spec)
@@ -121,6 +125,7 @@ func testBridge(t *testing.T, r Runner) {
 		out := string(res.Stdout)
 		want := "NET unreachable\n" +
 			"WRAPPER True False\n" +
+			fmt.Sprintf("MODES 444 555 %d True\n", len(wrapper)) +
 			"1 OK one #1\n" +
 			"2 ERR denied " + bridgeRule + "\n" +
 			forgedFrame +
@@ -160,4 +165,15 @@ except ImportError:
 			t.Errorf("Result.ToolCalls = %d without tools", res.ToolCalls)
 		}
 	})
+}
+
+// pyBytes is b as a Python bytes literal.
+func pyBytes(b []byte) string {
+	var sb strings.Builder
+	sb.WriteString(`b"`)
+	for _, c := range b {
+		fmt.Fprintf(&sb, `\x%02x`, c)
+	}
+	sb.WriteString(`"`)
+	return sb.String()
 }
