@@ -6,6 +6,7 @@ package server_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
@@ -71,5 +72,57 @@ print("lookup", places.lookup(id=7)["name"])
 	}
 	if lookup.Server != "places" || lookup.Tool != "lookup" || lookup.ErrorKind != "" || lookup.Decision != "allow" || lookup.CallSeq != 2 {
 		t.Errorf("the lookup's line: %+v", lookup)
+	}
+}
+
+// A stdio server that dies mid-call fails that call with kind server and a
+// message naming the server; the MCP client starts it again, so the next
+// call to the same server, in the same run and in a later one, answers
+// (from a new process).
+func TestCodeModeAServerThatDiesMidCallFailsThatCallAndIsStartedAgain(t *testing.T) {
+	t.Parallel()
+	bin, err := mcptest.Build(t.TempDir())
+	must(t, err)
+	h := startCodeMode(t, "", `code_calls:
+  callable:
+    people: [crash, lookup, pid]
+`, mcptest.Stdio(bin, "people", 10, nil))
+	c := h.connect(t)
+	q := c.open("")
+	res, out := runCode(t, c, q, "toolu_crash", `import gatekeeper_tools as gk
+before = gk.call("people", "pid")["structuredContent"]["pid"]
+try:
+    gk.call("people", "crash")
+    print("CRASH answered")
+except gk.ToolCallError as e:
+    print("crash", e.kind, e.rule == "", '"people"' in e.message)
+print("lookup", gk.call("people", "lookup", {"id": 7})["structuredContent"]["name"])
+after = gk.call("people", "pid")["structuredContent"]["pid"]
+print("new process", after != before)
+`)
+	if res["reason"] != "exited" || res["exit_code"] != float64(0) {
+		t.Fatalf("run: %v\noutput: %s", res, out)
+	}
+	if want := fmt.Sprintf("crash %s True True\nlookup people-7\nnew process True\n", runner.ToolServer); out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+	res, out = runCode(t, c, q, "toolu_after", `import gatekeeper_tools as gk
+print("lookup", gk.call("people", "lookup", {"id": 8})["structuredContent"]["name"])
+`)
+	if res["reason"] != "exited" || res["exit_code"] != float64(0) || out != "lookup people-8\n" {
+		t.Fatalf("the later run: %v\noutput: %s", res, out)
+	}
+	calls, runs := codeCallLines(t, h.auditPath)
+	if len(runs) != 2 || runs[0].ToolCalls != 4 || runs[1].ToolCalls != 1 || len(calls) != 5 {
+		t.Fatalf("run lines %+v, %d code_call lines; want runs of 4 and 1 calls", runs, len(calls))
+	}
+	for i, rec := range calls {
+		crash := i == 1
+		if rec.Decision != "allow" || (rec.ErrorKind == runner.ToolServer) != crash || (rec.Error != "") != crash {
+			t.Errorf("code_call line %d (%s): decision %s error_kind %q error %q", i, rec.Tool, rec.Decision, rec.ErrorKind, rec.Error)
+		}
+	}
+	if crash := calls[1]; crash.Tool != "crash" || !strings.Contains(crash.Error, `"people"`) || crash.RunID != runs[0].RunID {
+		t.Errorf("the crashed call's line: %+v", crash)
 	}
 }
