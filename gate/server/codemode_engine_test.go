@@ -68,35 +68,15 @@ func TestCodeModeOnTheRealEngineWithRealMCPServers(t *testing.T) {
 	t.Parallel()
 	bin, err := mcptest.Build(t.TempDir())
 	must(t, err)
-	people := mcptest.Stdio(bin, "people", 500, nil)
-	places := mcptest.HTTP(t, "places", 500, nil)
-	servers, err := mcpservers.New([]mcpservers.Config{people, places}, mcpservers.Options{})
-	must(t, err)
-	t.Cleanup(func() { _ = servers.Close() })
-	// 30s: a run's calls cross two real servers on a loaded machine.
-	policy := strings.Replace(testPolicy, "proc: {timeout: 10s}", "proc: {timeout: 30s}", 1) + fmt.Sprintf(`mcp_servers:
-  people:
-    description: people records
-    command: %s
-  places:
-    description: places by record id
-    url: %q
-code_calls:
+	h := startCodeMode(t, codeModeRego, `code_calls:
   callable:
     people: [records]
     places: [lookup]
-`, mustJSON(t, people.Command), places.URL)
-	h := start(t, options{runner: realRunner(t), policy: policy, rego: codeModeRego,
-		tune: func(c *server.Config) { c.ToolServers = servers }})
+`, mcptest.Stdio(bin, "people", 500, nil), mcptest.HTTP(t, "places", 500, nil))
 	c := h.connect(t)
-
 	run := func(t *testing.T, q, id, code string) (map[string]any, string) {
 		t.Helper()
-		if d := c.decide(q, wire.SandboxTool, fmt.Sprintf(`{"language":"python","code":%q}`, code), id, sdkServer); d["decision"] != "allow" {
-			t.Fatalf("decide %s: %v", id, d)
-		}
-		c.send(fmt.Sprintf(`{"type":"run","id":"r-%s","query_id":%q,"tool_use_id":%q,"language":"python","code":%q}`, id, q, id, code))
-		return recvResult(t, c)
+		return runCode(t, c, q, id, code)
 	}
 
 	q := c.open("")
@@ -185,6 +165,42 @@ except gk.ToolCallDenied as e:
 			t.Errorf("open_query with a wider callable: %v", r)
 		}
 	})
+}
+
+// startCodeMode starts the sidecar on the real engine with a client of
+// these MCP servers, their mcp_servers section and codeCalls (the policy's
+// code_calls section) added to the test policy, and rego as the operator's
+// module.
+func startCodeMode(t *testing.T, rego, codeCalls string, cfgs ...mcpservers.Config) *harness {
+	t.Helper()
+	servers, err := mcpservers.New(cfgs, mcpservers.Options{})
+	must(t, err)
+	t.Cleanup(func() { _ = servers.Close() })
+	var b strings.Builder
+	b.WriteString("mcp_servers:\n")
+	for _, cfg := range cfgs {
+		fmt.Fprintf(&b, "  %s:\n    description: %q\n", cfg.Name, cfg.Name+" test server")
+		if cfg.URL != "" {
+			fmt.Fprintf(&b, "    url: %q\n", cfg.URL)
+		} else {
+			fmt.Fprintf(&b, "    command: %s\n", mustJSON(t, cfg.Command))
+		}
+	}
+	// 30s: a run's calls cross real servers on a loaded machine.
+	policy := strings.Replace(testPolicy, "proc: {timeout: 10s}", "proc: {timeout: 30s}", 1) + b.String() + codeCalls
+	return start(t, options{runner: realRunner(t), policy: policy, rego: rego,
+		tune: func(c *server.Config) { c.ToolServers = servers }})
+}
+
+// runCode decides and runs a Python program in query q on c, and returns
+// its run_result and output.
+func runCode(t *testing.T, c *client, q, id, code string) (map[string]any, string) {
+	t.Helper()
+	if d := c.decide(q, wire.SandboxTool, fmt.Sprintf(`{"language":"python","code":%q}`, code), id, sdkServer); d["decision"] != "allow" {
+		t.Fatalf("decide %s: %v", id, d)
+	}
+	c.send(fmt.Sprintf(`{"type":"run","id":"r-%s","query_id":%q,"tool_use_id":%q,"language":"python","code":%q}`, id, q, id, code))
+	return recvResult(t, c)
 }
 
 func mustJSON(t *testing.T, v any) string {
