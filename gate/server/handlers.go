@@ -79,8 +79,9 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	opened := func(desc string) {
 		c.send(wire.QueryOpened{ID: r.ID, QueryID: q.q.ID, PolicyHash: eff.Hash, EffectivePolicy: eff.JSON, ToolDescription: desc})
 	}
-	if servers, wrappers := c.tools(q, eff); servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
-		opened("")
+	servers, wrappers := c.tools(q, eff)
+	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		opened("") // its code may call no tool: the plain description
 		return
 	}
 	// The description lists the servers, which may wait up to
@@ -90,19 +91,16 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	c.handlers.Add(1)
 	go func() {
 		defer c.handlers.Done()
-		opened(c.toolDescription(q, eff))
+		opened(c.toolDescription(q, eff, wrappers))
 	}()
 }
 
-// toolDescription is the query's QueryOpened.ToolDescription: the run
-// tool's description naming the servers its code may call, or "" when it
-// may call none (or they cannot be listed now: the model then reads the
-// plain description, and its runs still get what is callable then).
-func (c *conn) toolDescription(q *query, eff *gate.Effective) string {
-	servers, wrappers := c.tools(q, eff)
-	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
-		return ""
-	}
+// toolDescription is the query's QueryOpened.ToolDescription, for a query
+// whose code may call tools: the run tool's description naming the
+// servers, made by wrappers, or "" when none can be listed now (the model
+// then reads the plain description, and its runs still get what is
+// callable then).
+func (c *conn) toolDescription(q *query, eff *gate.Effective, wrappers *gate.Wrappers) string {
 	// Wrappers bounds the listing (gate.DefaultListWait): a server still
 	// connecting by then is described as unavailable.
 	desc, err := wrappers.Description(c.ctx, eff, wire.SandboxDescription)
