@@ -1,6 +1,9 @@
 package launch
 
-import "strconv"
+import (
+	"strconv"
+	"strings"
+)
 
 // initBridge is init's side of the bridge (see Bridge), the sub bridge()
 // that init (initProgram) runs instead of handing standard input to the
@@ -9,8 +12,8 @@ import "strconv"
 // Standard input, after the header, is a sequence of frames that only the
 // runner writes (the program's standard input is /dev/null, and init,
 // undumpable, keeps its own descriptors out of the program's reach):
-// "f <n>\n" and n bytes, the wrapper files (toolsPack's format); "w <n>\n" and n
-// bytes, a piece of the workspace tar, "w 0\n" ending it; then
+// "f <n>\n" and n bytes, the wrapper files (toolsPack's format);
+// "w <n>\n" and n bytes, a piece of the workspace tar, "w 0\n" ending it; then
 // "a <call> <n>\n" and n bytes, the answer line to init's call <call>.
 // init reads them itself, so nothing but init ever consumes standard input:
 // the launcher's tar reads the workspace from a pipe init feeds (fd 7) and
@@ -25,9 +28,10 @@ import "strconv"
 //
 // init makes ToolsDir (0700), unpacks the wrapper files there itself (sub
 // tools: files 0444, directories 0555, each path checked again against
-// toolPathRE's names and created with O_CREAT|O_EXCL, 193 on amd64 and
-// arm64, so nothing already there is followed or written through), listens on its bridge.sock, and
-// only then lets the launcher unpack the workspace and start the program.
+// toolPath and created with O_CREAT|O_EXCL, 193 on amd64 and arm64, so
+// nothing already there is followed or written through), listens on its
+// bridge.sock, and only then lets the launcher unpack the workspace and
+// start the program.
 // It then serves the socket in one select loop until the launcher reports
 // the program's exit (its status pipe, fd 3, becomes readable): it accepts
 // at most maxBridgeConns connections at once, reads newline-ended request
@@ -36,8 +40,9 @@ import "strconv"
 // n bytes of the line, "\n"; c when more of the line follows, e on its
 // last piece. A frame ends in "\n", never in a byte that may start a mark:
 // EndMarks, which sees the stream first, holds back such a tail until
-// more output comes, and a frame held back would be a call not answered. Each frame is at most callFrameMax (4096, PIPE_BUF) bytes
-// and written with one write(2), so the kernel puts it in the pipe whole,
+// more output comes, and a frame held back would be a call not answered.
+// Each frame is at most callFrameMax (4096, PIPE_BUF) bytes and written
+// with one write(2), so the kernel puts it in the pipe whole,
 // never interleaved with what the program writes to the same stream at
 // the same time; the runner's CallDemux lifts the frames out of the
 // stream wherever they fall between the program's bytes. The tag is the
@@ -69,7 +74,7 @@ sub tools {
   my ($dir, $p) = @_;
   my @dirs;
   while (length $p) {
-    $p =~ s{\A([DF]) (?:([0-9]{1,12}) )?([A-Za-z0-9_\@+-][A-Za-z0-9._\@+-]*(?:/[A-Za-z0-9_\@+-][A-Za-z0-9._\@+-]*)*)\n}{} && length($3) < 4096 or fail("bad tool files");
+    $p =~ s{\A([DF]) (?:([0-9]{1,12}) )?(` + strings.ReplaceAll(toolPath, "@", `\@`) + `)\n}{} && length($3) < 4096 or fail("bad tool files");
     my ($t, $n, $f) = ($1, $2, "$dir/$3");
     if ($t eq 'D') {
       defined $n and fail("bad tool files");

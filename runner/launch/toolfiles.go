@@ -9,9 +9,13 @@ import (
 	"strings"
 )
 
-// toolPathRE is a wrapper file's path below ToolsDir: clean, relative,
-// of plain names (Python packages, Node modules, .d.ts files).
-var toolPathRE = regexp.MustCompile(`^[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*(/[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*)*$`)
+// toolPath is a wrapper file's path below ToolsDir: relative, of plain
+// names (Python packages, Node modules, .d.ts files), none starting with a
+// dot. toolPathRE checks it here and init again (initBridge, where "@" is
+// escaped for perl).
+const toolPath = `[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*(?:/[A-Za-z0-9_@+-][A-Za-z0-9._@+-]*)*`
+
+var toolPathRE = regexp.MustCompile(`^` + toolPath + `$`)
 
 // checkToolFiles returns a phrase for every problem with a run's wrapper
 // files: a path that is not a clean relative one below ToolsDir (names
