@@ -2,13 +2,10 @@ package claudecode
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
@@ -249,68 +246,4 @@ func TestMCPCancelledCallStopsItsRun(t *testing.T) {
 	}
 }
 
-// TestFormatRunResultMatchesTheSDKClient checks the Go formatting against
-// testdata/run-results, which the CLI tests (walkthroughs/test) also check
-// @gatekeeper/client's formatRunResult against.
-func TestFormatRunResultMatchesTheSDKClient(t *testing.T) {
-	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("testdata", "run-results", "*.json"))
-	if err != nil || len(files) < 3 {
-		t.Fatalf("run-results: %v %v", files, err)
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		must(t, err)
-		var c struct {
-			RunResult  wire.RunResult  `json:"run_result"`
-			Text       string          `json:"text"`
-			Structured json.RawMessage `json:"structured"`
-		}
-		must(t, json.Unmarshal(data, &c))
-		if got := FormatRunResult(&c.RunResult); got != c.Text {
-			t.Errorf("%s: text\n%s\nwant\n%s", f, got, c.Text)
-		}
-		// Go escapes <, > and & where JavaScript does not: the same string.
-		var compact, want bytes.Buffer
-		must(t, json.Compact(&compact, c.Structured))
-		json.HTMLEscape(&want, compact.Bytes())
-		if got, _ := json.Marshal(structured(&c.RunResult)); string(got) != want.String() {
-			t.Errorf("%s: structuredContent %s, want %s", f, got, c.Structured)
-		}
-	}
-}
-
 func ptr[T any](v T) *T { return &v }
-
-// TestFileNamesAddNoLines replays names that try to write lines of their
-// own (LF, CR, NEL, U+2028/U+2029, escape sequences, a quote that would
-// end the quoted name), an image's among them: each stays in its file's
-// line, quoted.
-func TestFileNamesAddNoLines(t *testing.T) {
-	t.Parallel()
-	data, err := os.ReadFile(filepath.Join("testdata", "run-results", "hostile-names.json"))
-	must(t, err)
-	var c struct {
-		RunResult wire.RunResult `json:"run_result"`
-	}
-	must(t, json.Unmarshal(data, &c))
-	text := FormatRunResult(&c.RunResult)
-	lines := strings.FieldsFunc(text, func(r rune) bool { return r == '\n' || r == '\r' || r == '\u0085' || r == '\u2028' || r == '\u2029' })
-	var files int
-	for _, l := range lines {
-		switch {
-		case strings.HasPrefix(l, `file "`):
-			files++
-		case strings.HasPrefix(l, "workspace"), strings.HasPrefix(l, "FORGED"), strings.HasPrefix(l, "(created"), strings.HasPrefix(l, "file ok"):
-			t.Errorf("a name wrote the line %q", l)
-		case strings.HasPrefix(l, "stdout") && l != "stdout: (empty)":
-			t.Errorf("a name wrote the line %q", l)
-		}
-	}
-	if files != len(c.RunResult.Files) {
-		t.Errorf("%d file lines for %d files:\n%s", files, len(c.RunResult.Files), text)
-	}
-	if strings.ContainsAny(text, "\x1b\x07\x7f\u009b\u202e") {
-		t.Errorf("an escape sequence or a bidi control reaches the model:\n%q", text)
-	}
-}
