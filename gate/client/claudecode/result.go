@@ -2,6 +2,7 @@ package claudecode
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"io"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // FormatRunResult is the text the model reads for a finished run, exactly
@@ -216,12 +218,17 @@ func utf16Prefix(s string, limit int) (prefix string, n, total int) {
 	return s[:end], n, total
 }
 
-// imageBlocks are the images a run returned, as MCP image content.
-func imageBlocks(r *wire.RunResult) []any {
-	var out []any
+// imageBlocks are the images a run returned, as MCP image content. An
+// image whose base64 does not decode is left out (the sidecar encodes
+// them; its listing still names the file).
+func imageBlocks(r *wire.RunResult) []mcp.Content {
+	var out []mcp.Content
 	for _, f := range r.Files {
 		if imageTypes[f.MediaType] && f.Base64 != nil {
-			out = append(out, map[string]any{"type": "image", "data": *f.Base64, "mimeType": f.MediaType})
+			data, err := base64.StdEncoding.DecodeString(*f.Base64)
+			if err == nil {
+				out = append(out, &mcp.ImageContent{Data: data, MIMEType: f.MediaType})
+			}
 		}
 	}
 	return out
