@@ -3,6 +3,7 @@
 // Docker sandbox, under the query's effective sandbox policy.
 
 import { createSdkMcpServer, tool, type McpSdkServerConfigWithInstance, type SdkMcpToolDefinition } from '@anthropic-ai/claude-agent-sdk';
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { GatekeeperLogger } from './config.js';
 import { withRule, type RunResultReply } from './protocol.js';
@@ -218,27 +219,92 @@ export function runReport(r: RunResultReply): SandboxRunReport {
   return report;
 }
 
+/** OutputPart is one fenced part of the text: its name (a quoted file name for a file) and the program's text. */
+export interface OutputPart {
+  name: string;
+  text: string;
+}
+
+/**
+ * outputFence is the fence of a result whose program text is parts: the first
+ * 16 hex digits of SHA-256(seed + decimal n) for the first n = 0, 1, ... whose
+ * fence no part's name or text contains, where seed is the SHA-256 of each part
+ * as "<name's UTF-8 bytes>:<name><text's UTF-8 bytes>:<text>". The check makes
+ * the fence absent by construction; the hash makes it depend on all of the
+ * output, so a program cannot know it while it writes. gate/client/claudecode's
+ * outputFence is the same function.
+ */
+export function outputFence(parts: OutputPart[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) {
+    for (const s of [p.name, p.text]) h.update(`${String(Buffer.byteLength(s, 'utf8'))}:${s}`, 'utf8');
+  }
+  const seed = h.digest();
+  return firstAbsent(parts, (n) => createHash('sha256').update(seed).update(String(n)).digest('hex').slice(0, 16));
+}
+
+/** firstAbsent is candidate(n) for the least n that no part's name or text contains. */
+export function firstAbsent(parts: OutputPart[], candidate: (n: number) => string): string {
+  for (let n = 0; ; n++) {
+    const c = candidate(n);
+    if (!parts.some((p) => p.name.includes(c) || p.text.includes(c))) return c;
+  }
+}
+
 /**
  * formatRunResult is the text the model reads for a finished run (hosts that
  * do not read structuredContent), exactly as `gatekeeper mcp` writes it
- * (gate/client/claudecode/testdata/run-results pins the two). A file's name is
- * quoted, so that no name can add a line of its own.
+ * (gate/client/claudecode/testdata/run-results pins the two).
+ *
+ * Gatekeeper's fields come first, one line each, a file's name quoted so that
+ * no name can add a line of its own. The program's text (stdout, stderr, the
+ * text of returned files) follows, each part between a line "<<< F name" and a
+ * line ">>> F name", where the fence F is one that none of the program's text
+ * contains (outputFence): printed output cannot end its part early, and a line
+ * it prints that looks like a field is inside the fence, where the model reads
+ * it as the program's. A later addition to the result adds a field line or a
+ * part here.
  */
 export function formatRunResult(r: RunResultReply): string {
-  const lines = [`exit code ${String(r.exit_code)} (${r.reason})${r.duration_ms !== undefined ? ` after ${String(r.duration_ms)} ms` : ''}`];
-  const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
-  if (flags.length > 0) lines.push(`note: ${flags.join(', ')}`);
-  lines.push(`truncated=${String(r.truncated)} timed_out=${String(r.timed_out)} oom_killed=${String(r.oom_killed)}`);
-  lines.push(r.stdout === '' ? 'stdout: (empty)' : `stdout:\n${r.stdout}`);
-  lines.push(r.stderr === '' ? 'stderr: (empty)' : `stderr:\n${r.stderr}`);
   const report = runReport(r);
-  for (const f of report.files ?? []) {
-    lines.push(`file ${quote(f.path)} (${f.change}, ${String(f.size)} bytes, ${f.media_type})${f.note !== undefined ? `: ${f.note}` : ''}${f.text !== undefined ? `:\n${f.text}` : ''}`);
+  const fields = [`exit code ${String(r.exit_code)} (${r.reason})${r.duration_ms !== undefined ? ` after ${String(r.duration_ms)} ms` : ''}`];
+  const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
+  if (flags.length > 0) fields.push(`note: ${flags.join(', ')}`);
+  fields.push(`truncated=${String(r.truncated)} timed_out=${String(r.timed_out)} oom_killed=${String(r.oom_killed)}`);
+  const parts: OutputPart[] = [];
+  for (const s of [{ name: 'stdout', text: r.stdout }, { name: 'stderr', text: r.stderr }]) {
+    if (s.text === '') {
+      fields.push(`${s.name}: (empty)`);
+      continue;
+    }
+    fields.push(`${s.name}: below`);
+    parts.push(s);
   }
-  if (report.files_omitted) lines.push(`${String(report.files_omitted)} more files not returned (the policy's sandbox.output.max_files)`);
-  if (report.workspace_note) lines.push(`workspace: ${report.workspace_note}`);
-  if (report.tool_calls) lines.push(`tool calls: ${String(report.tool_calls)} (each decided by gatekeeper's policy)`);
-  return lines.join('\n');
+  for (const f of report.files ?? []) {
+    const name = `file ${quote(f.path)}`;
+    let line = `${name} (${f.change}, ${String(f.size)} bytes, ${f.media_type})`;
+    let sep = ': ';
+    if (f.note !== undefined) {
+      line += sep + f.note;
+      sep = '; ';
+    }
+    if (f.text !== undefined && f.text !== '') {
+      line += `${sep}text below`;
+      parts.push({ name, text: f.text });
+    }
+    fields.push(line);
+  }
+  if (report.files_omitted) fields.push(`${String(report.files_omitted)} more files not returned (the policy's sandbox.output.max_files)`);
+  if (report.workspace_note) fields.push(`workspace: ${report.workspace_note}`);
+  if (report.tool_calls) fields.push(`tool calls: ${String(report.tool_calls)} (each decided by gatekeeper's policy)`);
+  if (parts.length === 0) return fields.join('\n');
+  const fence = outputFence(parts);
+  fields.push(`the program's output follows, each part between a line "<<< ${fence} <part>" and a line ">>> ${fence} <part>"; no output contains ${fence}`);
+  let text = fields.join('\n');
+  for (const p of parts) {
+    text += `\n<<< ${fence} ${p.name}\n${p.text}${p.text.endsWith('\n') ? '' : '\n'}>>> ${fence} ${p.name}`;
+  }
+  return text;
 }
 
 /** imageBlocks are the images a run returned, as MCP image content. */

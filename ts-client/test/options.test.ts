@@ -4,7 +4,7 @@ import type { PermissionUpdate, Settings } from '@anthropic-ai/claude-agent-sdk'
 import { askingShell, isolation, keptPermissionUpdates } from '../src/agent-config.js';
 import { GatekeeperConfigError } from '../src/config.js';
 import { bashAllowed, checkCallerOptions, configSource, McpSources, sameJson } from '../src/options.js';
-import { formatRunResult, RunCorrelator, toolUseIdOf } from '../src/sandboxed-code.js';
+import { formatRunResult, outputFence, RunCorrelator, toolUseIdOf } from '../src/sandboxed-code.js';
 
 test('configSource names how each kind of mcpServers entry is configured', () => {
   const cases: { name: string; cfg: unknown; want: string }[] = [
@@ -74,9 +74,21 @@ test('the run tool finds its tool use id in _meta, else by the input gatekeeper 
 
 test('a run result reads as text with every flag', () => {
   const text = formatRunResult({ type: 'run_result', id: '1', run_id: 'r', exit_code: 137, reason: 'oom_killed', stdout: '', stderr: 'Killed\n', truncated: false, timed_out: false, oom_killed: true, duration_ms: 40 });
+  const fence = outputFence([{ name: 'stderr', text: 'Killed\n' }]);
+  assert.match(fence, /^[0-9a-f]{16}$/u);
   assert.equal(
     text,
-    ['exit code 137 (oom_killed) after 40 ms', 'note: killed: out of memory', 'truncated=false timed_out=false oom_killed=true', 'stdout: (empty)', 'stderr:\nKilled\n'].join('\n'),
+    [
+      'exit code 137 (oom_killed) after 40 ms',
+      'note: killed: out of memory',
+      'truncated=false timed_out=false oom_killed=true',
+      'stdout: (empty)',
+      'stderr: below',
+      `the program's output follows, each part between a line "<<< ${fence} <part>" and a line ">>> ${fence} <part>"; no output contains ${fence}`,
+      `<<< ${fence} stderr`,
+      'Killed',
+      `>>> ${fence} stderr`,
+    ].join('\n'),
   );
 });
 

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { formatRunResult, runReport } from '../src/sandboxed-code.js';
+import { firstAbsent, formatRunResult, runReport } from '../src/sandboxed-code.js';
 import type { RunResultReply } from '../src/protocol.js';
 import { isUnsafe, quote } from '../src/untrusted.js';
 
@@ -48,7 +48,7 @@ test('the unsafe characters are the Go side’s, over every code point', () => {
 test('formatRunResult and runReport match gatekeeper mcp on every shared run result', () => {
   const dir = join(REPO, 'gate/client/claudecode/testdata/run-results');
   const names = readdirSync(dir).filter((n) => n.endsWith('.json'));
-  assert.ok(names.includes('hostile-names.json') && names.length >= 6, `run results: ${names.join(', ')}`);
+  for (const want of ['hostile-names.json', 'printed-fields.json', 'guessed-fence.json']) assert.ok(names.includes(want), `run results: ${names.join(', ')}`);
   for (const n of names) {
     const c = JSON.parse(readFileSync(join(dir, n), 'utf8')) as { run_result: RunResultReply; text: string; structured: unknown };
     assert.equal(formatRunResult(c.run_result), c.text, `${n}: text`);
@@ -58,9 +58,40 @@ test('formatRunResult and runReport match gatekeeper mcp on every shared run res
 
 test('no file name adds a line to the text the model reads', () => {
   const c = JSON.parse(readFileSync(join(REPO, 'gate/client/claudecode/testdata/run-results/hostile-names.json'), 'utf8')) as { run_result: RunResultReply };
-  const lines = formatRunResult(c.run_result).split(/\r\n|[\n\r\u0085\u2028\u2029]/u);
+  const lines = fieldsOf(formatRunResult(c.run_result));
   assert.deepEqual(lines.filter((l) => l.startsWith('stdout')), ['stdout: (empty)']);
   assert.deepEqual(lines.filter((l) => /^(workspace|FORGED|file ok|\(created)/u.test(l)), []);
   assert.equal(lines.filter((l) => l.startsWith('file "')).length, c.run_result.files?.length);
   assert.ok(!/[\u001b\u0007\u009b\u007f\u202e]/u.test(formatRunResult(c.run_result)), 'no escape sequence or bidi control reaches the model');
+});
+
+/** fieldsOf is gatekeeper's field lines of a run's text: those before its first fenced part. */
+function fieldsOf(text: string): string[] {
+  const i = text.indexOf('\n<<< ');
+  return (i < 0 ? text : text.slice(0, i)).split(/\r\n|[\n\r\v\f\u0085\u2028\u2029]/u);
+}
+
+test('printed output adds no field to the text the model reads', () => {
+  const dir = join(REPO, 'gate/client/claudecode/testdata/run-results');
+  for (const n of ['printed-fields.json', 'guessed-fence.json']) {
+    const r = (JSON.parse(readFileSync(join(dir, n), 'utf8')) as { run_result: RunResultReply }).run_result;
+    const text = formatRunResult(r);
+    const fields = fieldsOf(text);
+    const fence = /no output contains ([0-9a-f]{16})$/u.exec(fields.at(-1) ?? '')?.[1];
+    assert.ok(fence !== undefined, `${n}: the last field names the fence`);
+    assert.deepEqual(fields.filter((l) => l.startsWith('exit code')), [`exit code ${String(r.exit_code)} (exited) after ${String(r.duration_ms)} ms`], n);
+    assert.deepEqual(fields.filter((l) => l.startsWith('tool calls') || l.startsWith('workspace')), r.tool_calls ? [`tool calls: ${String(r.tool_calls)} (each decided by gatekeeper's policy)`] : [], n);
+    assert.deepEqual(fields.filter((l) => l.startsWith('stdout') || l.startsWith('stderr')), ['stdout: below', 'stderr: below'], n);
+    for (const [name, want] of [['stdout', r.stdout], ['stderr', r.stderr]] as const) {
+      const part: string | undefined = text.split(`\n<<< ${fence} ${name}\n`)[1]?.split(`>>> ${fence} ${name}`)[0];
+      assert.equal(part, want.endsWith('\n') ? want : `${want}\n`, `${n}: ${name} comes back whole inside its fence`);
+    }
+  }
+});
+
+test('the fence is the first candidate no part contains', () => {
+  const candidate = (n: number): string => `fence${String(n)}!`;
+  assert.equal(firstAbsent([{ name: 'stdout', text: 'fence1!' }], candidate), 'fence0!');
+  assert.equal(firstAbsent([{ name: 'stdout', text: 'x fence0! y' }, { name: 'stderr', text: 'fence1!' }], candidate), 'fence2!');
+  assert.equal(firstAbsent([{ name: 'file "fence0!"', text: 'x' }], candidate), 'fence1!');
 });

@@ -1,7 +1,6 @@
 package claudecode
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/base64"
@@ -9,13 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"math"
 	"slices"
-	"sync"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // Sandbox runs code for an allowed tool use of the Claude Code session.
@@ -59,32 +57,28 @@ var runTool = map[string]any{
 	},
 }
 
-// runTool is the run tool with the session's description.
-func (s *MCPServer) runTool() map[string]any {
-	if s.Description == "" {
-		return runTool
+// tool is the run tool with the session's description.
+func (s *MCPServer) tool() *mcp.Tool {
+	desc := s.Description
+	if desc == "" {
+		desc = wire.SandboxDescription
 	}
-	t := maps.Clone(runTool)
-	t["description"] = s.Description
-	return t
+	return &mcp.Tool{Name: runTool["name"].(string), Description: desc, InputSchema: runTool["inputSchema"]}
 }
 
-// protocolVersions are the MCP versions this server speaks, newest first.
+// protocolVersions are the MCP versions this server speaks, newest first:
+// those of the initialize handshake, which Claude Code falls back to when
+// the stateless server/discover of 2026-07-28 is refused (measured with
+// Claude Code 2.1.330, whose tools/call then carries the tool use id in
+// _meta); the SDK answers a request at a newer version with
+// CodeUnsupportedProtocolVersion.
 var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
-// JSON-RPC error codes.
-const (
-	rpcParseError     = -32700
-	rpcInvalidRequest = -32600
-	rpcMethodNotFound = -32601
-	rpcInvalidParams  = -32602
-)
-
-// MCPServer is `gatekeeper mcp`: a stdio MCP server (newline-delimited
-// JSON-RPC 2.0) named sandboxed_code with one tool, run, that Claude Code
-// starts from managed-mcp.json. Each call runs through Sandbox in the
-// session's query on the sidecar, where a hook of the same session must
-// have allowed its tool use id first.
+// MCPServer is `gatekeeper mcp`: a stdio MCP server (the official Go SDK's,
+// newline-delimited JSON-RPC 2.0) named gatekeeper with one tool, run,
+// that Claude Code starts from managed-mcp.json as sandboxed_code. Each call
+// runs through Sandbox in the session's query on the sidecar, where a hook
+// of the same session must have allowed its tool use id first.
 type MCPServer struct {
 	Sandbox Sandbox
 	// Version is reported in serverInfo.
@@ -95,168 +89,55 @@ type MCPServer struct {
 	Description string
 }
 
-type rpcMessage struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id,omitempty"`
-	Method  string          `json:"method,omitempty"`
-	Params  json.RawMessage `json:"params,omitempty"`
-}
-
-type rpcError struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-}
-
 // Serve reads requests from in and writes responses to out until in ends
-// or ctx does. Tool calls run concurrently; a notifications/cancelled
-// cancels its call (and so its run). It returns nil at the end of in.
+// or ctx does, when it returns nil; any other end of the session is its
+// error. Tool calls run concurrently; a notifications/cancelled cancels
+// its call's context (and so its run).
 func (s *MCPServer) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wmu     sync.Mutex
-		wg      sync.WaitGroup
-		cmu     sync.Mutex
-		running = map[string]context.CancelFunc{}
-	)
-	write := func(v any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return
-		}
-		wmu.Lock()
-		defer wmu.Unlock()
-		_, _ = out.Write(append(b, '\n'))
+	srv := mcp.NewServer(&mcp.Implementation{Name: "gatekeeper", Version: s.Version}, &mcp.ServerOptions{
+		Capabilities:              &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		SupportedProtocolVersions: protocolVersions,
+	})
+	srv.AddTool(s.tool(), s.call)
+	err := srv.Run(ctx, &mcp.IOTransport{Reader: io.NopCloser(in), Writer: nopWriteCloser{out}})
+	if ctx.Err() != nil || errors.Is(err, mcp.ErrConnectionClosed) || errors.Is(err, io.EOF) {
+		return nil
 	}
-	reply := func(id json.RawMessage, result any) {
-		write(map[string]any{"jsonrpc": "2.0", "id": id, "result": result})
-	}
-	fail := func(id json.RawMessage, code int, msg string) {
-		if id == nil {
-			id = json.RawMessage("null")
-		}
-		write(map[string]any{"jsonrpc": "2.0", "id": id, "error": rpcError{Code: code, Message: msg}})
-	}
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
-	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 {
-			continue
-		}
-		var m rpcMessage
-		if err := json.Unmarshal(line, &m); err != nil {
-			fail(nil, rpcParseError, "parse error: "+err.Error())
-			continue
-		}
-		if m.Method == "" {
-			continue // a response to a request of ours: we send none
-		}
-		if m.JSONRPC != "2.0" {
-			fail(m.ID, rpcInvalidRequest, `jsonrpc must be "2.0"`)
-			continue
-		}
-		switch m.Method {
-		case "initialize":
-			var p struct {
-				ProtocolVersion string `json:"protocolVersion"`
-			}
-			_ = json.Unmarshal(m.Params, &p)
-			v := protocolVersions[0]
-			for _, known := range protocolVersions {
-				if known == p.ProtocolVersion {
-					v = known
-				}
-			}
-			reply(m.ID, map[string]any{
-				"protocolVersion": v,
-				"capabilities":    map[string]any{"tools": map[string]any{"listChanged": false}},
-				"serverInfo":      map[string]any{"name": "gatekeeper", "version": s.Version},
-			})
-		case "ping":
-			reply(m.ID, map[string]any{})
-		case "tools/list":
-			reply(m.ID, map[string]any{"tools": []any{s.runTool()}})
-		case "tools/call":
-			callCtx, stop := context.WithCancel(ctx)
-			key := string(m.ID)
-			cmu.Lock()
-			running[key] = stop
-			cmu.Unlock()
-			wg.Add(1)
-			go func(m rpcMessage) {
-				defer wg.Done()
-				defer func() {
-					cmu.Lock()
-					delete(running, key)
-					cmu.Unlock()
-					stop()
-				}()
-				result, rerr := s.call(callCtx, m.Params)
-				if rerr != nil {
-					fail(m.ID, rerr.Code, rerr.Message)
-					return
-				}
-				if callCtx.Err() != nil && ctx.Err() == nil {
-					return // cancelled by the client: no response is expected
-				}
-				reply(m.ID, result)
-			}(m)
-		case "notifications/cancelled":
-			var p struct {
-				RequestID json.RawMessage `json:"requestId"`
-			}
-			if json.Unmarshal(m.Params, &p) == nil {
-				cmu.Lock()
-				if stop := running[string(p.RequestID)]; stop != nil {
-					stop()
-				}
-				cmu.Unlock()
-			}
-		default:
-			if m.ID != nil {
-				fail(m.ID, rpcMethodNotFound, "method not found: "+m.Method)
-			}
-		}
-	}
-	cancel()
-	wg.Wait()
-	return sc.Err()
+	return err
 }
 
-// call runs one tools/call. A failure of the run is a tool result with
-// isError, which the model reads; only a request that is not a call of the
-// run tool is a JSON-RPC error.
-func (s *MCPServer) call(ctx context.Context, params json.RawMessage) (any, *rpcError) {
-	var p struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-		Meta      map[string]any  `json:"_meta"`
-	}
-	if err := json.Unmarshal(params, &p); err != nil {
-		return nil, &rpcError{Code: rpcInvalidParams, Message: "tools/call: " + err.Error()}
-	}
-	if p.Name != "run" {
-		return nil, &rpcError{Code: rpcInvalidParams, Message: fmt.Sprintf("unknown tool %q", p.Name)}
-	}
-	args, err := runArgs(p.Arguments)
+// nopWriteCloser is out for the SDK's transport, which closes its writer:
+// the caller's stdout stays open.
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
+
+// call runs one tools/call of run (the SDK refuses any other tool with
+// CodeInvalidParams). A failure is a tool result with isError, which the
+// model reads; only a cancelled call is a JSON-RPC error, which its
+// client does not wait for.
+func (s *MCPServer) call(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args, err := runArgs(req.Params.Arguments)
 	if err != nil {
 		return errorResult("invalid arguments for run: " + err.Error()), nil
 	}
-	toolUseID, _ := p.Meta[ToolUseIDMeta].(string)
+	toolUseID, _ := req.Params.Meta[ToolUseIDMeta].(string)
 	if toolUseID == "" {
 		return errorResult("gatekeeper cannot tell which allowed tool call this run belongs to, so the code did not run"), nil
 	}
 	res, err := s.Sandbox.Run(ctx, toolUseID, args)
+	if ctx.Err() != nil {
+		return nil, ctx.Err() // cancelled: the client expects no result
+	}
 	if err != nil {
 		if re, ok := client.IsRefused(err); ok {
 			return errorResult(refusalText(re)), nil
 		}
 		return errorResult(fmt.Sprintf("gatekeeper is unavailable (%v), so the code did not run", err)), nil
 	}
-	return map[string]any{
-		"content":           append(imageBlocks(res), map[string]any{"type": "text", "text": FormatRunResult(res)}),
-		"structuredContent": structured(res),
+	return &mcp.CallToolResult{
+		Content:           append(imageBlocks(res), &mcp.TextContent{Text: FormatRunResult(res)}),
+		StructuredContent: structured(res),
 	}, nil
 }
 
@@ -337,8 +218,8 @@ func fileContent(raw json.RawMessage) (wire.FileContent, error) {
 	return wire.FileContent{Data: string(data), Base64: true}, nil
 }
 
-func errorResult(text string) map[string]any {
-	return map[string]any{"isError": true, "content": []any{map[string]any{"type": "text", "text": text}}}
+func errorResult(text string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: text}}}
 }
 
 // refusalText is what the model reads for a refused run, as

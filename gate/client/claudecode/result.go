@@ -1,20 +1,35 @@
 package claudecode
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // FormatRunResult is the text the model reads for a finished run, exactly
 // as @gatekeeper/client's formatRunResult writes it (a test pins the two
-// with the files in testdata/run-results). A file's name is quoted
-// (untrusted.Quote), so that no name can add a line of its own.
+// with the files in testdata/run-results).
+//
+// Gatekeeper's fields come first, one line each, a file's name quoted
+// (untrusted.Quote) so that no name can add a line of its own. The
+// program's text (stdout, stderr, the text of returned files) follows, each
+// part between a line "<<< F name" and a line ">>> F name", where the fence
+// F is one that none of the program's text contains (outputFence): printed
+// output cannot end its part early, and a line it prints that looks like a
+// field is inside the fence, where the model reads it as the program's.
+// A later addition to the result adds a field line or a part here.
 func FormatRunResult(r *wire.RunResult) string {
-	lines := []string{"exit code " + strconv.Itoa(r.ExitCode) + " (" + r.Reason + ") after " + strconv.FormatInt(r.DurationMS, 10) + " ms"}
+	rep := structured(r)
+	fields := []string{"exit code " + strconv.Itoa(r.ExitCode) + " (" + r.Reason + ") after " + strconv.FormatInt(r.DurationMS, 10) + " ms"}
 	var flags []string
 	if r.Truncated {
 		flags = append(flags, "output truncated")
@@ -26,38 +41,93 @@ func FormatRunResult(r *wire.RunResult) string {
 		flags = append(flags, "killed: out of memory")
 	}
 	if len(flags) > 0 {
-		lines = append(lines, "note: "+strings.Join(flags, ", "))
+		fields = append(fields, "note: "+strings.Join(flags, ", "))
 	}
-	lines = append(lines, "truncated="+strconv.FormatBool(r.Truncated)+" timed_out="+strconv.FormatBool(r.TimedOut)+" oom_killed="+strconv.FormatBool(r.OOMKilled))
-	lines = append(lines, stream("stdout", r.Stdout), stream("stderr", r.Stderr))
-	rep := structured(r)
+	fields = append(fields, "truncated="+strconv.FormatBool(r.Truncated)+" timed_out="+strconv.FormatBool(r.TimedOut)+" oom_killed="+strconv.FormatBool(r.OOMKilled))
+	var parts []outputPart
+	for _, s := range []outputPart{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
+		if s.text == "" {
+			fields = append(fields, s.name+": (empty)")
+			continue
+		}
+		fields = append(fields, s.name+": below")
+		parts = append(parts, s)
+	}
 	for _, f := range rep.Files {
-		line := "file " + untrusted.Quote(f.Path) + " (" + f.Change + ", " + strconv.FormatInt(f.Size, 10) + " bytes, " + f.MediaType + ")"
+		name := "file " + untrusted.Quote(f.Path)
+		line := name + " (" + f.Change + ", " + strconv.FormatInt(f.Size, 10) + " bytes, " + f.MediaType + ")"
+		sep := ": "
 		if f.Note != "" {
-			line += ": " + f.Note
+			line += sep + f.Note
+			sep = "; "
 		}
-		if f.Text != nil {
-			line += ":\n" + *f.Text
+		if f.Text != nil && *f.Text != "" {
+			line += sep + "text below"
+			parts = append(parts, outputPart{name, *f.Text})
 		}
-		lines = append(lines, line)
+		fields = append(fields, line)
 	}
 	if rep.FilesOmitted > 0 {
-		lines = append(lines, strconv.Itoa(rep.FilesOmitted)+" more files not returned (the policy's sandbox.output.max_files)")
+		fields = append(fields, strconv.Itoa(rep.FilesOmitted)+" more files not returned (the policy's sandbox.output.max_files)")
 	}
 	if rep.WorkspaceNote != "" {
-		lines = append(lines, "workspace: "+rep.WorkspaceNote)
+		fields = append(fields, "workspace: "+rep.WorkspaceNote)
 	}
 	if rep.ToolCalls > 0 {
-		lines = append(lines, "tool calls: "+strconv.Itoa(rep.ToolCalls)+" (each decided by gatekeeper's policy)")
+		fields = append(fields, "tool calls: "+strconv.Itoa(rep.ToolCalls)+" (each decided by gatekeeper's policy)")
 	}
-	return strings.Join(lines, "\n")
+	if len(parts) == 0 {
+		return strings.Join(fields, "\n")
+	}
+	fence := outputFence(parts)
+	fields = append(fields, `the program's output follows, each part between a line "<<< `+fence+` <part>" and a line ">>> `+fence+` <part>"; no output contains `+fence)
+	var b strings.Builder
+	b.WriteString(strings.Join(fields, "\n"))
+	for _, p := range parts {
+		b.WriteString("\n<<< " + fence + " " + p.name + "\n" + p.text)
+		if !strings.HasSuffix(p.text, "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(">>> " + fence + " " + p.name)
+	}
+	return b.String()
 }
 
-func stream(name, text string) string {
-	if text == "" {
-		return name + ": (empty)"
+// outputPart is one fenced part of the text: its name (a quoted file name
+// for a file) and the program's text.
+type outputPart struct{ name, text string }
+
+// outputFence is the fence of a result whose program text is parts: the
+// first 16 hex digits of SHA-256(seed + decimal n) for the first n = 0, 1,
+// ... whose fence no part's name or text contains, where seed is the
+// SHA-256 of each part as "<name's UTF-8 bytes>:<name><text's UTF-8
+// bytes>:<text>". The check makes the fence absent by construction; the
+// hash makes it depend on all of the output, so a program cannot know it
+// while it writes (n past 0 takes a 64-bit collision with its own output).
+// @gatekeeper/client's outputFence is the same function.
+func outputFence(parts []outputPart) string {
+	h := sha256.New()
+	for _, p := range parts {
+		for _, s := range []string{p.name, p.text} {
+			io.WriteString(h, strconv.Itoa(len(s))+":"+s)
+		}
 	}
-	return name + ":\n" + text
+	seed := h.Sum(nil)
+	return firstAbsent(parts, func(n int) string {
+		sum := sha256.Sum256(append(slices.Clip(seed), strconv.Itoa(n)...))
+		return hex.EncodeToString(sum[:8])
+	})
+}
+
+// firstAbsent is candidate(n) for the least n that no part's name or
+// text contains.
+func firstAbsent(parts []outputPart, candidate func(n int) string) string {
+	for n := 0; ; n++ {
+		c := candidate(n)
+		if !slices.ContainsFunc(parts, func(p outputPart) bool { return strings.Contains(p.name, c) || strings.Contains(p.text, c) }) {
+			return c
+		}
+	}
 }
 
 // runOutcome is the run tool's structuredContent: the same object as
@@ -148,12 +218,17 @@ func utf16Prefix(s string, limit int) (prefix string, n, total int) {
 	return s[:end], n, total
 }
 
-// imageBlocks are the images a run returned, as MCP image content.
-func imageBlocks(r *wire.RunResult) []any {
-	var out []any
+// imageBlocks are the images a run returned, as MCP image content. An
+// image whose base64 does not decode is left out (the sidecar encodes
+// them; its listing still names the file).
+func imageBlocks(r *wire.RunResult) []mcp.Content {
+	var out []mcp.Content
 	for _, f := range r.Files {
 		if imageTypes[f.MediaType] && f.Base64 != nil {
-			out = append(out, map[string]any{"type": "image", "data": *f.Base64, "mimeType": f.MediaType})
+			data, err := base64.StdEncoding.DecodeString(*f.Base64)
+			if err == nil {
+				out = append(out, &mcp.ImageContent{Data: data, MIMEType: f.MediaType})
+			}
 		}
 	}
 	return out
