@@ -27,8 +27,8 @@ func TestTheExpectedChecksArePinned(t *testing.T) {
 }
 
 // TestCheckCountFailsADroppedOrMergedCheck feeds the count check the
-// checks of a whole run, then one short, then two merged into one, then
-// one unpinned.
+// checks of a whole run, then one short, then two merged into one (of
+// one fault, and of two faults under either's), then one unpinned.
 func TestCheckCountFailsADroppedOrMergedCheck(t *testing.T) {
 	t.Parallel()
 	full := func(s *soak) []Check {
@@ -51,9 +51,15 @@ func TestCheckCountFailsADroppedOrMergedCheck(t *testing.T) {
 			i := indexOfFault(cs, wPolicy)
 			return append(cs[:i], cs[i+1:]...)
 		}, false, "policy swap: 5 made, 6 expected"},
-		{"two checks merged into one fails", func(cs []Check) []Check {
+		{"two checks of one fault merged into one fails", func(cs []Check) []Check {
 			i := indexOfFault(cs, fAccounting)
-			return append(cs[:i], cs[i+1:]...)
+			return merge(cs, i, i+1, i)
+		}, false, "accounting: 7 made, 8 expected"},
+		{"two checks of two faults merged into the first's fails", func(cs []Check) []Check {
+			return merge(cs, indexOfFault(cs, fAccounting), indexOfFault(cs, fEnd), indexOfFault(cs, fAccounting))
+		}, false, "end: 1 made, 2 expected"},
+		{"two checks of two faults merged into the second's fails", func(cs []Check) []Check {
+			return merge(cs, indexOfFault(cs, fAccounting), indexOfFault(cs, fEnd), indexOfFault(cs, fEnd))
 		}, false, "accounting: 7 made, 8 expected"},
 		{"a check of a fault nobody expects fails", func(cs []Check) []Check {
 			return append(cs, Check{Fault: "new fault", What: "x", OK: true})
@@ -74,6 +80,24 @@ func TestCheckCountFailsADroppedOrMergedCheck(t *testing.T) {
 			t.Errorf("%s: the report's count does not say %q", tc.name, tc.says)
 		}
 	}
+}
+
+// merge replaces checks i and j with one check that says both, under
+// the fault of check keep (i or j).
+func merge(cs []Check, i, j, keep int) []Check {
+	m := cs[keep]
+	m.What, m.OK = cs[i].What+" and "+cs[j].What, cs[i].OK && cs[j].OK
+	var out []Check
+	for k, c := range cs {
+		switch k {
+		case keep:
+			out = append(out, m)
+		case i, j:
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 func indexOfFault(cs []Check, fault string) int {

@@ -88,40 +88,58 @@ th = threading.Thread(target=lambda: started.append(threading.get_native_id()))
 p("thread:python", lambda: (th.start(), th.join()))
 print("thread:ran", "yes" if started and started[0] != threading.get_native_id() else "no")
 # clone3 of a user namespace by a child this program traces: the profile
-# traces clone3 (see runner/seccomp), so under gVisor a tracer that asks for
-# seccomp stops (PTRACE_O_TRACESECCOMP) can let the call through
+# traces clone3 (see runner/seccomp), so a tracer that asks for seccomp
+# stops (PTRACE_O_TRACESECCOMP) would decide the call itself. Under gVisor
+# the profile refuses ptrace, so the child cannot ask to be traced and the
+# parent cannot attach: with no tracer, clone3 fails with ENOSYS. (Not
+# traced, the stopped child is woken with SIGCONT.)
 import ctypes, struct
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
+def cres(r):
+    return "ok" if r >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
 rfd, wfd = os.pipe()
 child = os.fork()
 if child == 0:
     os.close(rfd)
-    libc.ptrace(0, 0, 0, 0)  # PTRACE_TRACEME
+    os.write(wfd, cres(libc.ptrace(0, 0, 0, 0)).encode() + b" ")  # PTRACE_TRACEME
     os.kill(os.getpid(), signal.SIGSTOP)
     args = ctypes.create_string_buffer(struct.pack("11Q", 0x10000000, 0, 0, 0, 17, 0, 0, 0, 0, 0, 0), 88)
     r = libc.syscall(NR["clone3"], args, 88)  # CLONE_NEWUSER, SIGCHLD
     if r == 0:
         os._exit(0)
-    os.write(wfd, (errno.errorcode.get(ctypes.get_errno(), "?") if r < 0 else "ok").encode())
+    os.write(wfd, cres(r).encode())
     os._exit(0)
 os.close(wfd)
-os.waitpid(child, 0)
-libc.ptrace(0x4200, child, 0, 0x80)  # PTRACE_SETOPTIONS, PTRACE_O_TRACESECCOMP
-libc.ptrace(7, child, 0, 0)
+os.waitpid(child, os.WUNTRACED)
+setopt = cres(libc.ptrace(0x4200, child, 0, 0x80))  # PTRACE_SETOPTIONS, PTRACE_O_TRACESECCOMP
+if libc.ptrace(7, child, 0, 0) < 0:  # PTRACE_CONT
+    os.kill(child, signal.SIGCONT)
 for _ in range(10):
     _, st = os.waitpid(child, 0)
     if not os.WIFSTOPPED(st):
         break
-    libc.ptrace(7, child, 0, 0)  # PTRACE_CONT, past the seccomp stop too
-print("clone3:traced-child-userns", os.read(rfd, 64).decode() or "nothing")
+    libc.ptrace(7, child, 0, 0)  # past the seccomp stop too
+else:
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+said = b"".join(iter(lambda: os.read(rfd, 64), b"")).decode().split()
+os.close(rfd)
+print("ptrace:traceme", said[0] if said else "nothing")
+print("ptrace:traced-child-options", setopt)
+print("clone3:traced-child-userns", said[1] if len(said) > 1 else "nothing")
 
-# ptrace
-child = subprocess.Popen(["sleep", "5"])
-sysc("ptrace:own-child", "ptrace", 16, child.pid, 0, 0)
+# ptrace of a child of this program, by the program (its parent) and by
+# perl (its sibling), each its own child
+for who in ("own-child", "sibling"):
+    child = subprocess.Popen(["sleep", "5"])
+    if who == "own-child":
+        print("ptrace:seize-own-child", cres(libc.ptrace(0x4206, child.pid, 0, 0)))  # PTRACE_SEIZE
+    else:
+        sysc("ptrace:sibling", "ptrace", 16, child.pid, 0, 0)  # PTRACE_ATTACH
+    child.kill()
+    child.wait()
 sysc("ptrace:absent-pid", "ptrace", 16, 99999, 0, 0)
-child.kill()
-child.wait()
 
 # the sandbox's own processes: PID 1 (init, which holds the run's tag and
 # writes the end marks and the snapshot) and the launcher shell (the
@@ -312,24 +330,28 @@ func advCases(sb runner.Sandbox, o Options) []advCase {
 		{"clone3 fails with ENOSYS, so libc falls back to clone", "clone3", "ENOSYS", ""},
 		{"a Python thread starts", "thread:python", "ok", ""},
 		{"and runs as a thread of its own", "thread:ran", "yes", ""},
-		// The residual of tracing clone3 (SECURITY.md, "The seccomp profile
-		// inside gVisor"): a tracer of its own child lets the child's clone3
-		// through, so the child gets a user namespace in gVisor's kernel.
-		// Under runc the profile answers clone3 with ENOSYS, tracer or not.
-		{"a traced child's clone3 of a user namespace fails under runc (gVisor lets the tracer pass it)", "clone3:traced-child-userns", "ENOSYS", "ok"},
+		// Under gVisor the profile traces clone3 (runner/seccomp), and a
+		// tracer would decide a traced child's clone3: the profile refuses
+		// ptrace there, so no program can be that tracer (EPERM: runsc
+		// answers every SCMP_ACT_ERRNO so). Under runc the profile answers
+		// clone3 with ENOSYS, tracer or not.
+		{"a child can ask to be traced under runc only", "ptrace:traceme", "ok", "EPERM"},
+		{"its parent sets its tracer's options under runc only", "ptrace:traced-child-options", "ok", "EPERM"},
+		{"a traced child's clone3 of a user namespace fails with ENOSYS", "clone3:traced-child-userns", "ENOSYS", ""},
 		{"kexec_load is refused", "kexec_load", "EPERM", ""},
 		{"init_module is refused", "init_module", "EPERM", ""},
 		{"reboot is refused", "reboot", "EPERM", ""},
 		// Under runc the default seccomp profile allows ptrace (kernel >= 4.8)
 		// and the child has the same uid: tracing stays inside the sandbox's
-		// PID namespace. gVisor refuses it.
-		{"ptrace of its own child stays inside the sandbox (runc allows it, gVisor refuses)", "ptrace:own-child", "ok", "EPERM"},
-		{"ptrace of a pid outside the sandbox finds nothing", "ptrace:absent-pid", "ESRCH", ""},
+		// PID namespace. Under gVisor the profile refuses it.
+		{"the program can trace its own child under runc only", "ptrace:seize-own-child", "ok", "EPERM"},
+		{"a sibling can trace it under runc only", "ptrace:sibling", "ok", "EPERM"},
+		{"ptrace of a pid outside the sandbox finds nothing (gVisor's profile refuses it first)", "ptrace:absent-pid", "ESRCH", "EPERM"},
 		// The sandbox's PID 1 (launch's init) holds the run's tag and writes
 		// the end marks and the snapshot: it is undumpable, so the kernel's
 		// ptrace access check refuses every way into it. The launcher shell
 		// holds nothing the program does not know; under runc the program
-		// can trace it, gVisor refuses (it traces only descendants).
+		// can trace it, under gVisor the profile refuses ptrace.
 		{"ptrace of PID 1 is refused", "ptrace:attach-init", "EPERM", ""},
 		{"PID 1's memory cannot be opened for reading", "mem:read-init", "EACCES", ""},
 		{"PID 1's memory cannot be opened for writing", "mem:write-init", "EACCES", ""},

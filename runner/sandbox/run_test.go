@@ -194,6 +194,16 @@ func (s *scriptedRun) StartMeter()           {}
 func (s *scriptedRun) Peak() int64           { return 4 << 20 }
 func (s *scriptedRun) Remove()               { s.pf.removed.Add(1) }
 
+// wasKilled says whether the runner called Kill.
+func (s *scriptedRun) wasKilled() bool {
+	select {
+	case <-s.killed:
+		return true
+	default:
+		return false
+	}
+}
+
 func (s *scriptedRun) Detach() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -273,6 +283,9 @@ func TestTheRunLoopEndsAsTheSandboxDid(t *testing.T) {
 			}
 			if tc.peak != 0 && res.PeakMemoryBytes != tc.peak {
 				t.Errorf("peak %d, want the meter's %d, read as the marks came", res.PeakMemoryBytes, tc.peak)
+			}
+			if killed := pf.last.Load().wasKilled(); killed != tc.killed {
+				t.Errorf("killed %v, want %v", killed, tc.killed)
 			}
 			if err := r.Close(); err != nil {
 				t.Fatal(err)

@@ -1,7 +1,7 @@
 // Package seccomp holds the seccomp profile that programs run under gVisor
 // (runsc), in Docker and in Kubernetes Pods alike. It is declared once, as
 // gvisor.json: Docker's default profile (github.com/moby/profiles/seccomp,
-// the version go.mod requires) with one rule changed, which a test pins.
+// the version go.mod requires) with two changes, which a test pins.
 //
 // runsc applies a container's seccomp profile inside its own kernel only
 // when it runs with --oci-seccomp (scripts/ensure-docker registers it so,
@@ -10,8 +10,12 @@
 // ENOSYS would answer EPERM there, and libc, which falls back to clone only
 // on ENOSYS, could start no thread. The profile therefore traces clone3
 // (SCMP_ACT_TRACE) instead: with no tracer attached, a traced system call
-// fails with ENOSYS, under gVisor as under Linux. Everything else is
-// Docker's default, as runc containers get it.
+// fails with ENOSYS, under gVisor as under Linux. A tracer, though, decides
+// the call itself, and could let a traced child's clone3 make a user
+// namespace; so the second change takes ptrace out of the rules that allow
+// it, the default action refuses it (EPERM, which is also what runsc
+// answers every SCMP_ACT_ERRNO with), and no program in the sandbox can be
+// that tracer. Everything else is Docker's default, as runc containers get it.
 package seccomp
 
 import (

@@ -18,22 +18,34 @@ import (
 var update = flag.Bool("update", false, "rewrite gvisor.json from moby's default profile")
 
 // fromMoby returns Docker's default profile with its clone3 rule traced
-// instead of answered with ENOSYS, in the format of moby's own default.json.
+// instead of answered with ENOSYS, and ptrace taken out of every rule that
+// allows it (so the default action refuses it), in the format of moby's
+// own default.json.
 func fromMoby(t *testing.T) []byte {
 	t.Helper()
 	p := mobyseccomp.DefaultProfile()
-	changed := 0
+	clone3, ptrace := 0, 0
 	for _, s := range p.Syscalls {
 		if slices.Equal(s.Names, []string{"clone3"}) && s.Action == specs.ActErrno {
 			if s.ErrnoRet == nil || *s.ErrnoRet != 38 { // ENOSYS
 				t.Fatalf("moby's clone3 rule answers errno %v, not ENOSYS: read the rule again before changing it", s.ErrnoRet)
 			}
 			s.Action, s.ErrnoRet = specs.ActTrace, nil
-			changed++
+			clone3++
+		}
+		if i := slices.Index(s.Names, "ptrace"); i >= 0 {
+			if s.Action != specs.ActAllow || len(s.Args) != 0 || len(s.Names) == 1 {
+				t.Fatalf("moby's rule %v for ptrace is not an allow among others: read it again before changing it", s.Names)
+			}
+			s.Names = slices.Delete(s.Names, i, i+1)
+			ptrace++
 		}
 	}
-	if changed != 1 {
-		t.Fatalf("moby's default profile has %d clone3 ENOSYS rules, want 1", changed)
+	if clone3 != 1 || ptrace != 2 {
+		t.Fatalf("moby's default profile has %d clone3 ENOSYS rules and %d rules allowing ptrace, want 1 and 2 (without and with CAP_SYS_PTRACE)", clone3, ptrace)
+	}
+	if p.DefaultAction != specs.ActErrno || p.DefaultErrnoRet == nil || *p.DefaultErrnoRet != 1 { // EPERM
+		t.Fatalf("moby's default action is %s with errno %v, want %s with EPERM, which ptrace now gets", p.DefaultAction, p.DefaultErrnoRet, specs.ActErrno)
 	}
 	b, err := json.MarshalIndent(p, "", "\t")
 	if err != nil {
@@ -42,7 +54,7 @@ func fromMoby(t *testing.T) []byte {
 	return append(b, '\n')
 }
 
-func TestTheProfileIsDockersDefaultWithClone3Traced(t *testing.T) {
+func TestTheProfileIsDockersDefaultWithClone3TracedAndPtraceRefused(t *testing.T) {
 	t.Parallel()
 	want := fromMoby(t)
 	if *update {
@@ -50,11 +62,11 @@ func TestTheProfileIsDockersDefaultWithClone3Traced(t *testing.T) {
 		return
 	}
 	if GVisor() != string(want) {
-		t.Fatalf("gvisor.json is not moby's default profile with the one clone3 change; run go test ./runner/seccomp -update and review the diff")
+		t.Fatalf("gvisor.json is not moby's default profile with clone3 traced and ptrace refused; run go test ./runner/seccomp -update and review the diff")
 	}
 }
 
-func TestClone3IsTheOnlyRuleThatDiffers(t *testing.T) {
+func TestClone3AndPtraceAreTheOnlyRulesThatDiffer(t *testing.T) {
 	t.Parallel()
 	var got, moby mobyseccomp.Seccomp
 	if err := json.Unmarshal([]byte(GVisor()), &got); err != nil {
@@ -77,8 +89,33 @@ func TestClone3IsTheOnlyRuleThatDiffers(t *testing.T) {
 			differ = append(differ, strings.Join(got.Syscalls[i].Names, ",")+" "+string(got.Syscalls[i].Action))
 		}
 	}
-	if !slices.Equal(differ, []string{"clone3 SCMP_ACT_TRACE"}) {
-		t.Errorf("the rules that differ from moby's are %q, want only clone3 traced", differ)
+	want := []string{
+		"process_vm_readv,process_vm_writev SCMP_ACT_ALLOW",
+		"clone3 SCMP_ACT_TRACE",
+		"kcmp,pidfd_getfd,process_madvise,process_vm_readv,process_vm_writev SCMP_ACT_ALLOW",
+	}
+	if !slices.Equal(differ, want) {
+		t.Errorf("the rules that differ from moby's are %q, want %q: clone3 traced, ptrace out of the rules that allowed it", differ, want)
+	}
+}
+
+// TestNoRuleAllowsPtrace checks gvisor.json under every condition (any
+// capability, architecture or kernel): with ptrace on no rule, the default
+// action refuses it, so no program becomes the tracer that clone3's
+// SCMP_ACT_TRACE would hand its decision to.
+func TestNoRuleAllowsPtrace(t *testing.T) {
+	t.Parallel()
+	var p mobyseccomp.Seccomp
+	if err := json.Unmarshal([]byte(GVisor()), &p); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range p.Syscalls {
+		if slices.Contains(s.Names, "ptrace") || s.Name == "ptrace" {
+			t.Errorf("a rule names ptrace: %s", mustJSON(t, s))
+		}
+	}
+	if p.DefaultAction != specs.ActErrno || p.DefaultErrnoRet == nil || *p.DefaultErrnoRet != 1 {
+		t.Errorf("default action %s with errno %v, want %s with EPERM", p.DefaultAction, p.DefaultErrnoRet, specs.ActErrno)
 	}
 }
 
@@ -148,6 +185,8 @@ func TestLocalhostHasNoConditionsLeft(t *testing.T) {
 		"open_by_handle_at": nil,
 		"perf_event_open":   nil,
 		"bpf":               nil,
+		"ptrace":            nil, // refused by the default action
+		"process_vm_readv":  {"SCMP_ACT_ALLOW"},
 		"read":              {"SCMP_ACT_ALLOW"},
 	} {
 		if !slices.Equal(actions[name], want) {
