@@ -74,9 +74,17 @@ type CodeCaller struct {
 	// unaudited is set once a call's audit line could not be written:
 	// every later call of the run is refused before it reaches a server.
 	unaudited atomic.Bool
+	// slots holds one token per call of the run between the servers and
+	// its end, at most code_calls.max_in_flight: the bridge queues the
+	// calls past it, and the gate holds the bound too, so that no path
+	// past the runner's queue lets more reach the servers at once.
+	slots chan struct{}
 }
 
-var _ runner.ToolCaller = (*CodeCaller)(nil)
+var (
+	_ runner.ToolCaller      = (*CodeCaller)(nil)
+	_ runner.RefusalRecorder = (*CodeCaller)(nil)
+)
 
 // NewCodeCaller returns the ToolCaller of one run. Effective, Servers and
 // Auditor are required; without one, every call is denied (and, without
@@ -88,7 +96,11 @@ func NewCodeCaller(cfg CodeCallerConfig) *CodeCaller {
 			cfg.DecisionTimeout = cfg.Effective.snap.decisionTimeout
 		}
 	}
-	return &CodeCaller{cfg: cfg}
+	c := &CodeCaller{cfg: cfg}
+	if cfg.Effective != nil {
+		c.slots = make(chan struct{}, max(cfg.Effective.Policy.CodeCalls.MaxInFlight, 1))
+	}
+	return c
 }
 
 // CodeCaller returns the ToolCaller of one run of r under eff (what the
@@ -106,15 +118,7 @@ func (eff *Effective) CodeCaller(r RunRequest, servers ToolServers, a Auditor) r
 // result whose audit line cannot be written is withheld.
 func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
 	start := time.Now()
-	rec := audit.Record{
-		Kind: audit.KindCodeCall, Event: EventCodeCall,
-		RunID: c.cfg.RunID, QueryID: c.cfg.QueryID, ToolUseID: c.cfg.ToolUseID,
-		Server: call.Server, Tool: call.Tool, CallSeq: call.Seq,
-		ArgumentsSHA256: sha256Hex(call.Arguments), ArgumentsBytes: int64(len(call.Arguments)),
-	}
-	if eff := c.cfg.Effective; eff != nil {
-		rec.PolicyRevision, rec.PolicyHash = eff.Revision, eff.Hash
-	}
+	rec := c.record(call)
 	res := c.call(ctx, call, &rec)
 	if res.Err != nil {
 		rec.ErrorKind = res.Err.Kind
@@ -129,11 +133,79 @@ func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 	if c.cfg.Auditor == nil {
 		return res // a deny: call refuses every call without an Auditor
 	}
-	if err := c.cfg.Auditor.Write(rec); err != nil {
-		c.unaudited.Store(true)
+	if err := c.write(rec); err != nil {
 		return toolError(runner.ToolDenied, RuleError, "the call was made but the audit log cannot be written, so its result is withheld and no further call of this run is made: "+err.Error())
 	}
 	return res
+}
+
+// Refused writes the line of a call the bridge refused itself
+// (runner.RefusalRecorder): a deny with the refusal's rule, its message
+// as the reason and its kind; no server is asked anything. A line that
+// cannot be written stops the run's later calls, as in CallTool.
+func (c *CodeCaller) Refused(r runner.ToolRefusal) {
+	rec := c.record(r.Call)
+	if len(r.Call.Arguments) == 0 {
+		rec.ArgumentsSHA256, rec.ArgumentsBytes = "", 0
+	}
+	rec.Decision, rec.Rule, rec.Reason, rec.ErrorKind = Deny, r.Err.Rule, r.Err.Message, r.Err.Kind
+	_ = c.write(rec)
+}
+
+// Omitted writes the one line that counts the run's refusals past
+// runner.MaxRefusalLines (runner.RefusalRecorder), by rule, with
+// runner.RuleMaxRefusals when the bridge closed.
+func (c *CodeCaller) Omitted(n runner.RefusalCounts) {
+	rec := c.record(runner.ToolCall{})
+	rec.ArgumentsSHA256, rec.ArgumentsBytes = "", 0
+	total := 0
+	for _, k := range n.ByRule {
+		total += k
+	}
+	rec.Decision, rec.Omitted = Deny, n.ByRule
+	rec.Reason = fmt.Sprintf("%d more refused calls of this run have no line of their own (a run's first %d refusals do); omitted counts them by rule", total, runner.MaxRefusalLines)
+	if n.Closed {
+		rec.Rule = runner.RuleMaxRefusals
+		rec.Reason += fmt.Sprintf("; after %d refusals the bridge closed for the run (%s), refusing every later call", runner.MaxRefusals, runner.RuleMaxRefusals)
+	}
+	_ = c.write(rec)
+}
+
+// record is the start of call's line.
+func (c *CodeCaller) record(call runner.ToolCall) audit.Record {
+	rec := audit.Record{
+		Kind: audit.KindCodeCall, Event: EventCodeCall,
+		RunID: c.cfg.RunID, QueryID: c.cfg.QueryID, ToolUseID: c.cfg.ToolUseID,
+		Server: call.Server, Tool: call.Tool, CallSeq: call.Seq,
+		ArgumentsSHA256: sha256Hex(call.Arguments), ArgumentsBytes: int64(len(call.Arguments)),
+	}
+	if call.Server != "" {
+		rec.ServerSource = serverSource(c.cfg.Servers, call.Server)
+	}
+	if eff := c.cfg.Effective; eff != nil {
+		rec.PolicyRevision, rec.PolicyHash = eff.Revision, eff.Hash
+	}
+	return rec
+}
+
+// write writes rec; after an error, the run makes no further call.
+func (c *CodeCaller) write(rec audit.Record) error {
+	if c.cfg.Auditor == nil {
+		return errors.New("no audit log")
+	}
+	err := c.cfg.Auditor.Write(rec)
+	if err != nil {
+		c.unaudited.Store(true)
+	}
+	return err
+}
+
+// serverSource is the input.mcp_server.source of a call to server.
+func serverSource(servers ToolServers, server string) string {
+	if s, ok := servers.(ToolSources); ok && s.Source(server) != "" {
+		return s.Source(server)
+	}
+	return SourcePolicy
 }
 
 // call does CallTool's work, filling in rec's decision.
@@ -150,12 +222,11 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	}
 	// The runner enforces these bounds before it calls; the gate holds
 	// them too, so that no path past the runner's checks reaches a server.
+	// max_in_flight is not a refusal: past it, a call waits (below).
 	lim := eff.Policy.CodeCalls
 	switch {
 	case call.Seq > lim.MaxCalls:
 		return limit(rec, runner.RuleMaxCalls, fmt.Sprintf("this run has made its %d calls (%s)", lim.MaxCalls, runner.RuleMaxCalls))
-	case call.InFlight > lim.MaxInFlight:
-		return limit(rec, runner.RuleMaxInFlight, fmt.Sprintf("this run already has %d calls in flight (%s)", lim.MaxInFlight, runner.RuleMaxInFlight))
 	case int64(len(call.Arguments)) > int64(lim.MaxArgumentBytes):
 		return limit(rec, runner.RuleMaxArgumentBytes, fmt.Sprintf("the arguments are %d bytes, more than %s (%s)", len(call.Arguments), runner.RuleMaxArgumentBytes, lim.MaxArgumentBytes))
 	}
@@ -170,14 +241,24 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		forward, err = canonicalJSON(args)
 	}
 	if err != nil {
-		rec.Decision, rec.Rule, rec.Reason = Deny, RuleError, fmt.Sprintf("the arguments are not a JSON object (%v), so the call is denied", err)
-		return toolError(runner.ToolBadRequest, "", rec.Reason)
+		rec.Decision, rec.Rule, rec.Reason = Deny, runner.RuleBadRequest, fmt.Sprintf("the arguments are not a JSON object (%v), so the call is denied (%s)", err, runner.RuleBadRequest)
+		return toolError(runner.ToolBadRequest, runner.RuleBadRequest, rec.Reason)
 	}
 	// The server gets the arguments the policy saw, not the program's
 	// bytes: a repeated key (the last wins here, the first in some
 	// parsers) or invalid UTF-8 cannot mean one thing to the policy and
 	// another to the server.
 	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
+	// From here the call may reach its server: it takes one of the run's
+	// max_in_flight slots, waiting within its timeout for one.
+	select {
+	case c.slots <- struct{}{}:
+		defer func() { <-c.slots }()
+	case <-ctx.Done():
+		res := ctxOr(ctx, runner.ToolTimeout, fmt.Sprintf("the call waited for one of the run's %d slots (%s)", lim.MaxInFlight, runner.RuleMaxInFlight))
+		rec.Decision, rec.Rule, rec.Reason = Deny, res.Err.Rule, res.Err.Message
+		return res
+	}
 	// A tool no callable glob names is denied whatever its server says:
 	// the server is not asked about it.
 	var info runner.ToolInfo
@@ -261,10 +342,7 @@ func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.ToolCall, a
 	in.Insert(kDenyGlobs, eff.globsTerms[0])
 	in.Insert(kWriteProtectGlobs, eff.globsTerms[1])
 	in.Insert(kPaths, ast.ArrayTerm())
-	source := SourcePolicy
-	if s, ok := cfg.Servers.(ToolSources); ok && s.Source(call.Server) != "" {
-		source = s.Source(call.Server)
-	}
+	source := serverSource(cfg.Servers, call.Server)
 	in.Insert(kMCPServer, ast.ObjectTerm(
 		ast.Item(kName, ast.StringTerm(call.Server)),
 		ast.Item(kSource, ast.StringTerm(source)),

@@ -366,6 +366,25 @@ func TestCodeCallOverrides(t *testing.T) {
 
 type discardAuditor struct{}
 
+// recordingAuditor keeps every line.
+type recordingAuditor struct {
+	mu   sync.Mutex
+	recs []audit.Record
+}
+
+func (a *recordingAuditor) Write(r audit.Record) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.recs = append(a.recs, r)
+	return nil
+}
+
+func (a *recordingAuditor) all() []audit.Record {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]audit.Record(nil), a.recs...)
+}
+
 func (discardAuditor) Write(audit.Record) error { return nil }
 
 // TestCodeCallForwardsWhatThePolicySaw: a program cannot make the policy
@@ -386,11 +405,13 @@ func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
 		{"a denied value hidden after a repeated key never reaches the server", `{"customer_id":"c-vip","customer_id":"c-1"}`, `{"customer_id":"c-1"}`, ""},
 		{"a repeated key inside a nested object is forwarded once", `{"q":{"customer_id":"c-vip","customer_id":"c-2"},"n":1.50}`, `{"n":1.50,"q":{"customer_id":"c-2"}}`, ""},
 		{"invalid UTF-8 is forwarded as the policy read it", "{\"customer_id\":\"c-\xff\"}", `{"customer_id":"c-\ufffd"}`, ""},
+		{"keys out of order, spaces and escapes are forwarded canonical", "{ \"z\" : [ 1, 2.0 ] ,\n \"customer_id\" : \"c\\u002d1\\/x\", \"a\":{} }", `{"a":{},"customer_id":"c-1/x","z":[1,2.0]}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			servers := &fakeServers{}
-			caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: discardAuditor{}})
+			lines := &recordingAuditor{}
+			caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: lines})
 			res := caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(tc.args), Seq: 1, InFlight: 1})
 			if tc.rule != "" {
 				if res.Err == nil || res.Err.Rule != tc.rule || len(servers.args) != 0 {
@@ -410,6 +431,16 @@ func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
 			must(t, json.Unmarshal([]byte(servers.args[0]), &got))
 			if gs, ws := fmt.Sprint(got), fmt.Sprint(want); gs != ws || strings.Count(servers.args[0], "customer_id") != 1 || strings.Contains(servers.args[0], `"n":1.50`) != strings.Contains(tc.forwarded, `"n":1.50`) {
 				t.Errorf("server got %s, want %s", servers.args[0], tc.forwarded)
+			}
+			// The line's hash and size are of the bytes the server got, not
+			// of the program's.
+			recs := lines.all()
+			sum := sha256.Sum256([]byte(servers.args[0]))
+			if len(recs) != 1 || recs[0].ArgumentsSHA256 != hex.EncodeToString(sum[:]) || recs[0].ArgumentsBytes != int64(len(servers.args[0])) {
+				t.Errorf("audit lines %+v; want one with the sha256 and size of the forwarded %s", recs, servers.args[0])
+			}
+			if tc.args != servers.args[0] && len(recs) == 1 && recs[0].ArgumentsBytes == int64(len(tc.args)) {
+				t.Errorf("the line's size is the program's %d bytes, not the forwarded %d", len(tc.args), len(servers.args[0]))
 			}
 		})
 	}
@@ -525,5 +556,132 @@ func TestCodeCallWithoutItsPartsIsDenied(t *testing.T) {
 	}
 	if c := servers.called(); len(c) != 0 {
 		t.Errorf("the server saw %v", c)
+	}
+}
+
+// TestCodeCallRefusalsAreAudited: a call the bridge refused itself gets
+// its line from the gate (runner.RefusalRecorder), a deny naming the
+// refusal's rule and kind, and the run's omitted refusals one line that
+// counts them; both chain with the calls' lines, and no server is asked.
+func TestCodeCallRefusalsAreAudited(t *testing.T) {
+	t.Parallel()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(logPath, audit.Options{})
+	must(t, err)
+	servers := &fakeServers{}
+	var rr runner.RefusalRecorder = gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_1", ToolUseID: "toolu_1", Servers: servers, Auditor: log})
+	args := json.RawMessage(`{"customer_id":"c-1"}`)
+	rr.Refused(runner.ToolRefusal{Call: runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: 6},
+		Err: runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxCalls, Message: "too many"}})
+	rr.Refused(runner.ToolRefusal{Call: runner.ToolCall{Seq: 7}, Err: runner.ToolError{Kind: runner.ToolBadRequest, Rule: runner.RuleBadRequest, Message: "not a request"}})
+	rr.Omitted(runner.RefusalCounts{ByRule: map[string]int{runner.RuleBadRequest: 900, runner.RuleMaxRefusals: 3}, Closed: true})
+	must(t, log.Close())
+	if _, err := audit.VerifyFile(logPath); err != nil {
+		t.Fatal(err)
+	}
+	recs := readRecords(t, logPath)
+	if len(recs) != 3 {
+		t.Fatalf("%d lines; want 3", len(recs))
+	}
+	sum := sha256.Sum256(args)
+	want := []audit.Record{
+		{Decision: gate.Deny, Rule: runner.RuleMaxCalls, Reason: "too many", ErrorKind: runner.ToolLimit, Server: "crm", Tool: "get_customer", ServerSource: gate.SourcePolicy, CallSeq: 6, ArgumentsSHA256: hex.EncodeToString(sum[:]), ArgumentsBytes: int64(len(args))},
+		{Decision: gate.Deny, Rule: runner.RuleBadRequest, Reason: "not a request", ErrorKind: runner.ToolBadRequest, CallSeq: 7},
+		{Decision: gate.Deny, Rule: runner.RuleMaxRefusals, Omitted: map[string]int{runner.RuleBadRequest: 900, runner.RuleMaxRefusals: 3}},
+	}
+	for i, rec := range recs {
+		w := want[i]
+		if rec.Kind != audit.KindCodeCall || rec.RunID != "run_1" || rec.QueryID != "q_1" || rec.ToolUseID != "toolu_1" || rec.PolicyHash != eff.Hash {
+			t.Errorf("line %d names kind %q run %q query %q tool use %q policy %q", i, rec.Kind, rec.RunID, rec.QueryID, rec.ToolUseID, rec.PolicyHash)
+		}
+		got := fmt.Sprint(rec.Decision, rec.Rule, rec.ErrorKind, rec.Server, rec.Tool, rec.ServerSource, rec.CallSeq, rec.ArgumentsSHA256, rec.ArgumentsBytes, rec.Omitted)
+		if exp := fmt.Sprint(w.Decision, w.Rule, w.ErrorKind, w.Server, w.Tool, w.ServerSource, w.CallSeq, w.ArgumentsSHA256, w.ArgumentsBytes, w.Omitted); got != exp {
+			t.Errorf("line %d: %s; want %s", i, got, exp)
+		}
+		if w.Reason != "" && rec.Reason != w.Reason || rec.Reason == "" {
+			t.Errorf("line %d's reason %q; want %q", i, rec.Reason, w.Reason)
+		}
+	}
+	if !strings.Contains(recs[2].Reason, "903 more refused calls") || !strings.Contains(recs[2].Reason, "bridge closed") {
+		t.Errorf("the closing line's reason %q; want the count and the closed bridge", recs[2].Reason)
+	}
+	if len(servers.called()) != 0 || len(servers.asked) != 0 {
+		t.Errorf("servers saw %v, asked %v; want nothing", servers.called(), servers.asked)
+	}
+}
+
+// heldServers holds every call until release is closed, counting the calls
+// it holds at once.
+type heldServers struct {
+	nopServers
+	release   chan struct{}
+	mu        sync.Mutex
+	cur, peak int
+}
+
+func (h *heldServers) CallTool(ctx context.Context, server, tool string, args json.RawMessage) (json.RawMessage, error) {
+	h.mu.Lock()
+	h.cur++
+	h.peak = max(h.peak, h.cur)
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.cur--
+		h.mu.Unlock()
+	}()
+	select {
+	case <-h.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.nopServers.CallTool(ctx, server, tool, args)
+}
+
+func (h *heldServers) held() (cur, peak int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cur, h.peak
+}
+
+// TestCodeCallHoldsMaxInFlightAtTheServers: whatever in_flight a call
+// claims, the gate lets at most max_in_flight of a run's calls reach the
+// servers at once; a call past it waits for a slot and is then made,
+// not refused.
+func TestCodeCallHoldsMaxInFlightAtTheServers(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, strings.Replace(codeCallPolicy, "timeout: 1s", "timeout: 60s", 1))
+	eng := e.engine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	servers := &heldServers{release: make(chan struct{})}
+	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: discardAuditor{}})
+	const n = 5 // max_calls; max_in_flight is 4
+	var wg sync.WaitGroup
+	errs := make([]*runner.ToolError, n)
+	for i := range n {
+		wg.Go(func() {
+			errs[i] = caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: i + 1, InFlight: 1}).Err
+		})
+	}
+	for cur, _ := servers.held(); cur < 4; cur, _ = servers.held() {
+		time.Sleep(time.Millisecond) // rendezvous: four calls are at the server
+	}
+	time.Sleep(100 * time.Millisecond) // room for a fifth to arrive, were it let through
+	close(servers.release)
+	wg.Wait()
+	for i, e := range errs {
+		if e != nil {
+			t.Errorf("call %d: %+v; want a result", i+1, e)
+		}
+	}
+	if _, peak := servers.held(); peak != 4 {
+		t.Errorf("%d calls at the servers at once; want max_in_flight, 4", peak)
 	}
 }

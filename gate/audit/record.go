@@ -122,7 +122,9 @@ type Record struct {
 	// arguments as forwarded: their canonical JSON, once parsed);
 	// ResultIsError is the result's own isError (the tool ran and failed).
 	// ErrorKind is the bridge's error kind when the call got no result
-	// (denied, limit, timeout, server, cancelled, bad_request).
+	// (denied, limit, timeout, server, cancelled, bad_request). A call
+	// the bridge refused itself (a bound, a malformed line) has its line
+	// too: decision deny, with its rule.
 	Server          string `json:"server,omitempty"`
 	CallSeq         int    `json:"call_seq,omitempty"`
 	ArgumentsSHA256 string `json:"arguments_sha256,omitempty"`
@@ -131,6 +133,15 @@ type Record struct {
 	ResultBytes     int64  `json:"result_bytes,omitempty"`
 	ResultIsError   bool   `json:"result_is_error,omitempty"`
 	ErrorKind       string `json:"error_kind,omitempty"`
+	// ServerSource is where the server's calls go, as the policy's
+	// input.mcp_server.source has it: "policy" (one of the policy's
+	// mcp_servers) or "sdk" (an in-process server of the query's client).
+	ServerSource string `json:"server_source,omitempty"`
+	// Omitted is on the one line that closes a run's refusals past the
+	// bridge's MaxRefusalLines (runner.RefusalRecorder): the refused calls
+	// that got no line of their own, by rule (by error kind for one
+	// without a rule). It has no call_seq.
+	Omitted map[string]int `json:"omitted,omitempty"`
 
 	// Egress fields (Kind "egress").
 	Host      string `json:"host,omitempty"`

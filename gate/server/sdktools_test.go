@@ -270,3 +270,50 @@ func TestAnotherConnectionCannotAnswerACall(t *testing.T) {
 		t.Errorf("answers = %+v; want the owner's result, not the forged one", got)
 	}
 }
+
+// noInProcessRego is an operator's rule against the tools of in-process
+// (sdk) servers, but for the run tool itself.
+const noInProcessRego = `package gatekeeper
+
+deny contains {"rule": "ops.no_in_process", "reason": "tools of the client's own process are not allowed here"} if {
+	input.mcp_server.source == "sdk"
+	input.mcp_server.name != "sandboxed_code"
+}
+`
+
+// TestAnOperatorRuleOnTheSourceOfAServerHolds: mcp_server.source reaches
+// the operator's Rego both from a decide frame (as the client sends it)
+// and for a nested call to an in-process server (as the sidecar knows
+// it), and the code_call line names the source.
+func TestAnOperatorRuleOnTheSourceOfAServerHolds(t *testing.T) {
+	t.Parallel()
+	rn := &callingRunner{calls: []runner.ToolCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	h := start(t, options{runner: rn, policy: sdkPolicy, rego: noInProcessRego})
+	c := h.connect(t)
+	q, _ := c.openWithTools(notesServers)
+	for _, tc := range []struct{ mcp, rule string }{
+		{`{"name":"notes","source":"sdk"}`, "ops.no_in_process"},
+		{`{"name":"notes","source":"stdio"}`, ""},
+	} {
+		d := c.decide(q, "mcp__notes__search", `{"q":"x"}`, "toolu_d", tc.mcp)
+		if got := d["rule"]; (tc.rule != "" && got != tc.rule) || (tc.rule == "" && got == "ops.no_in_process") {
+			t.Errorf("decide with mcp_server %s: %v; want rule %q", tc.mcp, d, tc.rule)
+		}
+	}
+	c.startRun(q, "toolu_1")
+	if r := c.recv(); r["type"] != "run_result" {
+		t.Fatalf("got %v; want the run_result (the call is denied, so no tool_call frame)", r)
+	}
+	if got := rn.answers(); len(got) != 1 || got[0].Err == nil || got[0].Err.Rule != "ops.no_in_process" {
+		t.Fatalf("answers %+v; want a deny by ops.no_in_process", got)
+	}
+	var lines []audit.Record
+	for _, rec := range readAudit(t, h.auditPath) {
+		if rec.Kind == audit.KindCodeCall {
+			lines = append(lines, rec)
+		}
+	}
+	if len(lines) != 1 || lines[0].Rule != "ops.no_in_process" || lines[0].ServerSource != wire.SourceSDK {
+		t.Errorf("code_call lines %+v; want one deny by ops.no_in_process with server_source sdk", lines)
+	}
+}

@@ -18,7 +18,8 @@ with .kind, .rule (the policy rule or the bound that refused it, or "") and
 ToolCallError with kind "tool_error". A call blocks until its answer
 comes; calls may be made from several threads at once (for instance with
 concurrent.futures.ThreadPoolExecutor), each waiting only for its own
-answer, within the number of calls in flight the policy allows.
+answer; past the number of calls in flight the policy allows, a call
+waits its turn, in order, within its timeout.
 """
 
 import itertools as _itertools
