@@ -12,6 +12,8 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 )
 
 // launchCodesRule is an operator rule that refuses a run, at the
@@ -163,5 +165,71 @@ func TestOneOperatorRuleDecidesUnderEveryCommand(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// noLookup13Rule is an operator rule that refuses sandboxed code's lookup
+// of record 13, on the nested call's argument.
+const noLookup13Rule = `package gatekeeper
+
+deny contains {"rule": "ops.no_13", "reason": "record 13 may not be read from code"} if {
+	input.event == "code_call"
+	input.code_call.tool == "lookup"
+	input.code_call.arguments.id == 13
+}
+`
+
+// TestRunDecidesNestedCallsByTheOperatorRule: gatekeeper run, given
+// --rego-dir, decides the nested calls of its program by the operator's
+// rule, as serve does (gate/server's code-mode engine test): on the real
+// Docker engine, a real MCP server (mcptest, over stdio) and real OPA, the
+// program's lookup of record 12 is answered, that of 13 is refused with
+// the rule, and the code_call line on stderr names it. Before, run loaded
+// no operator module and the server answered 13 as well.
+func TestRunDecidesNestedCallsByTheOperatorRule(t *testing.T) {
+	bin, err := mcptest.Build(t.TempDir())
+	must(t, err)
+	dir, file := writePolicy(t, fmt.Sprintf(`version: 1
+workspace_root: ./ws
+tools:
+  allow: [mcp__sandboxed_code__run]
+sandbox:
+  fs: {image: python}
+  proc: {timeout: 60s}
+mcp_servers:
+  places:
+    description: test places
+    command: [%q, -name, places, -records, "50"]
+code_calls:
+  callable: {places: [lookup]}
+`, bin))
+	regoDir := filepath.Join(dir, "ops.d")
+	must(t, os.MkdirAll(regoDir, 0o755))
+	must(t, os.WriteFile(filepath.Join(regoDir, "ops.rego"), []byte(noLookup13Rule), 0o644))
+	const code = `import gatekeeper_tools as gk
+from gatekeeper_tools import places
+print("LOOKUP 12", places.lookup(id=12)["id"])
+try:
+    places.lookup(id=13)
+    print("LOOKUP 13 answered")
+except gk.ToolCallDenied as e:
+    print("DENIED", e.rule)
+`
+	var stdout, stderr strings.Builder
+	err = run(t.Context(), []string{"run", "--policy", file, "--rego-dir", regoDir, "--claude-code-dir", "", "--instance", "cli-engine-test", "--lang", "python", "-c", code},
+		strings.NewReader(""), &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, stdout.String(), stderr.String())
+	}
+	var rep wire.RunReport
+	if err := json.Unmarshal([]byte(stdout.String()), &rep); err != nil {
+		t.Fatalf("run printed %q: %v", stdout.String(), err)
+	}
+	if want := "LOOKUP 12 12\nDENIED ops.no_13\n"; rep.Stdout != want {
+		t.Errorf("the program printed %q, want %q (stderr %q)", rep.Stdout, want, rep.Stderr)
+	}
+	denied := regexp.MustCompile(`msg=code_call .*server=places tool=lookup decision=deny rule=ops.no_13 `)
+	if !denied.MatchString(stderr.String()) {
+		t.Errorf("no code_call line denies the lookup by ops.no_13:\n%s", stderr.String())
 	}
 }
