@@ -31,7 +31,8 @@ import (
 	builtin "github.com/gatekeeper-ai/gatekeeper/rego"
 )
 
-// Config says where the policy comes from.
+// Config says where the policy comes from. The commands build it from
+// Inputs with Open, so that they build it alike.
 type Config struct {
 	// PolicyFile is the sandbox.policy.yaml path.
 	PolicyFile string
@@ -47,7 +48,7 @@ type Config struct {
 	// Protect, when set, returns absolute paths that every policy
 	// write-protects in the non-liftable group policy.InstallGroup: the
 	// binaries and files that Claude Code's installed managed settings
-	// name. It is called at every load and reload check, and a change in
+	// name (Open sets it from Inputs.ClaudeCodeDir). It is called at every load and reload check, and a change in
 	// what it returns, or in where a link among them leads, is a new
 	// revision; an error refuses the load. Each path is protected as
 	// written and, when a link is in it, where it leads.

@@ -14,22 +14,30 @@ import (
 )
 
 func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {
-	fs := newFlags("policy check", "policy check [--rego-dir DIR] FILE", stderr)
-	regoDir := fs.String("rego-dir", "", "directory of extra .rego files to compile with the policy")
+	fs := newFlags("policy check", `policy check [--rego-dir DIR] [--claude-code-dir DIR] [--policy FILE | FILE]
+
+Loads the policy as serve loads it (the same flags, the same modules) and
+prints every problem with its location, or the revision serve, run and
+decide report for the same flags. FILE, when given, is the policy file.`, stderr)
+	engineOpts := engineFlags(fs, false)
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
-	if fs.NArg() != 1 {
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		engineOpts.in.PolicyFile = fs.Arg(0)
+	default:
 		fs.Usage()
 		return exitError(2)
 	}
-	eng, err := gate.New(ctx, gate.Config{PolicyFile: fs.Arg(0), RegoDir: *regoDir, Logger: quietLogger()})
+	eng, err := engineOpts.open(ctx, quietLogger())
 	if err != nil {
 		msg := strings.TrimPrefix(err.Error(), gate.ErrPolicy.Error()+": ")
 		fmt.Fprintln(stdout, msg)
 		return exitError(1)
 	}
-	fmt.Fprintf(stdout, "%s: ok (revision %s)\n", fs.Arg(0), eng.Revision())
+	fmt.Fprintf(stdout, "%s: ok (revision %s)\n", engineOpts.in.PolicyFile, eng.Revision())
 	return nil
 }
 
@@ -44,7 +52,7 @@ type decideResult struct {
 }
 
 func cmdDecide(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("decide", `decide [--policy FILE] [--rego-dir DIR] < call.json
+	fs := newFlags("decide", `decide [--policy FILE] [--rego-dir DIR] [--claude-code-dir DIR] < call.json
 
 Reads one call as JSON, e.g.
   {"tool_name": "Read", "tool_input": {"file_path": "/srv/app/x"}, "event": "PreToolUse",
@@ -53,10 +61,10 @@ and prints the decision as JSON. The call is a decide frame of the wire
 protocol (docs/protocol.md) without type, id and query_id, read by the
 sidecar's own strict decoder; event (default PreToolUse, or canUseTool, or
 run for the sidecar's re-decision of a run) and tool_use_id are optional,
-and sandbox_policy is an open_query override.
+and sandbox_policy is an open_query override. The policy is loaded as
+serve loads it, from the same flags.
 Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
-	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
-	regoDir := fs.String("rego-dir", "", "directory of extra .rego files")
+	engineOpts := engineFlags(fs, true)
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
@@ -74,7 +82,7 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 		fmt.Fprintf(stderr, "gatekeeper decide: %s: %s\n", werr.Code, untrusted.Terminal(werr.Message))
 		return exitError(2)
 	}
-	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, Logger: quietLogger()})
+	eng, err := engineOpts.open(ctx, quietLogger())
 	if err != nil {
 		return err
 	}

@@ -40,6 +40,8 @@ func TestKubeRunRunsInAPod(t *testing.T) {
 	args, image := kubeRunArgs(t)
 	dir, file := writePolicy(t, fmt.Sprintf(`version: 1
 workspace_root: ./ws
+tools:
+  allow: [mcp__sandboxed_code__run]
 sandbox:
   fs: {image: %q}
   proc: {timeout: 60s}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/docker/docker/client"
 	"github.com/gatekeeper-ai/gatekeeper/gate"
@@ -311,15 +312,19 @@ func (s *sandboxRunner) close() {
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlags("run", `run [--policy FILE] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--timeout-ms N] [--file [PATH=]LOCAL]... [--output PATH]... [--runner docker|kube] [--human] (-c CODE | FILE | -)
+	fs := newFlags("run", `run [--policy FILE] [--rego-dir DIR] --lang `+strings.Join(runner.LanguageNames(), "|")+` [--sandbox-policy JSON] [--timeout-ms N] [--file [PATH=]LOCAL]... [--output PATH]... [--runner docker|kube] [--human] (-c CODE | FILE | -)
 
 Runs one piece of code in the sandbox of the policy, with no agent, and prints
-the result as JSON (or readably with --human). The run is checked and built as
-the sidecar checks and builds a run frame (timeout, files, the sandbox): what
-the sidecar would refuse, run refuses with the same message. --runner kube
-runs it in a Pod of the cluster that serve --runner kube uses, with the same
-flags. Exit status: the program's.`, stderr)
-	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file whose sandbox section applies")
+the result as JSON (or readably with --human). The policy is loaded as serve
+loads it, from the same flags (--policy, --rego-dir, --claude-code-dir), and
+the run is decided, checked and built as the sidecar decides, checks and
+builds a run frame (its rules, the operator's included; timeout, files, the
+sandbox): what the sidecar would refuse, run refuses with the same rule or
+message. A run the policy denies prints the decision as JSON, as decide
+does, and exits 1 with no sandbox made. --runner kube runs it in a Pod of
+the cluster that serve --runner kube uses, with the same flags.
+Exit status: the program's; 1 when the policy denies the run.`, stderr)
+	engineOpts := engineFlags(fs, true)
 	lang := fs.String("lang", string(runner.Python), "one of "+strings.Join(runner.LanguageNames(), ", "))
 	code := fs.String("c", "", "the code to run")
 	override := fs.String("sandbox-policy", "", "a per-run override of the sandbox section, as JSON (checked against the ceilings)")
@@ -363,7 +368,7 @@ flags. Exit status: the program's.`, stderr)
 	if req.Files, err = readRunFiles(files); err != nil {
 		return err
 	}
-	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, Logger: quietLogger()})
+	eng, err := engineOpts.open(ctx, quietLogger())
 	if err != nil {
 		return err
 	}
@@ -378,10 +383,20 @@ flags. Exit status: the program's.`, stderr)
 		}
 		return err
 	}
-	eff, err := q.Effective(ctx)
-	if err != nil {
-		return err
+	// The run is decided by the call the sidecar re-decides a run frame
+	// by, and runs under the policy that allowed it.
+	d, err := decideRun(ctx, q, req)
+	if d.Decision != gate.Allow {
+		res := decideResult{Decision: gate.Deny, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash}
+		if err != nil {
+			res.Error = err.Error()
+		}
+		if err := writeJSON(stdout, res); err != nil {
+			return err
+		}
+		return exitError(1)
 	}
+	eff := d.Effective
 	log := newLogger(stderr, "warn")
 	events := slog.New(slog.NewTextHandler(stderr, nil))
 	// The program calls the policy's MCP servers as a sidecar's run does;
@@ -444,6 +459,24 @@ flags. Exit status: the program's.`, stderr)
 		return exitError(res.ExitCode)
 	}
 	return nil
+}
+
+// decideRun decides the run of req in q as the sidecar's run handler
+// decides a run frame (server.RunCall). A file that is not UTF-8 goes into
+// the call as a client sends it, in base64.
+func decideRun(ctx context.Context, q *gate.Query, req gate.RunRequest) (gate.Decision, error) {
+	r := wire.Run{Language: req.Language, Code: req.Code, TimeoutMS: req.TimeoutMS, Outputs: req.Outputs}
+	if len(req.Files) > 0 { // a run frame's files are nil when empty
+		r.Files = make(map[string]wire.FileContent, len(req.Files))
+		for p, data := range req.Files {
+			r.Files[p] = wire.FileContent{Data: data, Base64: !utf8.ValidString(data)}
+		}
+	}
+	call, err := server.RunCall(&r)
+	if err != nil {
+		return gate.Decision{Decision: gate.Deny, Rule: gate.RuleError, Reason: err.Error()}, err
+	}
+	return q.Decide(ctx, call)
 }
 
 // readRunFiles reads run --file's [PATH=]LOCAL arguments into the run's

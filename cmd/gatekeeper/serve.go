@@ -16,9 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/artifacts"
-	"github.com/gatekeeper-ai/gatekeeper/gate/client/claudecode"
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
@@ -31,9 +29,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
 	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
-	policyFile := fs.String("policy", "sandbox.policy.yaml", "policy file")
-	regoDir := fs.String("rego-dir", "", "directory of extra .rego files loaded into the built-in packages")
-	claudeCodeDir := fs.String("claude-code-dir", claudecode.DefaultManagedDir(), "Claude Code's managed settings directory: every binary and token file its settings name for gatekeeper is write-protected in every policy (\"\" for none)")
+	engineOpts := engineFlags(fs, true)
 	auditOpts := auditFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
@@ -43,7 +39,6 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	debugEndpoints := fs.Bool("debug-endpoints", false, "serve Go's runtime profiles at /debug/pprof/ (goroutines, heap, CPU), behind the token")
 	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
-	decisionTimeout := fs.Duration("decision-timeout", time.Second, "longest a policy evaluation may take; then the call is denied")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
 	backend := runnerFlag(fs)
 	kubeOpts := kubeFlags(fs)
@@ -75,12 +70,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		debug.SetGCPercent(*gcPercent)
 	}
 
-	var protect func() ([]string, error)
-	if *claudeCodeDir != "" {
-		dir := *claudeCodeDir
-		protect = func() ([]string, error) { return claudecode.InstalledPaths(dir) }
-	}
-	eng, err := gate.New(ctx, gate.Config{PolicyFile: *policyFile, RegoDir: *regoDir, DecisionTimeout: *decisionTimeout, Logger: log, Protect: protect})
+	eng, err := engineOpts.open(ctx, log)
 	if err != nil {
 		return err
 	}
@@ -197,7 +187,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		}
 	}()
 	addr := listenAddr(ln, *listen)
-	log.Info("gatekeeper serving", "listen", addr, "policy", *policyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
+	log.Info("gatekeeper serving", "listen", addr, "policy", engineOpts.in.PolicyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
 	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(addr))
 	if con != nil {
 		if host, ok := strings.CutPrefix(addr, "tcp://"); ok {

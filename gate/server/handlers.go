@@ -252,23 +252,12 @@ func (c *conn) run(r *wire.Run) {
 		deny("run.no_prior_allow", fmt.Sprintf("no allowed %s call with tool_use_id %q is waiting to run in this query", wire.SandboxTool, r.ToolUseID))
 		return
 	}
-	input := map[string]any{"language": r.Language, "code": r.Code}
-	if r.Files != nil {
-		input["files"] = r.Files
-	}
-	if r.TimeoutMS != nil {
-		input["timeout_ms"] = *r.TimeoutMS
-	}
-	if r.Outputs != nil {
-		input["outputs"] = r.Outputs
-	}
-	raw, err := json.Marshal(input)
+	call, err := RunCall(r)
 	if err != nil {
 		c.sendError(&wire.Error{ID: r.ID, Code: wire.CodeInternal, Message: err.Error()})
 		return
 	}
-	d, _ := q.q.Decide(c.ctx, gate.Call{Event: gate.EventRun, ToolName: wire.SandboxTool, ToolInput: raw, ToolUseID: r.ToolUseID,
-		MCPServer: &gate.MCPServer{Name: wire.SandboxServer, Source: wire.SourceSDK}})
+	d, _ := q.q.Decide(c.ctx, call)
 	rec.PolicyRevision, rec.PolicyHash = d.Revision, d.PolicyHash
 	if d.Decision != gate.Allow {
 		deny(d.Rule, d.Reason)
