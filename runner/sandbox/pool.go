@@ -31,6 +31,10 @@ const poolGrace = 30 * time.Second
 // it the pool removes it and counts a refill error.
 const poolReadyTimeout = 2 * time.Minute
 
+// poolWaitDefault bounds a run's wait for a warm sandbox being made
+// before the pool has made a sandbox of its set (see take).
+const poolWaitDefault = 10 * time.Second
+
 // PoolMaxTimeout is the longest run timeout a warm sandbox serves; a
 // longer run starts a cold sandbox. A warm sandbox's PID 1 ends it,
 // whatever its program does, at most Idle + 30s + PoolMaxTimeout + 10s +
@@ -126,6 +130,7 @@ type pool struct {
 	taken   map[string]bool // sandboxes handed to runs, until removed
 	making  int             // makers running, across sets
 	changed chan struct{}   // closed and replaced when a set changes
+	hold    *warmHold       // holds the makers started while not nil (HoldWarmUps)
 }
 
 // warmSet is the pool of one sandbox.
@@ -167,6 +172,7 @@ type maker struct {
 	lang  runner.Language
 	began time.Time
 	claim chan *warm // buffered 1
+	hold  *warmHold  // holds it before it creates its sandbox; nil: none
 }
 
 // dead reports whether w's sandbox has ended (or its platform lost it).
@@ -344,6 +350,12 @@ func (p *pool) start() {
 type claim struct {
 	m  *maker
 	ch <-chan *warm
+	// bound is how long the run waits for it (0: no bound): what the
+	// pool measured a sandbox of the set to take to be created and
+	// started, its moving average plus four deviations (ewma.high), which
+	// is what the run would spend on a cold one; poolWaitDefault before
+	// the first. A held maker (HoldWarmUps) is not late: no bound.
+	bound time.Duration
 }
 
 // take hands out a warm sandbox for a run of lang in sb, planned as pl
@@ -398,7 +410,11 @@ func (p *pool) take(pl *Plan, lang runner.Language, timeout time.Duration) (*war
 		ch := make(chan *warm, 1)
 		m.claim = ch
 		p.fill(s) // the claimed sandbox no longer counts
-		return nil, &claim{m: m, ch: ch}
+		c := &claim{m: m, ch: ch, bound: s.start.high(poolWaitDefault)}
+		if m.hold != nil {
+			c.bound = 0
+		}
+		return nil, c
 	}
 	p.m.Misses.Inc()
 	p.fill(s)
@@ -476,26 +492,32 @@ func (p *pool) served(w *warm, lang runner.Language) {
 	}
 }
 
-// await waits for the sandbox c claims: it returns it (the run's now),
-// or nil when making it failed (a miss: the run starts a cold one), or
-// ctx's error, the sandbox then going back to the pool.
+// await waits for the sandbox c claims, at most c.bound: it returns it
+// (the run's now); or nil, a miss (the run starts a cold one), when making
+// it failed or it was not ready within the bound, the sandbox then going
+// to the pool once made; or ctx's error, the sandbox then going back to
+// the pool: a run that gives up leaves no sandbox and no claim behind.
 func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	began := p.now()
+	var late <-chan time.Time
+	if c.bound > 0 {
+		timer := time.NewTimer(c.bound)
+		defer timer.Stop()
+		late = timer.C
+	}
 	select {
 	case w := <-c.ch:
-		p.m.Wait.Observe(p.now().Sub(began).Seconds())
-		if w == nil {
-			p.m.Misses.Inc()
-		} else {
-			p.m.Waits.Inc()
-		}
-		return w, nil
+		return p.awaited(w, began), nil
+	case <-late:
 	case <-ctx.Done():
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	select {
 	case w := <-c.ch:
+		if ctx.Err() == nil {
+			return p.awaited(w, began), nil // made as the bound passed
+		}
 		if w != nil {
 			delete(p.taken, w.inst.ID())
 			if s := p.sets[w.key]; s != nil && !p.closed {
@@ -508,7 +530,26 @@ func (p *pool) await(ctx context.Context, c *claim) (*warm, error) {
 	default:
 		c.m.claim = nil // made for the pool after all
 	}
-	return nil, ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p.m.Wait.Observe(p.now().Sub(began).Seconds())
+	p.m.Misses.Inc()
+	p.r.log.Info("a warm sandbox being made was not ready within the bound; the run starts a cold one",
+		"bound", c.bound, "made_for", p.now().Sub(c.m.began))
+	return nil, nil
+}
+
+// awaited counts a run's wait for a sandbox being made that ended with
+// w: a wait, or a miss when making it failed (w nil).
+func (p *pool) awaited(w *warm, began time.Time) *warm {
+	p.m.Wait.Observe(p.now().Sub(began).Seconds())
+	if w == nil {
+		p.m.Misses.Inc()
+	} else {
+		p.m.Waits.Inc()
+	}
+	return w
 }
 
 // release removes a sandbox a run took, once the run ended, with the
@@ -561,7 +602,10 @@ func (p *pool) fill(s *warmSet) {
 		if s.failed[lang] {
 			lang = ""
 		}
-		m := &maker{lang: lang, began: p.now()}
+		m := &maker{lang: lang, began: p.now(), hold: p.hold}
+		if m.hold != nil {
+			m.hold.makers.Add(1)
+		}
 		s.making = append(s.making, m)
 		p.making++
 		p.wg.Add(1)
@@ -586,7 +630,10 @@ func (p *pool) fillAll() {
 // run that claimed it, or to the pool.
 func (p *pool) makeOne(s *warmSet, m *maker) {
 	defer p.wg.Done()
-	w, started, err := p.warmUp(s, m.lang)
+	if m.hold != nil {
+		defer m.hold.makers.Done() // once it is handed over
+	}
+	w, started, err := p.warmUp(s, m)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s.making = slices.DeleteFunc(s.making, func(x *maker) bool { return x == m })
@@ -614,9 +661,11 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 		p.fillAll()
 		return
 	}
-	s.start.add(started.Sub(m.began))
-	s.made.add(w.born.Sub(m.began))
-	p.m.Refill.Observe(w.born.Sub(m.began).Seconds())
+	if m.hold == nil { // a held one's times are the hold's
+		s.start.add(started.Sub(m.began))
+		s.made.add(w.born.Sub(m.began))
+		p.m.Refill.Observe(w.born.Sub(m.began).Seconds())
+	}
 	if p.closed || p.sets[s.key] != s {
 		if m.claim != nil {
 			m.claim <- nil
@@ -639,10 +688,12 @@ func (p *pool) makeOne(s *warmSet, m *maker) {
 // included.
 const makeTimeout = 5 * time.Minute
 
-// warmUp makes a sandbox of s starting lang ahead, and waits for its
-// ready mark. It returns when the sandbox had started (zero if it did
-// not). On error nothing of it is left.
-func (p *pool) warmUp(s *warmSet, lang runner.Language) (*warm, time.Time, error) {
+// warmUp makes the sandbox of maker m of s, starting m.lang ahead, and
+// waits for its ready mark; a held maker waits for its hold's release
+// before it creates the sandbox. It returns when the sandbox had started
+// (zero if it did not). On error nothing of it is left.
+func (p *pool) warmUp(s *warmSet, m *maker) (*warm, time.Time, error) {
+	lang := m.lang
 	p.mu.Lock()
 	pl := s.plans[lang]
 	p.mu.Unlock()
@@ -650,6 +701,13 @@ func (p *pool) warmUp(s *warmSet, lang runner.Language) (*warm, time.Time, error
 	defer cancel()
 	if err := p.r.pf.Prepare(ctx, pl, ""); err != nil {
 		return nil, time.Time{}, err
+	}
+	if m.hold != nil {
+		select {
+		case <-m.hold.released:
+		case <-ctx.Done():
+			return nil, time.Time{}, ctx.Err()
+		}
 	}
 	inst, err := p.r.pf.Create(ctx, CreateRequest{Plan: pl, Spec: templateSpec(s.sb), Background: p.r.background})
 	if err != nil {
@@ -922,7 +980,9 @@ func (p *pool) yield() bool {
 
 // AwaitWarm pools sb (as PoolConfig.All would) and waits until it has a
 // warm sandbox ready, or making one failed (that error), or ctx ends. It
-// returns at once without a pool or for a sandbox that is not poolable.
+// returns at once without a pool or for a sandbox that is not poolable,
+// and while warm-ups are held (HoldWarmUps) once one of sb's is being
+// made, for a run to wait for in the pool.
 // Tests and benchmarks use it so that a run finds a warm sandbox (a run
 // racing another for it may still miss and run cold).
 func (r *Runner) AwaitWarm(ctx context.Context, sb runner.Sandbox) error {
@@ -951,9 +1011,10 @@ func (r *Runner) AwaitWarm(ctx context.Context, sb runner.Sandbox) error {
 		}
 		p.fill(s)
 		n, lastErr, changed := len(s.ready), s.lastErr, p.changed
+		held := p.hold != nil && s.claimable(p.now()) != nil
 		p.mu.Unlock()
 		switch {
-		case n > 0:
+		case n > 0, held:
 			return nil
 		case lastErr != nil:
 			return lastErr
@@ -982,3 +1043,68 @@ func (r *Runner) Ready() []string {
 	}
 	return ids
 }
+
+// warmHold holds the warm-ups started while it is the pool's hold
+// (HoldWarmUps).
+type warmHold struct {
+	released chan struct{} // closed by release
+	once     sync.Once
+	makers   sync.WaitGroup // the makers it holds, until each handed its sandbox over or failed
+}
+
+// HoldWarmUps holds the warm-ups the pool starts from now on, so that a
+// test can have a run wait in the pool for as long as it likes (runnertest
+// cancels one there): each warm-up prepares the platform, then waits for
+// release before it creates its sandbox. Meanwhile AwaitWarm returns once
+// a warm sandbox of its set is being made, and a run that finds none
+// ready waits for a held one without the bound of a wait (see claim).
+// release ends the hold and returns once every warm-up it held has handed
+// its sandbox over (to a run or the pool) or failed; calling it again
+// waits the same. Without a pool it holds nothing. It holds no limit of a
+// sandbox: a held warm-up is a slow one, nothing else.
+func (r *Runner) HoldWarmUps() (release func()) {
+	p := r.pool
+	if p == nil {
+		return func() {}
+	}
+	p.mu.Lock()
+	h := p.hold
+	if h == nil {
+		h = &warmHold{released: make(chan struct{})}
+		p.hold = h
+	}
+	p.mu.Unlock()
+	return func() {
+		h.once.Do(func() {
+			p.mu.Lock()
+			if p.hold == h {
+				p.hold = nil
+			}
+			p.mu.Unlock()
+			close(h.released)
+		})
+		h.makers.Wait()
+	}
+}
+
+// Awaiting returns how many runs wait for a warm sandbox being made.
+func (r *Runner) Awaiting() int {
+	if r.pool == nil {
+		return 0
+	}
+	p := r.pool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, s := range p.sets {
+		for _, m := range s.making {
+			if m.claim != nil {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// Pooled reports whether the runner keeps a warm pool.
+func (r *Runner) Pooled() bool { return r.pool != nil }
