@@ -61,7 +61,9 @@ type pooledRuntime struct {
 
 func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result, error) {
 	spec.Sandbox.Runtime = w.rt
-	if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil {
+	// A cancel during the wait is the run's: Run reports it, as a
+	// cancelled Result.
+	if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil && ctx.Err() == nil {
 		return runner.Result{}, fmt.Errorf("warm the pool: %w", err)
 	}
 	return w.Runner.Run(ctx, spec)

@@ -156,8 +156,10 @@ func (w pooledRuntime) Run(ctx context.Context, spec runner.Spec) (runner.Result
 	}
 	if spec.Timeout <= sandbox.PoolMaxTimeout {
 		// A warm Pod takes only room no run needs: on a full node the
-		// run goes cold, and its Pod takes a warm Pod's place.
-		if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil && !errors.Is(err, sandbox.ErrNoRoom) {
+		// run goes cold, and its Pod takes a warm Pod's place. A cancel
+		// during the wait is the run's: Run reports it, as a cancelled
+		// Result.
+		if err := w.AwaitWarm(ctx, spec.Sandbox); err != nil && !errors.Is(err, sandbox.ErrNoRoom) && ctx.Err() == nil {
 			return runner.Result{}, fmt.Errorf("warm the pool: %w", err)
 		}
 	}

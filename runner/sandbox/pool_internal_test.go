@@ -215,6 +215,23 @@ func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
 			t.Error("the maker still holds the claim: its container would go to a run that left")
 		}
 	})
+	t.Run("past its bound", func(t *testing.T) {
+		t.Parallel()
+		p, _, m, c := newPoolOf(t)
+		c.bound = time.Nanosecond // the maker sends nothing: the bound passes first
+		w, err := p.await(t.Context(), c)
+		if w != nil || err != nil {
+			t.Fatalf("await = %v, %v; want nil and no error: a miss, the run starts a cold sandbox", w, err)
+		}
+		if got := counter(t, p.m.Misses); got != 1 {
+			t.Errorf("%v misses, want 1", got)
+		}
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if m.claim != nil {
+			t.Error("the maker still holds the claim: its container would go to a run that left")
+		}
+	})
 	t.Run("as its container arrives", func(t *testing.T) {
 		t.Parallel()
 		for i := range 20 { // await's select goes either way
@@ -237,6 +254,60 @@ func TestPoolAwaitLosesNoContainerWhenTheRunGivesUp(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestPoolWaitIsBoundedUnlessHeld: a run's claim on a sandbox being made
+// waits at most the pool's measure of a cold start (poolWaitDefault before
+// the first), and a claim on a held warm-up (HoldWarmUps) has no bound.
+func TestPoolWaitIsBoundedUnlessHeld(t *testing.T) {
+	t.Parallel()
+	sb := runnertest.Sandbox()
+	cases := []struct {
+		name   string
+		hold   bool
+		starts []time.Duration // the set's measured creations and starts
+		want   time.Duration
+	}{
+		{"before the pool made a sandbox the default bounds the wait", false, nil, poolWaitDefault},
+		{"a measured start bounds it at its average plus four deviations", false, []time.Duration{2 * time.Second}, 6 * time.Second},
+		{"a held warm-up is waited for without a bound", true, []time.Duration{2 * time.Second}, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := New(failing{}, Config{Instance: "unit", DefaultImage: "img:test", MinMemoryBytes: 6 << 20, Pool: PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{sb}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := r.pool
+			t.Cleanup(func() { p.close() })
+			var s *warmSet
+			for _, s = range p.sets {
+			}
+			pl, err := r.Plan(runnertest.Spec("print(1)"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.mu.Lock()
+			for _, d := range tc.starts {
+				s.start.add(d)
+			}
+			m := &maker{began: p.now()}
+			if tc.hold {
+				m.hold = &warmHold{released: make(chan struct{})}
+			}
+			s.making = append(s.making, m)
+			p.size = 0 // take's refill starts no maker of its own
+			p.mu.Unlock()
+			w, c := p.take(pl, runner.Python, time.Minute)
+			if w != nil || c == nil || c.m != m {
+				t.Fatalf("take = %v, %+v; want a claim on the maker", w, c)
+			}
+			if c.bound != tc.want {
+				t.Errorf("the claim's bound is %v, want %v", c.bound, tc.want)
+			}
+		})
+	}
 }
 
 // failing is a Platform that makes no sandbox.

@@ -31,8 +31,15 @@ import (
 // the platform fails while Run watches the sandbox): the program ended
 // (Exited, or OOMKilled when the memory limit killed it), the timeout
 // killed it (TimedOut, exit code 137), or ctx ended and Run killed it
-// (Cancelled). If ctx ends before the sandbox started, Run returns ctx's
-// error. The timeout counts from the moment the code is sent.
+// (Cancelled). The timeout counts from the moment the code is sent.
+//
+// A ctx that ends before the sandbox started (while the platform is
+// prepared, while the run waits for a warm sandbox being made, while its
+// sandbox is created) ends the run the same way: a Result with reason
+// Cancelled and exit code 137, no output, and a nil error, whatever the
+// cut-short wait returned. Nothing is left of it: a sandbox being made for
+// it is removed in the background (Close, Cleanup and Leftovers wait for
+// that), and a warm sandbox it waited for goes to the pool.
 //
 // Output is streamed to spec.OnOutput from a goroutine of Run as it
 // arrives, each stream capped at MaxOutputBytes; past the cap it is read
@@ -61,14 +68,14 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 	defer p.Input.CloseSaved()
 	if checked {
 		if err := r.pf.Prepare(ctx, p, spec.Language); err != nil {
-			return res, err
+			return notStarted(ctx, res, spec, err)
 		}
 	}
 	if checked && r.pool != nil {
 		w, c := r.pool.take(p, spec.Language, spec.Timeout)
 		if c != nil {
 			if w, err = r.pool.await(ctx, c); err != nil {
-				return res, err
+				return notStarted(ctx, res, spec, err)
 			}
 		}
 		if w != nil {
@@ -81,7 +88,7 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 	}
 	inst, err := r.pf.Create(ctx, req)
 	if err != nil {
-		return res, err
+		return notStarted(ctx, res, spec, err)
 	}
 	if spec.Sandbox.Network.Enabled {
 		// A sandbox with a network of its own goes, network and all,
@@ -94,10 +101,10 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 	}
 	defer inst.Detach()
 	if err := ctx.Err(); err != nil {
-		return res, err
+		return notStarted(ctx, res, spec, err)
 	}
 	if err := checkLanguage(ctx, inst, spec.Language); err != nil {
-		return res, err
+		return notStarted(ctx, res, spec, err)
 	}
 	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "sandbox", inst.ID())
 	return r.execute(ctx, inst, p, spec, res)
@@ -118,11 +125,33 @@ func (r *Runner) runWarm(ctx context.Context, w *warm, p *Plan, spec runner.Spec
 		wg.Go(func() { l.LabelRun(spec) })
 	}
 	if err := checkLanguage(ctx, w.inst, spec.Language); err != nil {
-		return res, err // release detaches and removes it
+		return notStarted(ctx, res, spec, err) // release detaches and removes it
 	}
 	// The warm sandbox's plan has the pool's lifetimes; the run's input
 	// (its code, tag and saved workspace) is the run's own, in p.
 	return r.execute(ctx, w.inst, p, spec, res)
+}
+
+// cancelledCode is the exit code of a cancelled run, started or not: a
+// kill's.
+const cancelledCode = 137
+
+// notStarted is what Run returns when err stopped a run before its
+// program started: the Result of a cancelled run when ctx has ended (the
+// wait that err ended was cut short by it, whatever err says), err
+// otherwise.
+func notStarted(ctx context.Context, res runner.Result, spec runner.Spec, err error) (runner.Result, error) {
+	if ctx.Err() == nil {
+		return res, err
+	}
+	res.Reason, res.ExitCode = runner.Cancelled, cancelledCode
+	if spec.Workspace != nil {
+		// As launch.Snapshot.Take says it of a run cancelled later.
+		res.Workspace = runner.WorkspaceNotSaved
+		res.WorkspaceNote = "the run was cancelled before its sandbox started, so " + launch.WorkspaceDir +
+			" was not saved: the next run starts from it as it was before this run"
+	}
+	return res, nil
 }
 
 // background runs f with the runner's removals.

@@ -3,8 +3,10 @@ package sandbox
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -410,3 +412,141 @@ func TestARunWithoutToolsGetsNoBridge(t *testing.T) {
 		t.Errorf("result %+v", res)
 	}
 }
+
+// stalling is a scripted Platform whose Prepare or Create (at) says it was
+// entered, then waits until the run's context ends, as a cluster's wait
+// for a Pod does; what its Create made is removed in the background.
+type stalling struct {
+	*scripted
+	at      string // "prepare" or "create"
+	entered chan struct{}
+}
+
+func (s *stalling) Prepare(ctx context.Context, _ *Plan, _ runner.Language) error {
+	if s.at != "prepare" {
+		return nil
+	}
+	close(s.entered)
+	<-ctx.Done()
+	return fmt.Errorf("the canary of its runtime class: %w", ctx.Err())
+}
+
+func (s *stalling) Create(ctx context.Context, req CreateRequest) (Instance, error) {
+	if s.at != "create" {
+		return s.scripted.Create(ctx, req)
+	}
+	close(s.entered)
+	<-ctx.Done()
+	s.made.Add(1)
+	req.Background(func() { s.removed.Add(1) })
+	return nil, fmt.Errorf("pod did not start: %w", ctx.Err())
+}
+
+// TestACancelBeforeTheProgramStartsEndsTheRunCancelled cancels a run
+// while it waits for the platform's checks, for its sandbox's creation, and
+// for a warm sandbox being made: each ends as a cancel during the program
+// does, with a cancelled Result (not an error), and leaves nothing: what
+// was made for it is removed, and the warm sandbox it waited for goes to
+// the pool.
+func TestACancelBeforeTheProgramStartsEndsTheRunCancelled(t *testing.T) {
+	t.Parallel()
+	spec := scriptedSpec(time.Minute)
+	cases := []struct {
+		name string
+		at   string // where the platform stalls; "": the pool's wait
+	}{
+		{"while the platform is prepared", "prepare"},
+		{"while its sandbox is created", "create"},
+		{"while it waits for a warm sandbox being made", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			pf := &stalling{scripted: &scripted{script: script{hang: true}}, at: tc.at, entered: make(chan struct{})}
+			var pool PoolConfig
+			if tc.at == "" {
+				pool = PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{spec.Sandbox}}
+			}
+			r, err := New(pf, Config{Instance: "unit", DefaultImage: "img:test", MinMemoryBytes: 6 << 20, Pool: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			release := r.HoldWarmUps()
+			// With a pool: a warm sandbox is being made, held, once this returns.
+			if err := r.AwaitWarm(t.Context(), spec.Sandbox); err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			type ran struct {
+				res runner.Result
+				err error
+			}
+			done := make(chan ran, 1)
+			go func() {
+				res, err := r.Run(ctx, spec)
+				done <- ran{res, err}
+			}()
+			if tc.at != "" {
+				<-pf.entered
+			} else {
+				for r.Awaiting() == 0 {
+					select {
+					case got := <-done:
+						t.Fatalf("the run ended (%+v, %v) without waiting for the held warm sandbox", got.res, got.err)
+					case <-time.After(time.Millisecond):
+					}
+				}
+			}
+			cancel()
+			got := <-done
+			if got.err != nil || got.res.Reason != runner.Cancelled || got.res.ExitCode != 137 || got.res.Stdout != "" {
+				t.Errorf("Run = %s %d stdout %q, %v; want a cancelled Result with 137, no output, and no error", got.res.Reason, got.res.ExitCode, got.res.Stdout, got.err)
+			}
+			release()
+			if n := r.Awaiting(); n != 0 {
+				t.Errorf("%d runs wait for a warm sandbox, want 0", n)
+			}
+			if tc.at == "" {
+				// The claimed warm-up and the one started in its place.
+				if ready, made := r.Ready(), pf.made.Load(); len(ready) != int(made) || made == 0 {
+					t.Errorf("warm sandboxes %v of %d made once the held ones went on, want every one in the pool", ready, made)
+				}
+				if hits := counter(t, r.Metrics().Hits); hits != 0 {
+					t.Errorf("%v hits, want 0: the cancelled run took no sandbox", hits)
+				}
+			}
+			if err := r.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if made, removed := pf.made.Load(), pf.removed.Load(); made != removed {
+				t.Errorf("%d sandboxes made, %d removed; want all removed", made, removed)
+			}
+		})
+	}
+}
+
+// TestAWorkspaceRunCancelledBeforeItStartsIsNotSaved: a run of a query's
+// workspace cancelled before its sandbox started says so in its Result,
+// as one cancelled later does.
+func TestAWorkspaceRunCancelledBeforeItStartsIsNotSaved(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	res, err := notStarted(ctx, runner.Result{}, runner.Spec{Workspace: noWorkspace{}}, context.Canceled)
+	if err != nil || res.Reason != runner.Cancelled || res.Workspace != runner.WorkspaceNotSaved ||
+		!strings.Contains(res.WorkspaceNote, "cancelled before its sandbox started") {
+		t.Errorf("notStarted = %+v, %v; want cancelled, not saved, and why", res, err)
+	}
+	res, err = notStarted(t.Context(), runner.Result{}, runner.Spec{}, runner.ErrUnavailable)
+	if !errors.Is(err, runner.ErrUnavailable) || res.Reason != "" {
+		t.Errorf("notStarted with a live context = %+v, %v; want the error as it was", res, err)
+	}
+}
+
+// noWorkspace is a Workspace with nothing saved that keeps no snapshot.
+type noWorkspace struct{}
+
+func (noWorkspace) Saved() (io.ReadCloser, int64, error) { return nil, 0, nil }
+func (noWorkspace) Replace(string, int64) error          { return errors.New("this workspace keeps nothing") }
+func (noWorkspace) TempDir() string                      { return os.TempDir() }
