@@ -30,9 +30,11 @@ import (
 // Once the sandbox started, Run returns a Result and a nil error (unless
 // the platform fails while Run watches the sandbox): the program ended
 // (Exited, or OOMKilled when the memory limit killed it), the timeout
-// killed it (TimedOut, exit code 137), or ctx ended and Run killed it
-// (Cancelled). If ctx ends before the sandbox started, Run returns ctx's
-// error. The timeout counts from the moment the code is sent.
+// killed it (TimedOut, exit code 137), Run killed it thrashing at its
+// memory limit (OOMKilled, 137; a StallMeter sandbox, see stallWatch), or
+// ctx ended and Run killed it (Cancelled). If ctx ends before the sandbox
+// started, Run returns ctx's error. The timeout counts from the moment the
+// code is sent.
 //
 // Output is streamed to spec.OnOutput from a goroutine of Run as it
 // arrives, each stream capped at MaxOutputBytes; past the cap it is read
