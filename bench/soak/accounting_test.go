@@ -41,6 +41,12 @@ func TestReconcileChecksEachCountOnItsOwn(t *testing.T) {
 		r.Reply.DecisionID, r.ToolUseID = "d9", "t9"
 		return r
 	}
+	// withheld is a run answered with an internal error and no audit line.
+	withheld := func(sent float64, msg string) Record {
+		r := rec("run", "hello", sent, sent+0.5, Frame{Type: "error", Code: "internal", Message: msg})
+		r.QueryID, r.ToolUseID = "q9", "t9"
+		return r
+	}
 	tests := []struct {
 		name   string
 		change func(recs []Record, lines []auditLine) ([]Record, []auditLine)
@@ -82,6 +88,15 @@ func TestReconcileChecksEachCountOnItsOwn(t *testing.T) {
 		{"a deny not naming the audit log, without its line, while the disk is full fails", func(r []Record, l []auditLine) ([]Record, []auditLine) {
 			return append(r, timedOut(35, "gatekeeper could not decide this call (context deadline exceeded)")), l
 		}, []string{decisions}},
+		{"a run withheld naming the audit log, without its line, while the disk is full passes", func(r []Record, l []auditLine) ([]Record, []auditLine) {
+			return append(r, withheld(35, "gatekeeper could not write its audit log")), l
+		}, nil},
+		{"a run withheld naming the audit log, without its line, with the disk not full fails", func(r []Record, l []auditLine) ([]Record, []auditLine) {
+			return append(r, withheld(50, "gatekeeper could not write its audit log")), l
+		}, []string{answers, runs}},
+		{"a run withheld not naming the audit log, without its line, while the disk is full fails", func(r []Record, l []auditLine) ([]Record, []auditLine) {
+			return append(r, withheld(35, "the sandbox failed")), l
+		}, []string{answers, runs}},
 	}
 	for _, tc := range tests {
 		s := judged()

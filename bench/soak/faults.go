@@ -24,9 +24,9 @@ func slowCode(secs int) string {
 }
 
 // probe makes one sandboxed run on a connection of its own (client
-// soak-probe), in a query with the network on when net is set, and records
+// soak-probe), in a query opened with override (nil: none), and records
 // it with the load's records (session 0).
-func (s *soak) probe(ctx context.Context, code string, net bool) Record {
+func (s *soak) probe(ctx context.Context, code string, override map[string]any) Record {
 	r := Record{Session: 0, Kind: "run", Action: "probe", Sent: time.Now()}
 	c, err := s.sidecar.Dialer().Dial(ctx, "soak-probe")
 	if err != nil {
@@ -35,10 +35,6 @@ func (s *soak) probe(ctx context.Context, code string, net bool) Record {
 	}
 	ps := &Session{ID: 0, conn: c, Rec: s.rec}
 	defer ps.drop()
-	var override map[string]any
-	if net {
-		override = netOverride
-	}
 	q := ps.open(ctx, -3, override)
 	if q == "" || ps.conn == nil {
 		r.Err, r.Cut = "open_query failed", true
@@ -58,9 +54,9 @@ func (s *soak) probe(ctx context.Context, code string, net bool) Record {
 }
 
 // probeAsync starts a probe and returns its record when it ends.
-func (s *soak) probeAsync(ctx context.Context, code string, net bool) <-chan Record {
+func (s *soak) probeAsync(ctx context.Context, code string, override map[string]any) <-chan Record {
 	ch := make(chan Record, 1)
-	go func() { ch <- s.probe(ctx, code, net) }()
+	go func() { ch <- s.probe(ctx, code, override) }()
 	return ch
 }
 
@@ -85,7 +81,7 @@ func ended(r Record) (bool, string) {
 func (s *soak) runsWorkAgain(ctx context.Context, bound time.Duration) (time.Duration, int, error) {
 	begin := time.Now()
 	for tries := 1; ; tries++ {
-		r := s.probe(ctx, `print("hello soak")`, false)
+		r := s.probe(ctx, `print("hello soak")`, nil)
 		if r.Reply.Type == "run_result" && r.Reply.Reason == "exited" && r.Reply.Stdout == "hello soak\n" {
 			return time.Since(begin), tries, nil
 		}
@@ -186,7 +182,7 @@ func (s *soak) engineFreeze(ctx context.Context) {
 func (s *soak) engineFault(ctx context.Context, f string, keepWarm bool, strike func(f string)) {
 	start := time.Now()
 	pid := s.sidecar.PID()
-	inflight := s.probeAsync(ctx, slowCode(4), false)
+	inflight := s.probeAsync(ctx, slowCode(4), nil)
 	sleep(ctx, 1500*time.Millisecond)
 	t0 := time.Now()
 	strike(f)
@@ -332,17 +328,54 @@ func short(rev string) string {
 // killTimes are the moments of the sidecar's SIGKILL.
 type killTimes struct{ kill, up time.Time }
 
+// killBound bounds the wait for the kill's precondition: the probes of
+// sidecarKill sleep killProbeSecs, well past it, so that they are still in
+// flight when it holds.
+const (
+	killBound     = 30 * time.Second
+	killProbeSecs = 45
+)
+
+// killProbe is the override of sidecarKill's probes: a timeout that
+// outlasts their sleep (the ceilings allow 60 s), the network on for the
+// networked one.
+func killProbe(net bool) map[string]any {
+	o := map[string]any{"proc": map[string]any{"timeout": fmt.Sprintf("%ds", killProbeSecs+10)}}
+	if net {
+		o["net"] = netOverride["net"]
+	}
+	return o
+}
+
 // sidecarKill kills the sidecar with runs (one networked) in flight, keeps
-// it down for 3 s, and starts it again with the same flags.
+// it down for 3 s, and starts it again with the same flags. The kill waits
+// (up to killBound) until what it is to interrupt exists: the probes in
+// flight, and the engine holding the instance's containers, a sandbox
+// network and its firewall rules. Under load a networked run takes seconds
+// to reach its container; a kill on a timer would often find none.
 func (s *soak) sidecarKill(ctx context.Context) {
 	const f = "sidecar SIGKILL"
 	start := time.Now()
-	slow := s.probeAsync(ctx, slowCode(8), false)
-	netted := s.probeAsync(ctx, slowCode(8), true)
-	sleep(ctx, 2500*time.Millisecond)
-	before, err := s.engine.Leftovers(ctx, instance)
-	s.check(f, "the sidecar has containers, a network and firewall rules at the kill", err == nil && len(before.Containers) > 0 && len(before.Networks) > 0 && before.Rules > 0,
-		"%d containers (%d warm), %d networks, %d firewall rules (%v)", len(before.Containers), before.Warm, len(before.Networks), before.Rules, err)
+	slow := newInFlight(s.probeAsync(ctx, slowCode(killProbeSecs), killProbe(false)))
+	netted := newInFlight(s.probeAsync(ctx, slowCode(killProbeSecs), killProbe(true)))
+	var before Leftovers
+	waited, detail, err := awaitPrecondition(ctx, killBound, 250*time.Millisecond, func() (bool, string, error) {
+		for i, p := range []*inFlight{slow, netted} {
+			if r, done := p.ended(); done {
+				_, how := ended(r)
+				return false, "", fmt.Errorf("%s ended before the kill: %s", []string{"the probe", "the networked probe"}[i], how)
+			}
+		}
+		var err error
+		before, err = s.engine.Leftovers(ctx, instance)
+		if err != nil {
+			return false, "", err
+		}
+		return len(before.Containers) > 0 && len(before.Networks) > 0 && before.Rules > 0,
+			fmt.Sprintf("%d containers (%d warm), %d networks, %d firewall rules", len(before.Containers), before.Warm, len(before.Networks), before.Rules), nil
+	})
+	s.check(f, "the sidecar has containers, a network and firewall rules at the kill", err == nil,
+		"%s, after waiting %s for them (at most %s) %s", detail, waited.Round(time.Millisecond), killBound, errOrNil(err))
 	oldPID := s.sidecar.PID()
 	var t killTimes
 	t.kill = time.Now()
@@ -372,8 +405,8 @@ func (s *soak) sidecarKill(ctx context.Context) {
 		err == nil && len(gone) == 0 && len(oldRules) == 0,
 		"of %d containers, %d networks and the rules of %d networks at the kill, left: %v, rules of %v (%v)",
 		len(left.Containers), len(left.Networks), len(left.RuleIDs), gone, oldRules, err)
-	for _, ch := range []<-chan Record{slow, netted} {
-		r := <-ch
+	for _, p := range []*inFlight{slow, netted} {
+		r := p.wait()
 		s.check(f, "a run in flight at the kill fails closed on the client (connection lost, no result)", r.Cut && r.Reply.Type == "",
 			"cut %v, reply %q, err %s", r.Cut, r.Reply.Type, r.Err)
 	}
@@ -404,4 +437,64 @@ func (s *soak) sidecarKill(ctx context.Context) {
 	s.kill = t
 	s.mu.Unlock()
 	s.window(f, start)
+}
+
+// awaitPrecondition polls cond every poll until it holds, fails, ctx
+// ends or bound passes, and returns how long it waited and cond's last
+// detail. It is an error when cond never held: cond's own, or one naming
+// the bound.
+func awaitPrecondition(ctx context.Context, bound, poll time.Duration, cond func() (bool, string, error)) (time.Duration, string, error) {
+	begin := time.Now()
+	for {
+		ok, detail, err := cond()
+		switch {
+		case err != nil:
+			return time.Since(begin), detail, err
+		case ok:
+			return time.Since(begin), detail, nil
+		case ctx.Err() != nil:
+			return time.Since(begin), detail, ctx.Err()
+		case time.Since(begin) >= bound:
+			return time.Since(begin), detail, fmt.Errorf("the precondition did not hold within %s", bound)
+		}
+		sleep(ctx, poll)
+	}
+}
+
+// inFlight is a probe's record to come, which can be asked for without
+// waiting.
+type inFlight struct {
+	ch   <-chan Record
+	r    Record
+	done bool
+}
+
+func newInFlight(ch <-chan Record) *inFlight { return &inFlight{ch: ch} }
+
+// ended returns the probe's record if it has ended.
+func (p *inFlight) ended() (Record, bool) {
+	if !p.done {
+		select {
+		case p.r = <-p.ch:
+			p.done = true
+		default:
+		}
+	}
+	return p.r, p.done
+}
+
+// wait waits for the probe's record.
+func (p *inFlight) wait() Record {
+	if !p.done {
+		p.r, p.done = <-p.ch, true
+	}
+	return p.r
+}
+
+// errOrNil is err for a check's detail, or nothing.
+func errOrNil(err error) string {
+	if err == nil {
+		return ""
+	}
+	return "(" + err.Error() + ")"
 }

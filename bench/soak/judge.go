@@ -175,6 +175,7 @@ func (s *soak) account(ctx context.Context, recs []Record) Accounting {
 	if err != nil {
 		s.check("accounting", "the audit set reads", false, "%v", err)
 	}
+	s.sidecarLog = s.sidecar.Logs()
 	a := s.reconcile(recs, lines)
 	a.AuditFiles = len(files)
 	if a.Verify, err = s.verifyAudit(ctx); err != nil {
@@ -269,7 +270,10 @@ func (s *soak) reconcile(recs []Record, lines []auditLine) Accounting {
 		case r.Kind == "run":
 			got := runs[r.QueryID+" "+r.ToolUseID]
 			switch {
-			case r.Cut || r.Stopped || f.Type == "error" && strings.Contains(f.Message, "audit log"):
+			case r.Cut || r.Stopped || f.Type == "error" && s.auditFull(r):
+				// Cut, stopped, or withheld because its line could not be
+				// written (naming the audit log, while the disk was full):
+				// a line at most.
 				if len(got) > 1 {
 					ran.add("run %s is in the audit log %d times", r.ToolUseID, len(got))
 				}
@@ -286,7 +290,9 @@ func (s *soak) reconcile(recs []Record, lines []auditLine) Accounting {
 				ran.add("run %s: answered with error %s, but the audit log says %s", r.ToolUseID, f.Code, got[0].Outcome)
 			default:
 				a.RunsAudited++
-				s.judgeRun(r, got[0], ran.add)
+				if why := s.judgeRun(r, got[0], ran.add); why != "" {
+					a.FailClosed[why]++
+				}
 			}
 		}
 	}
@@ -326,25 +332,51 @@ func (s *soak) reconcile(recs []Record, lines []auditLine) Accounting {
 	return a
 }
 
+// bombStarved is the outcome a memory bomb may have instead of its own:
+// timed out, starved of CPU before it reached its limit, as the sidecar's
+// log says (docs/SANDBOX.md, "At the memory limit").
+const bombStarved = "memory bomb timed out starved of CPU (the sidecar's log says so)"
+
 // judgeRun checks a run's result against its kind under the variant its
-// audit line names.
-func (s *soak) judgeRun(r Record, l auditLine, addWrong func(string, ...any)) {
+// audit line names. It returns why a result other than the kind's is
+// excused ("" when none is).
+func (s *soak) judgeRun(r Record, l auditLine, addWrong func(string, ...any)) string {
 	k := runKind(r.Action)
 	if k == nil || r.Reply.Type != "run_result" {
-		return
+		return ""
 	}
 	engine := slices.ContainsFunc(s.overlaps(r.Sent, end(r)), func(n string) bool { return n == wEngineRestart || n == wEngineFrozen })
 	if engine {
-		return // any end is fine while the engine is down; it ended
+		return "" // any end is fine while the engine is down; it ended
 	}
 	v, ok := s.variantOf(l.PolicyRevision)
 	if !ok {
 		addWrong("run %s names a revision never served: %s", r.ToolUseID, l.PolicyRevision)
-		return
+		return ""
 	}
-	if msg := k.Check(r.Reply, v); msg != "" {
-		addWrong("run %s (%s) under %s: %s", r.ToolUseID, k.Name, v, msg)
+	msg := k.Check(r.Reply, v)
+	switch {
+	case msg == "":
+		return ""
+	case k.Name == "memory_bomb" && r.Reply.Reason == "timed_out" && r.Reply.ExitCode == 137 && s.starved(r.Reply.RunID):
+		return bombStarved
 	}
+	addWrong("run %s (%s) under %s: %s", r.ToolUseID, k.Name, v, msg)
+	return ""
+}
+
+// starved reports whether the sidecar logged that run id's timeout as
+// starved of CPU: it waited for a CPU half its time or more.
+func (s *soak) starved(runID string) bool {
+	if runID == "" {
+		return false
+	}
+	for line := range strings.Lines(s.sidecarLog) {
+		if strings.Contains(line, `msg="sandbox run timed out"`) && strings.Contains(line, " run_id="+runID+" ") && strings.Contains(line, " cpu_starved=true") {
+			return true
+		}
+	}
+	return false
 }
 
 // judgeSwap checks the policy swap's ordering: decisions sent before the

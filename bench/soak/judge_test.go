@@ -144,7 +144,15 @@ func TestARunIsJudgedUnderTheRevisionItsAuditLineNames(t *testing.T) {
 		{"a flood capped at 1 MiB under the stricter policy fails", flood(1 << 20), "sha256:strict", false},
 		{"a flood capped at 256 KiB under the stricter policy passes", flood(256 << 10), "sha256:strict", true},
 		{"a memory bomb that exited fails", rec("run", "memory_bomb", 1, 2, Frame{Type: "run_result", Reason: "exited", ExitCode: 1}), "sha256:base", false},
+		{"a memory bomb OOM-killed passes", bomb("r_oom", "oom_killed"), "sha256:base", true},
+		{"a memory bomb timed out starved of CPU, as the sidecar logged, passes", bomb("r_starved", "timed_out"), "sha256:base", true},
+		{"a memory bomb timed out with CPU to spare fails", bomb("r_idle", "timed_out"), "sha256:base", false},
+		{"a memory bomb timed out the sidecar did not log fails", bomb("r_unlogged", "timed_out"), "sha256:base", false},
+		{"a memory bomb timed out whose run id is a prefix of a starved one fails", bomb("r_starv", "timed_out"), "sha256:base", false},
 	}
+	s.sidecarLog = `time=2026-01-01T00:00:10Z level=INFO msg="sandbox run timed out" run_id=r_starved query_id=q1 cpu_wait=9.6s memory_stall=12ms span=10s memory_bytes=250000000 limit_bytes=268435456 cpu_starved=true
+time=2026-01-01T00:00:20Z level=INFO msg="sandbox run timed out" run_id=r_idle query_id=q1 cpu_wait=1s memory_stall=0s span=10s memory_bytes=250000000 limit_bytes=268435456 cpu_starved=false
+`
 	for _, tc := range tests {
 		var wrong []string
 		s.judgeRun(tc.r, auditLine{}.withRevision(tc.rev), func(f string, a ...any) { wrong = append(wrong, f) })
@@ -152,6 +160,11 @@ func TestARunIsJudgedUnderTheRevisionItsAuditLineNames(t *testing.T) {
 			t.Errorf("%s: wrong %v, want ok %v", tc.name, wrong, tc.ok)
 		}
 	}
+}
+
+// bomb is a memory bomb's result: OOM-killed, or timed out.
+func bomb(runID, reason string) Record {
+	return rec("run", "memory_bomb", 45, 55, Frame{Type: "run_result", RunID: runID, Reason: reason, ExitCode: 137, OOMKilled: reason == "oom_killed", TimedOut: reason == "timed_out"})
 }
 
 func (l auditLine) withRevision(rev string) auditLine {

@@ -130,11 +130,14 @@ type soak struct {
 	policy   string // the policy file
 	auditDir string // the tmpfs
 	headFile string
-	rec      *Recorder
-	gate     *Gate
-	noNet    atomic.Bool  // holds networked runs back (see engineRestart)
-	netRuns  atomic.Int64 // networked runs under way
-	sessions []*Session
+	// sidecarLog is the sidecar's log, read once the load stopped, for
+	// the judge (starved).
+	sidecarLog string
+	rec        *Recorder
+	gate       *Gate
+	noNet      atomic.Bool  // holds networked runs back (see engineRestart)
+	netRuns    atomic.Int64 // networked runs under way
+	sessions   []*Session
 
 	mu        sync.Mutex
 	windows   []Window

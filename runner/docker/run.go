@@ -172,6 +172,7 @@ type containerRun struct {
 	waitErr error
 
 	peak      peakMemory
+	cg        cgroupOf // its cgroup, for Stall
 	detach    sync.Once
 	removeOne sync.Once
 }

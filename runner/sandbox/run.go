@@ -30,8 +30,10 @@ import (
 // Once the sandbox started, Run returns a Result and a nil error (unless
 // the platform fails while Run watches the sandbox): the program ended
 // (Exited, or OOMKilled when the memory limit killed it), the timeout
-// killed it (TimedOut, exit code 137), or ctx ended and Run killed it
-// (Cancelled). The timeout counts from the moment the code is sent.
+// killed it (TimedOut, exit code 137), Run killed it thrashing at its
+// memory limit (OOMKilled, 137; a StallMeter sandbox, see stallWatch), or
+// ctx ended and Run killed it (Cancelled). The timeout counts from the
+// moment the code is sent.
 //
 // A ctx that ends before the sandbox started (while the platform is
 // prepared, while the run waits for a warm sandbox being made, while its
@@ -248,10 +250,12 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	}
 	begin := time.Now()
 	wg.Go(func() { in.feed(p, spec) })
+	stall := watchStall(inst)
+	defer stall.close()
 
 	l := &loop{
 		r: r, inst: inst, ctx: ctx, snap: snap, marks: marks, endedC: marks.Ended(),
-		timer: time.NewTimer(spec.Timeout), begin: begin,
+		timer: time.NewTimer(spec.Timeout), begin: begin, thrashC: stall.thrashed(),
 	}
 	defer l.timer.Stop()
 	l.timerC = l.timer.C
@@ -260,6 +264,10 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	}
 	for st := state(running{}); st != nil; {
 		st = l.step(st)
+	}
+	var fared stallReport
+	if l.killedFor == runner.TimedOut {
+		fared = stall.report() // before the kill takes its cgroup
 	}
 	if !l.gone && !l.marked {
 		inst.Kill()
@@ -302,8 +310,8 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 		// its launcher's, or a kill's after a refused snapshot.
 		res.ExitCode = l.code
 	}
-	if ex.OOMKilled {
-		res.ExitCode = 137 // the OOM killer's SIGKILL, whatever the runtime reports
+	if ex.OOMKilled || l.killedFor == runner.OOMKilled {
+		res.ExitCode = 137 // the OOM killer's SIGKILL (or the runner's), whatever the runtime reports
 	}
 	res.Stdout, res.Truncated = stdout.Result()
 	var errTrunc bool
@@ -314,8 +322,13 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	switch {
 	case l.killedFor == runner.TimedOut:
 		res.Reason = runner.TimedOut
+		r.logStarved(fared, spec)
 	case ex.OOMKilled:
 		res.Reason = runner.OOMKilled
+	case l.killedFor == runner.OOMKilled:
+		res.Reason = runner.OOMKilled
+		r.log.Warn("sandbox thrashing at its memory limit ended as oom_killed", "run_id", spec.RunID, "query_id", spec.QueryID,
+			"sandbox", inst.ID(), "evidence", stall.evidence)
 	case l.killedFor == runner.Cancelled:
 		res.Reason = runner.Cancelled
 	default:
@@ -417,6 +430,9 @@ type loop struct {
 	timer  *time.Timer
 	timerC <-chan time.Time // nil once the program ended
 	begin  time.Time
+	// thrashC is closed when the sandbox thrashes at its memory limit
+	// (stallWatch); nil once the program ended, or when not followed.
+	thrashC <-chan struct{}
 
 	snapDone <-chan struct{} // nil when no snapshot is awaited
 
@@ -424,7 +440,7 @@ type loop struct {
 	marked    bool              // the program exited by itself, its output and snapshot complete
 	ended     bool              // the program's end marks came in
 	killed    bool              // the runner killed the sandbox
-	killedFor runner.ExitReason // TimedOut or Cancelled
+	killedFor runner.ExitReason // TimedOut, Cancelled, or OOMKilled (thrashing)
 	code      int               // the marks' exit code, when codeOK
 	codeOK    bool
 	snapLate  bool
@@ -459,6 +475,9 @@ func (l *loop) step(st state) state {
 		return nil
 	case <-l.ctx.Done():
 		l.killedFor = runner.Cancelled
+		return nil
+	case <-l.thrashC:
+		l.killedFor = runner.OOMKilled // thrashing at its memory limit (stallWatch)
 		return nil
 	case <-l.endedC:
 		return st.ended(l)
@@ -550,7 +569,7 @@ func (l *loop) takeMarks() {
 	}
 	l.code, l.codeOK = l.marks.ExitCode()
 	l.timer.Stop() // the program has ended: the snapshot has a deadline of its own
-	l.timerC = nil
+	l.timerC, l.thrashC = nil, nil
 }
 
 // afterEnd is the state once the program ended and its snapshot (if any)
@@ -569,4 +588,18 @@ func (l *loop) kill() state {
 	l.inst.Kill()
 	l.killed = true
 	return exiting{}
+}
+
+// logStarved logs how a run the timeout ended fared, when its platform can
+// tell (StallMeter): a program that waited for a CPU most of its time was
+// starved by the host's load, not slow by itself, and one near its memory
+// limit may have been on its way to the OOM killer. The Result says
+// timed_out either way: the timeout is wall-clock time.
+func (r *Runner) logStarved(f stallReport, spec runner.Spec) {
+	if !f.ok {
+		return
+	}
+	r.log.Info("sandbox run timed out", "run_id", spec.RunID, "query_id", spec.QueryID,
+		"cpu_wait", f.cpuWait.Round(time.Millisecond), "memory_stall", f.memStall.Round(time.Millisecond), "span", f.span.Round(time.Millisecond),
+		"memory_bytes", f.last.MemoryBytes, "limit_bytes", f.last.LimitBytes, "cpu_starved", f.cpuWait*2 >= f.span)
 }

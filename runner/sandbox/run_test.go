@@ -413,16 +413,16 @@ func TestARunWithoutToolsGetsNoBridge(t *testing.T) {
 	}
 }
 
-// stalling is a scripted Platform whose Prepare or Create (at) says it was
+// holding is a scripted Platform whose Prepare or Create (at) says it was
 // entered, then waits until the run's context ends, as a cluster's wait
 // for a Pod does; what its Create made is removed in the background.
-type stalling struct {
+type holding struct {
 	*scripted
 	at      string // "prepare" or "create"
 	entered chan struct{}
 }
 
-func (s *stalling) Prepare(ctx context.Context, _ *Plan, _ runner.Language) error {
+func (s *holding) Prepare(ctx context.Context, _ *Plan, _ runner.Language) error {
 	if s.at != "prepare" {
 		return nil
 	}
@@ -431,7 +431,7 @@ func (s *stalling) Prepare(ctx context.Context, _ *Plan, _ runner.Language) erro
 	return fmt.Errorf("the canary of its runtime class: %w", ctx.Err())
 }
 
-func (s *stalling) Create(ctx context.Context, req CreateRequest) (Instance, error) {
+func (s *holding) Create(ctx context.Context, req CreateRequest) (Instance, error) {
 	if s.at != "create" {
 		return s.scripted.Create(ctx, req)
 	}
@@ -462,7 +462,7 @@ func TestACancelBeforeTheProgramStartsEndsTheRunCancelled(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			pf := &stalling{scripted: &scripted{script: script{hang: true}}, at: tc.at, entered: make(chan struct{})}
+			pf := &holding{scripted: &scripted{script: script{hang: true}}, at: tc.at, entered: make(chan struct{})}
 			var pool PoolConfig
 			if tc.at == "" {
 				pool = PoolConfig{Size: 1, Sandboxes: []runner.Sandbox{spec.Sandbox}}

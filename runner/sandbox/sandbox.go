@@ -14,7 +14,7 @@
 // can be killed, says how it ended (Exit) and is removed; and the Platform
 // sweeps what a previous runner of the same instance left (Sweep). What
 // only some platforms can do is an optional interface tested at run time
-// (LanguageChecker, PeakMeter, RunLabeler, MemoryReporter,
+// (LanguageChecker, PeakMeter, StallMeter, RunLabeler, MemoryReporter,
 // LeftoverCounter, CollectorSource), as net/http tests for http.Flusher.
 //
 // A third backend implements Platform and Instance, wraps its Runner
