@@ -21,6 +21,12 @@ import (
 // an MCP tool through the bridge (rego/code_calls.rego).
 const EventCodeCall = "code_call"
 
+// RuleUndescribed denies a nested call whose server could not describe
+// the tool (down, or no answer to tools/list in time): without the tool's
+// annotations the policy cannot be asked, so the call is refused before
+// it reaches the server.
+const RuleUndescribed = "code_calls.tool_undescribed"
+
 // SourcePolicy is the MCPServer.Source of a nested call: the server is one
 // of the policy's mcp_servers, and the sidecar is its client.
 const SourcePolicy = "policy"
@@ -122,7 +128,7 @@ func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 	res := c.call(ctx, call, &rec)
 	if res.Err != nil {
 		rec.ErrorKind = res.Err.Kind
-		if res.Err.Message != rec.Reason {
+		if rec.Error == "" && res.Err.Message != rec.Reason {
 			rec.Error = res.Err.Message
 		}
 	} else {
@@ -265,7 +271,12 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	var known bool
 	if len(lim.Matching(call.Server, call.Tool)) > 0 {
 		if info, known, err = c.cfg.Servers.Tool(ctx, call.Server, call.Tool); err != nil {
-			return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q could not describe tool %q: %v", call.Server, call.Tool, err))
+			res := ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q could not describe tool %q, so the call is denied: %v", call.Server, call.Tool, err))
+			if res.Err.Rule == "" {
+				res.Err.Rule = RuleUndescribed
+			}
+			rec.Decision, rec.Rule, rec.Reason, rec.Error = Deny, res.Err.Rule, res.Err.Message, runner.ServerErrorDetail(err)
+			return res
 		}
 	}
 	d, err := c.decide(ctx, eff, call, args, info, known)
@@ -288,6 +299,13 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	}
 	out, err := c.cfg.Servers.CallTool(ctx, call.Server, call.Tool, forward)
 	if err != nil {
+		// The program gets the error's own text, which a ServerError
+		// words without the operator's command, URL or the server's
+		// text; the audit line gets those too.
+		rec.Error = runner.ServerErrorDetail(err)
+		if errors.Is(err, runner.ErrResultTooLarge) {
+			return toolError(runner.ToolLimit, runner.RuleMaxResultBytes, fmt.Sprintf("MCP server %q's result for tool %q is larger than %s (%s), so it was not read to its end", call.Server, call.Tool, runner.RuleMaxResultBytes, lim.MaxResultBytes))
+		}
 		return ctxOr(ctx, runner.ToolServer, fmt.Sprintf("MCP server %q failed to call tool %q: %v", call.Server, call.Tool, err))
 	}
 	if !json.Valid(out) {

@@ -84,6 +84,10 @@ func (f *fakeServers) Tool(_ context.Context, server, tool string) (runner.ToolI
 	f.mu.Lock()
 	f.asked = append(f.asked, server+"."+tool)
 	f.mu.Unlock()
+	if tool == "get_undescribable" {
+		return runner.ToolInfo{}, false, &runner.ServerError{Server: server, Kind: errors.New("MCP server unavailable"), Reason: "it could not be reached",
+			Cause: errors.New(`Post "http://10.0.0.7:9/opsmarker/mcp": dial tcp: connection refused`)}
+	}
 	info, ok := crmTools[tool]
 	return info, ok && server == "crm", nil
 }
@@ -97,7 +101,8 @@ func (f *fakeServers) CallTool(ctx context.Context, server, tool string, args js
 	case "get_everything":
 		return json.RawMessage(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 5000) + `"}]}`), nil
 	case "get_broken":
-		return nil, errors.New("connection reset by peer")
+		return nil, &runner.ServerError{Server: server, Kind: errors.New("MCP server unavailable"), Reason: "its connection failed during get_broken",
+			Cause: errors.New("fork/exec /opt/opsmarker/bin/internal-mcp: connection reset by peer")}
 	case "get_slowly":
 		<-ctx.Done()
 		return nil, ctx.Err()
@@ -126,6 +131,9 @@ type codeCallCase struct {
 		Rule      string  `yaml:"rule"`
 		ErrorRule *string `yaml:"error_rule"`
 		Message   string  `yaml:"message"`
+		// AuditError is in the audit line's error and not in what the
+		// program gets: the operator's part of a server's failure.
+		AuditError string `yaml:"audit_error"`
 	} `yaml:"want"`
 }
 
@@ -222,8 +230,11 @@ func TestCodeCallCases(t *testing.T) {
 				if sum := sha256.Sum256(s.res.Result); rec.ResultSHA256 != hex.EncodeToString(sum[:]) || rec.ResultBytes != int64(len(s.res.Result)) {
 					t.Errorf("result sha256 %s size %d; want those of the result returned", rec.ResultSHA256, rec.ResultBytes)
 				}
-			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message) || (rec.ResultSHA256 != "") != (s.res.Err.Rule == "code_calls.max_result_bytes") {
+			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message && c.Want.AuditError == "") || (rec.ResultSHA256 != "") != (s.res.Err.Rule == "code_calls.max_result_bytes") {
 				t.Errorf("audit error %q %q, result %q; want the error returned, and the result's hash only when it was withheld for its size", rec.ErrorKind, rec.Error, rec.ResultSHA256)
+			}
+			if a := c.Want.AuditError; a != "" && (!strings.Contains(rec.Error, a) || s.res.Err == nil || strings.Contains(s.res.Err.Message, a)) {
+				t.Errorf("audit error %q, program's error %+v: want %q in the first only", rec.Error, s.res.Err, a)
 			}
 			if rec.PolicyHash != eff.Hash {
 				t.Errorf("policy hash %q, want the run's %q", rec.PolicyHash, eff.Hash)

@@ -5,13 +5,18 @@
 // that pages through 500 customers, joins them with 500 invoices, writes a
 // CSV for the agent and prints three lines. Every nested call is decided
 // by the policy and written to the audit log under its run; a call the
-// policy denies raises in the program, naming the rule.
+// policy denies raises in the program, naming the rule, and reaches no
+// server: each server logs every call it receives (-calls-log), and the
+// walkthrough reads what they got.
 
 import { execFileSync } from 'node:child_process';
 import { gunzipSync } from 'node:zlib';
 import type { SandboxRun } from '@gatekeeper/client';
 import { expectRan, runAgent, RUN, type Outcome } from './lib/agent.js';
-import { buildServer, CODE_CALLS, DENIED_PROGRAM, joinCSV, joinSummary, JOIN_PROGRAM, mcpServers, OPS_REGO, startHTTPServer, VIP } from './lib/codemode.js';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildServer, CODE_CALLS, DENIED_PROGRAM, joinCSV, joinSummary, JOIN_PROGRAM, mcpServers, OPS_REGO, serverCalls, startHTTPServer, VIP } from './lib/codemode.js';
 import { clip, Transcript } from './lib/transcript.js';
 import { GATEKEEPER_BIN, readAudit, RUNNER, startWorld, verifyAudit, type AuditRecord, type World } from './lib/world.js';
 
@@ -38,10 +43,13 @@ function showCalls(calls: AuditRecord[]): void {
 
 const RECORD_NAME = /\b(crm|billing)-\d+\b/;
 const bin = buildServer();
-const billing = await startHTTPServer(bin, 'billing');
+const logs = mkdtempSync(join(tmpdir(), 'gatekeeper-wt8-calls-'));
+const crmCalls = join(logs, 'crm.jsonl');
+const billingCalls = join(logs, 'billing.jsonl');
+const billing = await startHTTPServer(bin, 'billing', undefined, billingCalls);
 const w = await startWorld({
   n: 8,
-  policy: { mcpServers: mcpServers(bin, billing.url), codeCalls: CODE_CALLS, netEnabled: false },
+  policy: { mcpServers: mcpServers(bin, billing.url, crmCalls), codeCalls: CODE_CALLS, netEnabled: false },
   rego: { 'ops.rego': OPS_REGO },
   ui: true, // the console's stream, for gatekeeper tail
 });
@@ -92,7 +100,15 @@ try {
           ['billing', 'lookup', 'deny', 'ops.vip_invoice'],
         ];
         t.expect(JSON.stringify(calls.map((c) => [c.server, c.tool, c.decision, c.rule])) === JSON.stringify(want), 'three code_call lines: the two denies with their rules, the allowed lookup between them', JSON.stringify(calls.map((c) => [c.server, c.tool, c.decision, c.rule])));
-        t.expect(calls.some((c) => c.decision === 'deny') && calls.filter((c) => c.decision === 'deny').every((c) => c.error_kind === 'denied' && c.result_sha256 === undefined), 'a denied call reached no server: no result on its line');
+        t.expect(calls.some((c) => c.decision === 'deny') && calls.filter((c) => c.decision === 'deny').every((c) => c.error_kind === 'denied' && c.result_sha256 === undefined), 'a denied call got no result: none on its line');
+        const crmGot = serverCalls(crmCalls);
+        const billingGot = serverCalls(billingCalls);
+        t.line('servers', `crm received ${String(crmGot.length)} calls (${[...new Set(crmGot.map((c) => c.tool))].join(', ')}); billing received ${String(billingGot.length)} (lookups of ${billingGot.filter((c) => c.tool === 'lookup').map((c) => JSON.stringify(c.arguments)).join(', ')})`);
+        t.expect(crmGot.length > 0 && !crmGot.some((c) => c.tool === 'delete_record'), 'a denied call reached no server, by its own log: crm never received delete_record', JSON.stringify(crmGot.map((c) => c.tool)));
+        const lookups = billingGot.filter((c) => c.tool === 'lookup').map((c) => c.arguments.id);
+        t.expect(JSON.stringify(lookups) === JSON.stringify([VIP - 1]), `billing received the lookup of ${String(VIP - 1)} and not that of ${String(VIP)}, by its own log`, JSON.stringify(lookups));
+        const allowed = (server: string): number => readAudit(w.auditLog).filter((r) => r.kind === 'code_call' && r.server === server && r.decision === 'allow').length;
+        t.expect(crmGot.length === allowed('crm') && billingGot.length === allowed('billing'), "each server received exactly the calls the audit log allowed it, no more", `crm ${String(crmGot.length)}/${String(allowed('crm'))}, billing ${String(billingGot.length)}/${String(allowed('billing'))}`);
         t.expect(o.run?.tool_calls === 3, "the run's line counts three nested calls", `tool_calls ${String(o.run?.tool_calls)}`);
       },
     },

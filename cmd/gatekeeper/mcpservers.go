@@ -13,7 +13,8 @@ import (
 )
 
 // startMCPServers starts the client to the policy's mcp_servers (as the
-// policy is at start; a reload does not change them) and connects every
+// policy is at start, with its code_calls.max_result_bytes as the bound
+// the client reads of a result; a reload changes neither) and connects every
 // server in the background, logging each one's state. It returns nil when
 // the policy configures none.
 func startMCPServers(ctx context.Context, eng *gate.Engine, log *slog.Logger) (*mcpservers.Servers, error) {
@@ -25,7 +26,7 @@ func startMCPServers(ctx context.Context, eng *gate.Engine, log *slog.Logger) (*
 	if len(configs) == 0 {
 		return nil, nil
 	}
-	s, err := mcpservers.New(configs, mcpservers.Options{Logger: log})
+	s, err := mcpservers.New(configs, mcpOptions(eff, log))
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +47,13 @@ func runToolServers(eff *gate.Effective, log *slog.Logger) (*mcpservers.Servers,
 	if len(eff.Policy.MCPServers) == 0 || len(eff.Policy.CodeCalls.Callable) == 0 {
 		return nil, nil
 	}
-	return mcpservers.New(mcpConfigs(eff.Policy.MCPServers), mcpservers.Options{Logger: log})
+	return mcpservers.New(mcpConfigs(eff.Policy.MCPServers), mcpOptions(eff, log))
+}
+
+// mcpOptions are the MCP client's options under eff: a result is read up
+// to its code_calls.max_result_bytes.
+func mcpOptions(eff *gate.Effective, log *slog.Logger) mcpservers.Options {
+	return mcpservers.Options{Logger: log, MaxResultBytes: int64(eff.Policy.CodeCalls.MaxResultBytes)}
 }
 
 // logCodeCalls is gatekeeper run's gate.Auditor: one log line per nested

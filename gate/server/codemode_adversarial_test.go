@@ -11,9 +11,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers"
 	"github.com/gatekeeper-ai/gatekeeper/runner/mcpservers/mcptest"
 )
 
@@ -307,6 +309,91 @@ func TestCodeModeTwoRunsAtOnceReachOnlyTheirOwnBridge(t *testing.T) {
 	for _, run := range runs {
 		if got[run.RunID] != made[run.RunID] || run.ToolCalls != made[run.RunID] {
 			t.Errorf("run %s (query %s): %d code_call lines, run line tool_calls %d; the program made %d", run.RunID, run.QueryID, got[run.RunID], run.ToolCalls, made[run.RunID])
+		}
+	}
+}
+
+// opsMarker is in the command, the URL and the error text of the servers
+// of TestCodeModeAServerThatIsDownShowsNothingOfTheOperators.
+const opsMarker = "opsmarker91d4"
+
+// A server that is down shows the program and the model its name, the
+// kind of failure and a reason in gatekeeper's words, nothing of the
+// operator's: three servers whose command, URL and own error text carry a
+// marker are down; the marker is in nothing the run and the model see
+// (the query's tool description, the program's exceptions and output, the
+// files of its wrappers, run_result), and it is in each one's code_call
+// line, which denies the call by code_calls.tool_undescribed. A server
+// that is up still answers in the same run.
+func TestCodeModeAServerThatIsDownShowsNothingOfTheOperators(t *testing.T) {
+	t.Parallel()
+	bin, err := mcptest.Build(t.TempDir())
+	must(t, err)
+	says := `while read line; do id=$(echo "$line" | sed 's/.*"id":\([0-9]*\).*/\1/'); echo '{"jsonrpc":"2.0","id":'$id',"error":{"code":-32000,"message":"cannot open /etc/` + opsMarker + `.conf"}}'; done`
+	h := startCodeMode(t, "", `code_calls:
+  callable:
+    nocmd: [lookup]
+    nourl: [lookup]
+    says: [lookup]
+    people: [lookup]
+`,
+		mcpservers.Config{Name: "nocmd", Command: []string{"/opt/" + opsMarker + "/bin/internal-mcp"}},
+		mcpservers.Config{Name: "nourl", URL: "http://127.0.0.1:9/" + opsMarker + "/mcp"},
+		mcpservers.Config{Name: "says", Command: []string{"/bin/sh", "-c", says}},
+		mcptest.Stdio(bin, "people", 10, nil))
+	c := h.connect(t)
+	opened := c.do(`{"type":"open_query","id":"o"}`)
+	desc, _ := opened["tool_description"].(string)
+	if opened["type"] != "query_opened" || strings.Count(desc, "unavailable now") != 3 {
+		t.Fatalf("open_query: %v\nwant a description naming three servers unavailable", opened)
+	}
+	q := opened["query_id"].(string)
+	res, out := runCode(t, c, q, "toolu_down", `import os
+import gatekeeper_tools as gk
+from gatekeeper_tools import people
+m = "opsmarker" + "91d4"
+seen = 0
+for d, _, files in os.walk(os.environ["GATEKEEPER_TOOLS"]):
+    for f in files:
+        p = os.path.join(d, f)
+        if os.path.isfile(p):
+            seen += m in open(p, errors="replace").read()
+print("wrapper files with the marker", seen)
+for s in ["nocmd", "nourl", "says"]:
+    try:
+        gk.call(s, "lookup", {"id": 1})
+        print(s, "ANSWERED")
+    except gk.ToolCallError as e:
+        print(s, e.kind, e.rule, ('mcp server "%s"' % s) in e.message, "could not be" in e.message)
+        print(e.message)
+print("lookup", people.lookup(id=3)["name"])
+`)
+	if res["reason"] != "exited" || res["exit_code"] != float64(0) {
+		t.Fatalf("run: %v\noutput: %s", res, out)
+	}
+	for _, want := range []string{
+		"wrapper files with the marker 0\n",
+		"nocmd server code_calls.tool_undescribed True True\n",
+		"nourl server code_calls.tool_undescribed True True\n",
+		"says server code_calls.tool_undescribed True True\n",
+		"lookup people-3\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for what, seen := range map[string]string{"the tool description": desc, "the output": out, "run_result": mustJSON(t, res)} {
+		if strings.Contains(seen, opsMarker) {
+			t.Errorf("%s holds the operator's marker:\n%s", what, seen)
+		}
+	}
+	calls, _ := codeCallLines(t, h.auditPath)
+	if len(calls) != 4 {
+		t.Fatalf("%d code_call lines, want 4", len(calls))
+	}
+	for _, rec := range calls[:3] {
+		if rec.Decision != "deny" || rec.Rule != gate.RuleUndescribed || rec.ErrorKind != runner.ToolServer || !strings.Contains(rec.Error, opsMarker) {
+			t.Errorf("%s's code_call line: decision %q rule %q error_kind %q error %q; want a deny by %s with the raw error", rec.Server, rec.Decision, rec.Rule, rec.ErrorKind, rec.Error, gate.RuleUndescribed)
 		}
 	}
 }

@@ -15,13 +15,13 @@ func TestBackoffGrowsWhileFailing(t *testing.T) {
 	want := []time.Duration{0, firstDelay, 2 * firstDelay, 4 * firstDelay}
 	for i, w := range want {
 		before := time.Now()
-		srv.failed(errors.New("down"))
+		srv.failed("x", errors.New("down"))
 		if got := srv.retryAt.Sub(before); got < w || got > w+time.Second {
 			t.Errorf("failure %d: retry in %s, want %s", i+1, got, w)
 		}
 	}
 	for range 20 {
-		srv.failed(errors.New("down"))
+		srv.failed("x", errors.New("down"))
 	}
 	if got := time.Until(srv.retryAt); got > maxDelay || got < maxDelay-time.Second {
 		t.Errorf("after many failures: retry in %s, want %s", got, maxDelay)

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"os"
 	"os/exec"
@@ -42,7 +43,9 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
-// Errors a call may wrap.
+// Errors a call may wrap: each is the Kind of a *runner.ServerError,
+// whose text says which server failed and why in gatekeeper's words and
+// never holds the raw error (see serverError).
 var (
 	// ErrUnknownServer: the policy configures no server of that name.
 	ErrUnknownServer = errors.New("no such MCP server is configured")
@@ -52,7 +55,19 @@ var (
 	ErrUnavailable = errors.New("MCP server unavailable")
 	// ErrClosed: Close was called.
 	ErrClosed = errors.New("MCP servers closed")
+	// ErrRefused: the server answered the request with a JSON-RPC error.
+	ErrRefused = errors.New("MCP server refused the request")
+	// ErrNoAnswer: the server did not answer before the caller's context
+	// ended.
+	ErrNoAnswer = errors.New("MCP server did not answer in time")
 )
+
+// serverError is the one constructor of the errors Servers returns: the
+// server's name, a kind, and a reason in gatekeeper's words; cause, the
+// raw error, is kept for the log and the audit line only.
+func serverError(name string, kind error, reason string, cause error) *runner.ServerError {
+	return &runner.ServerError{Server: name, Kind: kind, Reason: reason, Cause: cause}
+}
 
 // Defaults of Options.
 const (
@@ -81,6 +96,15 @@ type Options struct {
 	// StopTimeout is how long a stdio server has to exit once its stdin is
 	// closed, and again after SIGTERM, before it is killed (default 2s).
 	StopTimeout time.Duration
+	// MaxResultBytes bounds what the client reads of one call's result
+	// (the policy's code_calls.max_result_bytes; default
+	// DefaultMaxResultBytes): a message from a server is read up to
+	// max(MaxResultBytes, 1 MiB) + 64 KiB. An answer past that fails its
+	// call with an error of Kind runner.ErrResultTooLarge and is not read
+	// to its end; the server and its session stay up (see boundedLines
+	// and boundedBody). The sidecar holds at most a few times that bound
+	// per call in flight (docs/SANDBOX.md gives the measured multiple).
+	MaxResultBytes int64
 }
 
 // Servers is the sidecar's MCP client to every configured server. It is
@@ -110,6 +134,9 @@ func New(configs []Config, opts Options) (*Servers, error) {
 	}
 	if opts.StopTimeout <= 0 {
 		opts.StopTimeout = 2 * time.Second
+	}
+	if opts.MaxResultBytes <= 0 {
+		opts.MaxResultBytes = DefaultMaxResultBytes
 	}
 	s := &Servers{opts: opts, servers: map[string]*server{}}
 	s.base, s.stop = context.WithCancel(context.Background())
@@ -185,7 +212,7 @@ func (s *Servers) Tool(ctx context.Context, server, tool string) (runner.ToolInf
 func (s *Servers) CallTool(ctx context.Context, server, tool string, arguments json.RawMessage) (json.RawMessage, error) {
 	srv := s.servers[server]
 	if srv == nil {
-		return nil, fmt.Errorf("mcp server %q: %w", server, ErrUnknownServer)
+		return nil, serverError(server, ErrUnknownServer, "", nil)
 	}
 	ctx, cancel := s.deadline(ctx)
 	defer cancel()
@@ -264,6 +291,7 @@ type server struct {
 	failures   int           // failed connects and short sessions in a row
 	retryAt    time.Time     // no connect before
 	lastErr    error         // why the last connect or session failed
+	lastWhy    string        // lastErr in gatekeeper's words
 	restarts   int           // sessions begun after the first
 	closed     bool
 }
@@ -285,7 +313,7 @@ func (srv *server) session(ctx context.Context) (*session, error) {
 	switch {
 	case srv.closed:
 		srv.mu.Unlock()
-		return nil, fmt.Errorf("mcp server %q: %w", srv.cfg.Name, ErrClosed)
+		return nil, serverError(srv.cfg.Name, ErrClosed, "", nil)
 	case srv.cur != nil:
 		cur := srv.cur
 		srv.mu.Unlock()
@@ -293,7 +321,7 @@ func (srv *server) session(ctx context.Context) (*session, error) {
 	}
 	if srv.connecting == nil {
 		if wait := time.Until(srv.retryAt); wait > 0 {
-			err := fmt.Errorf("mcp server %q: %w: %v (%d failures in a row; next try in %s)", srv.cfg.Name, ErrUnavailable, srv.lastErr, srv.failures, wait.Round(time.Millisecond))
+			err := serverError(srv.cfg.Name, ErrUnavailable, fmt.Sprintf("%s (%d failures in a row; next try in %s)", srv.lastWhy, srv.failures, wait.Round(time.Millisecond)), srv.lastErr)
 			srv.mu.Unlock()
 			return nil, err
 		}
@@ -306,15 +334,15 @@ func (srv *server) session(ctx context.Context) (*session, error) {
 	select {
 	case <-done:
 	case <-ctx.Done():
-		return nil, fmt.Errorf("mcp server %q: %w: still connecting when the caller stopped waiting: %w", srv.cfg.Name, ErrUnavailable, ctx.Err())
+		return nil, serverError(srv.cfg.Name, ErrUnavailable, "still connecting when the call stopped waiting", ctx.Err())
 	}
 	srv.mu.Lock()
 	defer srv.mu.Unlock()
 	if srv.cur == nil {
 		if srv.closed {
-			return nil, fmt.Errorf("mcp server %q: %w", srv.cfg.Name, ErrClosed)
+			return nil, serverError(srv.cfg.Name, ErrClosed, "", nil)
 		}
-		return nil, fmt.Errorf("mcp server %q: %w: %v", srv.cfg.Name, ErrUnavailable, srv.lastErr)
+		return nil, serverError(srv.cfg.Name, ErrUnavailable, srv.lastWhy, srv.lastErr)
 	}
 	return srv.cur, nil
 }
@@ -338,7 +366,7 @@ func (srv *server) connect(done chan struct{}) {
 	defer srv.mu.Unlock()
 	srv.connecting = nil
 	if err != nil {
-		srv.failed(err)
+		srv.failed(srv.connectWhy(), err)
 		srv.log.Warn("mcp server connect failed", "err", err, "failures", srv.failures, "retry_in", time.Until(srv.retryAt).Round(time.Millisecond))
 		return
 	}
@@ -367,10 +395,19 @@ func (srv *server) transport() string {
 	return "http"
 }
 
-// failed counts one more failure in a row; srv.mu is held.
-func (srv *server) failed(err error) {
+// connectWhy words a failed connect for the program and the model.
+func (srv *server) connectWhy() string {
+	if srv.transport() == "stdio" {
+		return "it could not be started"
+	}
+	return "it could not be reached"
+}
+
+// failed counts one more failure in a row, why in gatekeeper's words and
+// err the raw error; srv.mu is held.
+func (srv *server) failed(why string, err error) {
 	srv.failures++
-	srv.lastErr = err
+	srv.lastErr, srv.lastWhy = err, why
 	delay := time.Duration(0)
 	if srv.failures > 1 {
 		delay = min(firstDelay<<min(srv.failures-2, 16), maxDelay)
@@ -384,7 +421,7 @@ func (srv *server) ended(began time.Time, why error) {
 	if time.Since(began) >= minUptime {
 		srv.failures = 0
 	}
-	srv.failed(fmt.Errorf("disconnected: %v", why))
+	srv.failed("its connection ended", fmt.Errorf("disconnected: %w", why))
 }
 
 // watch waits for the session to end by itself and drops it.
@@ -485,13 +522,13 @@ func (srv *server) dial(ctx context.Context) (*session, error) {
 		// Its own process group, killed as a whole at teardown; killed too
 		// if the sidecar dies.
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		t = &mcp.CommandTransport{Command: cmd, TerminateDuration: srv.all.opts.StopTimeout}
+		t = &commandTransport{cmd: cmd, stop: srv.all.opts.StopTimeout, bound: srv.bound(), dropped: srv.dropped}
 	} else {
 		headers, err := resolveAll(srv.cfg.Headers, "header", lookup)
 		if err != nil {
 			return nil, err
 		}
-		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, HTTPClient: headerClient(headers), MaxEventSize: MaxMessageBytes}
+		t = &mcp.StreamableClientTransport{Endpoint: srv.cfg.URL, HTTPClient: srv.headerClient(headers), MaxEventSize: 2 * srv.bound()}
 	}
 	began := time.Now()
 	cs, err := srv.client.Connect(ctx, t, nil)
@@ -505,12 +542,20 @@ func (srv *server) dial(ctx context.Context) (*session, error) {
 	return &session{cs: cs, cmd: cmd, began: began}, nil
 }
 
-// headerClient is an HTTP client that sends headers with every request
-// and follows no redirect, so that the credentials go to the configured
-// URL only.
-func headerClient(headers map[string]string) *http.Client {
+// bound is how many bytes of one message the client reads.
+func (srv *server) bound() int { return messageBound(srv.all.opts.MaxResultBytes) }
+
+// dropped logs a message past the bound that was not read to its end.
+func (srv *server) dropped(what string, n int) {
+	srv.log.Warn("mcp server message larger than the bound, not read to its end", "what", what, "bytes_read", n, "bound", srv.bound())
+}
+
+// headerClient is an HTTP client that sends headers with every request,
+// follows no redirect, so that the credentials go to the configured URL
+// only, and reads at most srv.bound() bytes of an answer.
+func (srv *server) headerClient(headers map[string]string) *http.Client {
 	return &http.Client{
-		Transport: headerTransport{base: http.DefaultTransport.(*http.Transport).Clone(), headers: headers},
+		Transport: headerTransport{base: http.DefaultTransport.(*http.Transport).Clone(), headers: headers, bound: srv.bound(), dropped: srv.dropped},
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return errors.New("the MCP server redirected; redirects are not followed, so that its credentials go nowhere else")
 		},
@@ -520,6 +565,8 @@ func headerClient(headers map[string]string) *http.Client {
 type headerTransport struct {
 	base    http.RoundTripper
 	headers map[string]string
+	bound   int
+	dropped func(what string, n int)
 }
 
 func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -527,29 +574,39 @@ func (h headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for k, v := range h.headers {
 		req.Header.Set(k, v)
 	}
+	var id json.RawMessage
+	if req.Method == http.MethodPost && req.GetBody != nil {
+		if body, err := req.GetBody(); err == nil {
+			raw, _ := io.ReadAll(io.LimitReader(body, int64(h.bound)))
+			body.Close()
+			id = requestID(raw)
+		}
+	}
 	resp, err := h.base.RoundTrip(req)
-	if err == nil && req.Method == http.MethodPost {
-		// The answer to one request (its result, and any notifications
-		// before it) is bounded as one stdio frame is.
-		resp.Body = &limitedBody{ReadCloser: resp.Body, left: MaxMessageBytes}
+	if err != nil || req.Method != http.MethodPost {
+		return resp, err
+	}
+	// The answer to one request (its result, and any notifications
+	// before it) is bounded as one stdio line is.
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if id != nil && resp.StatusCode == http.StatusOK && (ct == "application/json" || ct == "text/event-stream") {
+		resp.Body = &boundedBody{body: resp.Body, id: id, sse: ct == "text/event-stream", bound: h.bound, dropped: h.dropped}
+	} else {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: int64(h.bound), bound: h.bound}
 	}
 	return resp, err
 }
 
-// MaxMessageBytes bounds one message from a server: a stdio frame (the
-// SDK's own bound) and the whole HTTP answer to one request. A larger
-// result fails its call.
-const MaxMessageBytes = mcp.DefaultMaxLineLength
-
 // limitedBody fails a read past left bytes.
 type limitedBody struct {
 	io.ReadCloser
-	left int64
+	left  int64
+	bound int
 }
 
 func (b *limitedBody) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, fmt.Errorf("the server's answer is larger than %d bytes", MaxMessageBytes)
+		return 0, fmt.Errorf("the server's answer is larger than %d bytes", b.bound)
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]
@@ -646,24 +703,27 @@ func (srv *server) call(ctx context.Context, tool string, arguments json.RawMess
 	}
 	out, err := json.Marshal(res)
 	if err != nil {
-		return nil, fmt.Errorf("mcp server %q: tool %q: encode result: %w", srv.cfg.Name, tool, err)
+		return nil, serverError(srv.cfg.Name, ErrRefused, fmt.Sprintf("its result for tool %q could not be encoded", tool), err)
 	}
 	return out, nil
 }
 
 // callFailed words err for the caller and drops the session when the
 // error is its transport's (not the server's answer, nor the caller's
-// deadline).
+// deadline). what is the tool called, or "tools/list". A JSON-RPC error's
+// message is the server's text: the caller gets its code.
 func (srv *server) callFailed(sess *session, what string, err error) error {
 	var rpc *jsonrpc.Error
 	switch {
+	case isTooLarge(err):
+		return serverError(srv.cfg.Name, runner.ErrResultTooLarge, fmt.Sprintf("its answer to %s passed %d bytes, where reading stopped", what, srv.bound()), err)
 	case errors.As(err, &rpc):
-		return fmt.Errorf("mcp server %q: %s: %w", srv.cfg.Name, what, err)
+		return serverError(srv.cfg.Name, ErrRefused, fmt.Sprintf("it answered %s with JSON-RPC error %d", what, rpc.Code), err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fmt.Errorf("mcp server %q: %s: no answer in time: %w", srv.cfg.Name, what, err)
+		return serverError(srv.cfg.Name, ErrNoAnswer, fmt.Sprintf("no answer to %s in time", what), err)
 	}
 	srv.drop(sess, err)
-	return fmt.Errorf("mcp server %q: %s: %w: %v", srv.cfg.Name, what, ErrUnavailable, err)
+	return serverError(srv.cfg.Name, ErrUnavailable, fmt.Sprintf("its connection failed during %s; it is reconnected on its next use", what), err)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

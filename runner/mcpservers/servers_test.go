@@ -300,16 +300,18 @@ func TestCredentialsReachOnlyTheirServer(t *testing.T) {
 }
 
 // TestMissingCredentialFailsOnlyItsServer: a variable that is not set
-// fails its server's calls with an error naming the variable; the other
-// server answers.
+// fails its server's calls with an error that says it could not be
+// started, whose Cause (for the log and the audit line) names the
+// variable; the other server answers.
 func TestMissingCredentialFailsOnlyItsServer(t *testing.T) {
 	t.Parallel()
 	s, _ := start(t, mcpservers.Options{LookupEnv: env{}.lookup},
 		mcptest.Stdio(stdioBin, "crm", 5, map[string]mcpservers.Value{"API_TOKEN": {FromEnv: "GK_UNSET"}}),
 		mcptest.HTTP(t, "billing", 5, nil))
 	_, err := s.CallTool(t.Context(), "crm", "lookup", json.RawMessage(`{"id": 1}`))
-	if !errors.Is(err, mcpservers.ErrUnavailable) || !strings.Contains(err.Error(), "env API_TOKEN: environment variable GK_UNSET is not set") {
-		t.Errorf("crm: %v", err)
+	if !errors.Is(err, mcpservers.ErrUnavailable) || !strings.Contains(err.Error(), "could not be started") || strings.Contains(err.Error(), "GK_UNSET") ||
+		!strings.Contains(runner.ServerErrorDetail(err), "env API_TOKEN: environment variable GK_UNSET is not set") {
+		t.Errorf("crm: %v (detail %q)", err, runner.ServerErrorDetail(err))
 	}
 	if r := structured[mcptest.Record](t, call(t, s, "billing", "lookup", `{"id": 1}`)); r.ID != 1 {
 		t.Errorf("billing: %+v", r)
@@ -378,7 +380,7 @@ func TestCrashedServerRestarts(t *testing.T) {
 	s, logs := start(t, mcpservers.Options{}, mcptest.Stdio(stdioBin, "crm", 5, nil), mcptest.HTTP(t, "billing", 5, nil))
 	first := structured[pidOut](t, call(t, s, "crm", "pid", `{}`)).PID
 	_, err := s.CallTool(t.Context(), "crm", "crash", nil)
-	if !errors.Is(err, mcpservers.ErrUnavailable) || !strings.Contains(err.Error(), `mcp server "crm": crash:`) {
+	if !errors.Is(err, mcpservers.ErrUnavailable) || !strings.Contains(err.Error(), `mcp server "crm"`) || !strings.Contains(err.Error(), "during crash") {
 		t.Fatalf("crash: %v, want ErrUnavailable naming the server and tool", err)
 	}
 	second := structured[pidOut](t, call(t, s, "crm", "pid", `{}`)).PID
@@ -598,22 +600,35 @@ func ownZombie(pid int) bool {
 	return len(fields) > 1 && fields[0] == "Z" && fields[1] == fmt.Sprint(os.Getpid())
 }
 
-// TestOversizeResultFailsItsCall: a result past the SDK's frame bound (16
-// MiB, on both transports) fails its call without taking the sidecar's
-// memory further; the server answers the next call.
+// TestOversizeResultFailsItsCall: a result past the bound
+// (MaxResultBytes) fails its call, on both transports, with an error of
+// Kind runner.ErrResultTooLarge that names the bound; it is not read to
+// its end, and the server stays up in the same session: the stdio server
+// is the same process, no session is dropped, and a result just within
+// the bound still answers.
 func TestOversizeResultFailsItsCall(t *testing.T) {
 	t.Parallel()
-	s, _ := start(t, mcpservers.Options{}, mcptest.Stdio(stdioBin, "crm", 5, nil), mcptest.HTTP(t, "billing", 5, nil))
+	const bound = 1 << 20
+	s, logs := start(t, mcpservers.Options{MaxResultBytes: bound}, mcptest.Stdio(stdioBin, "crm", 5, nil), mcptest.HTTP(t, "billing", 5, nil))
 	for _, server := range []string{"crm", "billing"} {
+		pid := structured[pidOut](t, call(t, s, server, "pid", `{}`)).PID
 		ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-		_, err := s.CallTool(ctx, server, "big", json.RawMessage(`{"bytes": 17000000}`))
+		_, err := s.CallTool(ctx, server, "big", json.RawMessage(`{"bytes": 50000000}`))
 		cancel()
-		if err == nil || !strings.Contains(err.Error(), `mcp server "`+server+`": big:`) {
-			t.Errorf("%s: a 17 MB result: %v, want an error naming the server and tool", server, err)
+		if !errors.Is(err, runner.ErrResultTooLarge) || !strings.Contains(err.Error(), `mcp server "`+server+`"`) ||
+			!strings.Contains(err.Error(), runner.RuleMaxResultBytes) || !strings.Contains(err.Error(), "big") {
+			t.Errorf("%s: a 50 MB result: %v, want ErrResultTooLarge naming the server, the tool and %s", server, err, runner.RuleMaxResultBytes)
 		}
-		if r := structured[mcptest.Record](t, call(t, s, server, "lookup", `{"id": 5}`)); r.ID != 5 {
-			t.Errorf("%s after the oversize result: %+v", server, r)
+		if r := call(t, s, server, "big", `{"bytes": 900000}`); len(r.Content) != 1 || len(r.Content[0].Text) != 900000 {
+			t.Errorf("%s: a result within the bound: %d content blocks", server, len(r.Content))
 		}
+		if after := structured[pidOut](t, call(t, s, server, "pid", `{}`)).PID; after != pid {
+			t.Errorf("%s: pid %d after the oversize result, %d before: the server was restarted", server, after, pid)
+		}
+	}
+	log := logs.String()
+	if strings.Contains(log, "mcp server disconnected") || strings.Count(log, "mcp server message larger than the bound") != 2 {
+		t.Errorf("log: want two oversize answers and no session dropped:\n%s", log)
 	}
 }
 

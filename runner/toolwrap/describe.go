@@ -21,8 +21,11 @@ const maxAbout = 160
 // Anthropic's "code execution with MCP" has it read tool files. Server
 // descriptions are cut to one line of at most maxAbout bytes with control
 // characters removed. A server with Err set (down, or not listed in time
-// when the run or query began) is named unavailable with its reason, cut
-// likewise and quoted, since its server may have worded it: the model is
+// when the run or query began) is named unavailable with Err's text, cut
+// likewise and quoted: the MCP client's errors are runner.ServerErrors,
+// whose text is the server's name, the kind and a reason in gatekeeper's
+// words, never the operator's command, URL or the server's own text. The
+// model is
 // told its calls fail now and that a later run may have it, rather than
 // being left to find a module missing.
 func Describe(base string, servers []runner.ServerTools) string {

@@ -5,7 +5,7 @@
 // one Python program the model writes instead of many tool calls.
 
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { REPO } from './world.js';
@@ -51,9 +51,14 @@ export interface HTTPServer {
   stop(): void;
 }
 
-/** startHTTPServer starts bin as a streamable HTTP server named name on a loopback port the system picks. */
-export async function startHTTPServer(bin: string, name: string, records = RECORDS): Promise<HTTPServer> {
-  const child: ChildProcess = spawn(bin, ['-name', name, '-records', String(records), '-listen', '127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'inherit'] });
+/**
+ * startHTTPServer starts bin as a streamable HTTP server named name on a
+ * loopback port the system picks; with callsLog, the server appends each
+ * tools/call it receives to that file (see serverCalls).
+ */
+export async function startHTTPServer(bin: string, name: string, records = RECORDS, callsLog?: string): Promise<HTTPServer> {
+  const log = callsLog !== undefined ? ['-calls-log', callsLog] : [];
+  const child: ChildProcess = spawn(bin, ['-name', name, '-records', String(records), '-listen', '127.0.0.1:0', ...log], { stdio: ['ignore', 'pipe', 'inherit'] });
   const stop = (): void => {
     if (child.exitCode === null) child.kill('SIGTERM');
   };
@@ -78,11 +83,27 @@ export async function startHTTPServer(bin: string, name: string, records = RECOR
  * servers returns the policy's mcp_servers: crm over stdio (customers)
  * and billing over HTTP (invoices), RECORDS records each.
  */
-export function mcpServers(bin: string, billingURL: string): Record<string, unknown> {
+export function mcpServers(bin: string, billingURL: string, crmCallsLog?: string): Record<string, unknown> {
+  const log = crmCallsLog !== undefined ? ['-calls-log', crmCallsLog] : [];
   return {
-    crm: { description: 'customer records (id, name, city)', command: [bin, '-name', 'crm', '-records', String(RECORDS)] },
+    crm: { description: 'customer records (id, name, city)', command: [bin, '-name', 'crm', '-records', String(RECORDS), ...log] },
     billing: { description: 'invoices by customer id (score is the amount)', url: billingURL },
   };
+}
+
+/** ServerCall is one tools/call a test server received, by its own account. */
+export interface ServerCall {
+  tool: string;
+  arguments: Record<string, unknown>;
+}
+
+/** serverCalls reads the calls-log file of a test server: every tools/call it received, in order (none when the file is absent). */
+export function serverCalls(path: string): ServerCall[] {
+  if (!existsSync(path)) return [];
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as ServerCall);
 }
 
 /**
