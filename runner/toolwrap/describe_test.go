@@ -1,10 +1,10 @@
 package toolwrap_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 
@@ -18,18 +18,40 @@ import (
 // to it).
 func todaysDescription(t *testing.T) string {
 	t.Helper()
-	in := strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}` + "\n")
-	var out bytes.Buffer
-	if err := (&claudecode.MCPServer{}).Serve(t.Context(), in, &out); err != nil {
-		t.Fatal(err)
+	// The SDK's server answers tools/list only after the initialize
+	// handshake, as Claude Code does it; its answers are read until the
+	// listing's.
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- (&claudecode.MCPServer{}).Serve(t.Context(), inR, outW); outW.Close() }()
+	for _, m := range []string{
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"claude-code","version":"2.1.330"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`,
+	} {
+		if _, err := io.WriteString(inW, m+"\n"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var r struct {
+		ID     int
 		Result struct {
 			Tools []struct{ Name, Description string }
 		}
 	}
-	if err := json.Unmarshal(out.Bytes(), &r); err != nil || len(r.Result.Tools) != 1 || r.Result.Tools[0].Description == "" {
-		t.Fatalf("tools/list: %v %s", err, out.Bytes())
+	dec := json.NewDecoder(outR)
+	for r.ID != 1 {
+		if err := dec.Decode(&r); err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Result.Tools) != 1 || r.Result.Tools[0].Description == "" {
+		t.Fatalf("tools/list: %+v", r)
 	}
 	return r.Result.Tools[0].Description
 }
