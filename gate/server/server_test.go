@@ -170,6 +170,8 @@ func (h *harness) dial(t testing.TB, header http.Header) (*websocket.Conn, *http
 type client struct {
 	t  testing.TB
 	ws *websocket.Conn
+	// wait is how long recv waits for a frame; zero means 10 s.
+	wait time.Duration
 }
 
 func (h *harness) connect(t testing.TB) *client {
@@ -191,7 +193,11 @@ func (c *client) send(frame string) {
 
 func (c *client) recv() map[string]any {
 	c.t.Helper()
-	_ = c.ws.SetReadDeadline(time.Now().Add(10 * time.Second))
+	wait := c.wait
+	if wait == 0 {
+		wait = 10 * time.Second
+	}
+	_ = c.ws.SetReadDeadline(time.Now().Add(wait))
 	_, data, err := c.ws.ReadMessage()
 	must(c.t, err)
 	var m map[string]any
