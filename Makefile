@@ -65,7 +65,7 @@ test: build engine image test-go test-fuzz test-ts test-install test-cli walkthr
 # runner/toolwrap's tests typecheck the generated .d.ts with ts-client's TypeScript.
 test-go: ts-deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 
 # A short run of every fuzz target; the corpus lives in each package's testdata/fuzz.
 test-fuzz:
@@ -79,7 +79,7 @@ test-fuzz:
 # node and the cluster's eight egress ports (each test's runner holds one while it lives): with as many
 # at once as a large machine has cores they could run out, and the suite is proven at two.
 test-kube: kube
-	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./runner/kube/ && $(GO) test -tags kube -count=1 -parallel 2 -v -timeout 20m ./runner/kube/
+	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./runner/kube/ && $(GO) test -tags kube -count=1 -parallel 2 -v -timeout 30m ./runner/kube/
 	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./cmd/gatekeeper/ && $(GO) test -tags kube -count=1 -v -run '^TestKube' -timeout 10m ./cmd/gatekeeper/
 	eval "$$(scripts/ensure-kube env)" && cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && \
 	  export GATEKEEPER_BIN=$(CURDIR)/$(BIN) WALKTHROUGH_RUNNER=kube && npm run 1 && npm run 6
