@@ -144,6 +144,21 @@ func codeCallEngine(t *testing.T) (*gate.Engine, *env) {
 	return e.engine(t), e
 }
 
+// codeCallLog is query q_1's effective policy under codeCallEngine, and a
+// real audit log in a temporary directory, with its path.
+func codeCallLog(t *testing.T) (*gate.Effective, string, *audit.Log) {
+	t.Helper()
+	eng, _ := codeCallEngine(t)
+	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
+	must(t, err)
+	eff, err := q.Effective(t.Context())
+	must(t, err)
+	logPath := filepath.Join(t.TempDir(), "audit.log")
+	log, err := audit.Open(logPath, audit.Options{})
+	must(t, err)
+	return eff, logPath, log
+}
+
 // TestCodeCallCases decides and makes each call of testdata/code_calls.yaml
 // with the real engine (real OPA, the operator's module checked and
 // compiled as the sidecar does) and writes each line with the real audit
@@ -157,14 +172,7 @@ func TestCodeCallCases(t *testing.T) {
 	if len(cases) < 10 {
 		t.Fatalf("read %d cases", len(cases))
 	}
-	eng, _ := codeCallEngine(t)
-	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
-	must(t, err)
-	eff, err := q.Effective(t.Context())
-	must(t, err)
-	logPath := filepath.Join(t.TempDir(), "audit.log")
-	log, err := audit.Open(logPath, audit.Options{})
-	must(t, err)
+	eff, logPath, log := codeCallLog(t)
 	servers := &fakeServers{}
 	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_1", ToolUseID: "toolu_1", Servers: servers, Auditor: log})
 
@@ -462,14 +470,7 @@ func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
 // verifies.
 func TestCodeCallConcurrentCallsEachGetOneChainedLine(t *testing.T) {
 	t.Parallel()
-	eng, _ := codeCallEngine(t)
-	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
-	must(t, err)
-	eff, err := q.Effective(t.Context())
-	must(t, err)
-	logPath := filepath.Join(t.TempDir(), "audit.log")
-	log, err := audit.Open(logPath, audit.Options{})
-	must(t, err)
+	eff, logPath, log := codeCallLog(t)
 	servers := &fakeServers{}
 	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: log})
 	const n = 5 // max_calls
@@ -576,14 +577,7 @@ func TestCodeCallWithoutItsPartsIsDenied(t *testing.T) {
 // counts them; both chain with the calls' lines, and no server is asked.
 func TestCodeCallRefusalsAreAudited(t *testing.T) {
 	t.Parallel()
-	eng, _ := codeCallEngine(t)
-	q, err := eng.OpenQuery(t.Context(), "q_1", nil)
-	must(t, err)
-	eff, err := q.Effective(t.Context())
-	must(t, err)
-	logPath := filepath.Join(t.TempDir(), "audit.log")
-	log, err := audit.Open(logPath, audit.Options{})
-	must(t, err)
+	eff, logPath, log := codeCallLog(t)
 	servers := &fakeServers{}
 	var rr runner.RefusalRecorder = gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_1", ToolUseID: "toolu_1", Servers: servers, Auditor: log})
 	args := json.RawMessage(`{"customer_id":"c-1"}`)
