@@ -43,6 +43,15 @@ func (q *Queue) Run(ctx context.Context, spec Spec) (Result, error) {
 	return q.backend.Run(ctx, spec)
 }
 
+// EndSession ends session id on the backend, when the backend keeps
+// sessions (SessionEnder); it takes no slot.
+func (q *Queue) EndSession(ctx context.Context, id string) error {
+	if e, ok := q.backend.(SessionEnder); ok {
+		return e.EndSession(ctx, id)
+	}
+	return nil
+}
+
 // Stats returns how many runs are running and how many wait.
 func (q *Queue) Stats() (running, waiting int) {
 	q.mu.Lock()

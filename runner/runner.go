@@ -156,6 +156,9 @@ type Spec struct {
 	// relative to the sandbox's tools directory (launch.ToolsDir), made
 	// read-only there before the program starts; never in /workspace.
 	ToolFiles map[string][]byte
+	// Session, when set, runs the Spec in its query's session (see
+	// Session); nil runs it in a sandbox of its own.
+	Session *Session
 }
 
 // Workspace is the saved /workspace of a sequence of runs (a query's). A
@@ -266,6 +269,11 @@ type Result struct {
 	// ToolCalls counts the calls the program made through the bridge, all
 	// outcomes.
 	ToolCalls int
+	// Session describes the run's session (nil for a run without one),
+	// and StateLost, when set, says that the run found its session's
+	// state gone, or lost it (see StateLost).
+	Session   *SessionInfo
+	StateLost *StateLost
 }
 
 // Labels every backend puts on what it makes for a run (a container or a
