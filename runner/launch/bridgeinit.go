@@ -98,12 +98,12 @@ sub tools {
 }
 sub bridge {
   $SIG{PIPE} = sub {};
-  my ($dir, $in) = ('` + ToolsDir + `', '');
+  my $dir = '` + ToolsDir + `';
   my $take = sub {
     for (;;) {
-      my @f = frame(\$in);
+      my @f = frame(\$ib);
       return @f if @f;
-      my $n = sysread STDIN, $in, 65536, length $in;
+      my $n = sysread STDIN, $ib, 65536, length $ib;
       next if !defined $n && $! == 4;
       $n or fail("the run's input ended early");
     }
@@ -191,10 +191,10 @@ sub bridge {
         $conn{$n} = {s => $cs, n => $n, in => '', out => '', p => 0};
         $rd{$n} = $cs;
       } elsif ($fd == 0) {
-        my $n = sysread STDIN, $in, 65536, length $in;
+        my $n = sysread STDIN, $ib, 65536, length $ib;
         next if !defined $n && ($! == 4 || $! == 11);
         if (!$n) { $stop->(); next }
-        while (my ($k, $cid, $p) = frame(\$in)) {
+        while (my ($k, $cid, $p) = frame(\$ib)) {
           if ($k ne 'a') { $stop->(); last }
           my $c = delete $pend{$cid} or next;
           $c->{p}--;

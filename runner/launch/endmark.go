@@ -17,6 +17,13 @@ import (
 // stream's mark. So once both marks are in, the output is complete and
 // the exit code known.
 //
+// In a session's sandbox (SessionCommand) the mark may carry the state of
+// the session after the run: "\x1egatekeeper-end <tag> <code> <state>\x1e",
+// state being i (the timeout interrupted the program; the session
+// lives on), t (the timeout interrupted it and it did not stop: the session
+// is lost) or l (an interpreter of the session ended: lost); a mark
+// without one says the session lives on (see MarkState).
+//
 // A program that learns its tag (by reading the launcher's memory) can
 // forge the marks, and so end its own run with an exit code of its
 // choosing: which it can do anyway, by exiting. The marks only ever end a
@@ -27,9 +34,10 @@ const endMarkPrefix = "\x1egatekeeper-end "
 
 // EndMarks watches the two output streams of one run for their end marks.
 type EndMarks struct {
-	lead []byte // endMarkPrefix + tag + " "
-	mu   sync.Mutex
-	code []int // the code of each stream's mark, in arrival order
+	lead  []byte // endMarkPrefix + tag + " "
+	mu    sync.Mutex
+	code  []int       // the code of each stream's mark, in arrival order
+	state []MarkState // and its state
 	// ended is closed once both streams ended with a mark.
 	ended chan struct{}
 }
@@ -47,16 +55,45 @@ func (m *EndMarks) Ended() <-chan struct{} { return m.ended }
 func (m *EndMarks) ExitCode() (code int, ok bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.code) != 2 || m.code[0] != m.code[1] {
+	if len(m.code) != 2 || m.code[0] != m.code[1] || m.state[0] != m.state[1] {
 		return 0, false
 	}
 	return m.code[0], true
 }
 
-func (m *EndMarks) mark(code int) {
+// MarkState is the session's state after a run, as its end marks say it.
+type MarkState byte
+
+// Mark states.
+const (
+	// MarkKept: the session lives on (and every mark outside a session).
+	MarkKept MarkState = 'k'
+	// MarkInterrupted: the timeout interrupted the program, which
+	// stopped; the session lives on.
+	MarkInterrupted MarkState = 'i'
+	// MarkTimedOut: the timeout interrupted the program, which did not
+	// stop: the session is lost.
+	MarkTimedOut MarkState = 't'
+	// MarkLost: an interpreter of the session ended: the session is lost.
+	MarkLost MarkState = 'l'
+)
+
+// State returns the session state both marks agree on; ok is false when
+// they disagree, or when they are not both in.
+func (m *EndMarks) State() (st MarkState, ok bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.state) != 2 || m.state[0] != m.state[1] {
+		return 0, false
+	}
+	return m.state[0], true
+}
+
+func (m *EndMarks) mark(code int, st MarkState) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.code = append(m.code, code)
+	m.state = append(m.state, st)
 	if len(m.code) == 2 {
 		close(m.ended)
 	}
@@ -101,11 +138,17 @@ func (s *MarkedStream) Write(p []byte) (int, error) {
 			s.held = append([]byte(nil), data[i:]...)
 			return len(p), nil
 		}
-		if code, ok := parseCode(data[i+len(lead) : i+whole]); ok {
+		code, st, n := parseMark(data[i+len(lead):])
+		if n < 0 {
+			s.pass(data[:i])
+			s.held = append([]byte(nil), data[i:]...)
+			return len(p), nil
+		}
+		if n > 0 {
 			s.pass(data[:i])
 			s.done = true
-			s.m.mark(code)
-			s.toTail(data[i+whole:])
+			s.m.mark(code, st)
+			s.toTail(data[i+len(lead)+n:])
 			return len(p), nil
 		}
 		// The lead without a well-formed end: ordinary output.
@@ -143,6 +186,33 @@ func (s *MarkedStream) pass(b []byte) {
 	if len(b) > 0 {
 		_, _ = s.out.Write(b)
 	}
+}
+
+// parseMark reads the end of a mark at the start of b: "DDD\x1e", or
+// "DDD S\x1e" with S a session state; n is its length, 0 when b does not
+// start with one, -1 when b may be its start.
+func parseMark(b []byte) (code int, st MarkState, n int) {
+	if len(b) < 4 {
+		return 0, 0, -1
+	}
+	if b[3] != ' ' {
+		code, ok := parseCode(b[:4])
+		if !ok {
+			return 0, 0, 0
+		}
+		return code, MarkKept, 4
+	}
+	if len(b) < 6 {
+		return 0, 0, -1
+	}
+	code, ok := parseCode(append(append([]byte(nil), b[:3]...), b[5]))
+	switch st := MarkState(b[4]); {
+	case !ok:
+		return 0, 0, 0
+	case st == MarkInterrupted || st == MarkTimedOut || st == MarkLost:
+		return code, st, 6
+	}
+	return 0, 0, 0
 }
 
 // parseCode reads "DDD\x1e" as an exit code of 0 to 255.

@@ -22,6 +22,9 @@ type Input struct {
 	// Saved is the saved workspace the run starts from; nil: empty
 	// (OpenSaved).
 	Saved io.ReadCloser
+	// InPlace: the sandbox is a session's that already holds Saved in
+	// /workspace; only the run's code and files are sent.
+	InPlace bool
 }
 
 // Check validates the parts of spec every backend enforces alike (the
@@ -158,9 +161,19 @@ func (in *Input) Write(w io.Writer, spec runner.Spec) (workspace.Manifest, error
 	if in.Saved != nil {
 		saved = in.Saved
 	}
-	input := workspace.Input{Saved: saved, Files: in.Files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID}
-	if spec.Tools == nil {
+	input := workspace.Input{Saved: saved, Files: in.Files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID, SavedInPlace: in.InPlace}
+	if spec.Tools == nil && spec.Session == nil {
 		return workspace.WriteInput(w, input)
+	}
+	if spec.Tools == nil {
+		// A session's init reads its input in frames, as with tools, so
+		// that its standard input stays open for the next run's header.
+		man, err := workspace.WriteInput(workspaceFrames{w}, input)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.WriteString(w, "w 0\n")
+		return man, err
 	}
 	tools, err := toolsPack(spec.ToolFiles)
 	if err != nil {

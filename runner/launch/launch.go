@@ -177,6 +177,11 @@ var script = func() string {
 ` + cases.String() + `  *) return 1;;
   esac
 }
+sprog=
+if [ "${1-}" = --session ]; then
+  sprog=$2
+  shift 2
+fi
 wlang=
 if [ "${1-}" = --warm ]; then
   wlang=$2
@@ -201,7 +206,11 @@ exec 5<&-
 secs=${h%% *}
 h=${h#* }
 lang=${h%% *}
-tools=${h##* }
+h=${h#* }
+h=${h#* }
+tools=${h%% *}
+first=${h#"$tools"}
+first=${first# }
 prog "$lang" || { echo "gatekeeper: bad run header" >&2; exit 125; }
 if [ "$tools" = 1 ]; then
   exec 0</dev/null
@@ -210,6 +219,10 @@ else
   tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner 4>&- 7<&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
 fi
 exec 7<&-
+if [ -n "$sprog" ]; then
+  timeout -s KILL "${secs}s" "$@" /usr/bin/perl -e "$sprog" -- client "$lang" "$((secs - ` + strconv.Itoa(int(BackstopGrace/time.Second)) + `))" "$first" </dev/null
+  exit 0
+fi
 if [ -n "$wpid" ] && [ "$lang" = "$wlang" ] && kill -0 "$wpid" 2>/dev/null; then
   [ ! -e "$wdir" ] || rm -rf "$wdir"
   printf 'go\n' >&3
@@ -233,65 +246,137 @@ exit "$c"`
 // initProgram is PID 1's program, init (see script). Its arguments: the prctl system
 // call's number, the sandbox's life and the longest wait for the header,
 // in whole seconds, then the launcher's command line.
-var initProgram = `my ($nr, $life, $hold, @launcher) = @ARGV;
+var initProgram = `my ($nr, $life, $hold, $idle, @launcher) = @ARGV;
 sub fail { syswrite STDERR, "gatekeeper: $_[0]\n"; exit 125 }
 sub status { $_[0] & 127 ? 128 + ($_[0] & 127) : $_[0] >> 8 }
+sub end { kill 'KILL', -1; 1 while waitpid(-1, 0) > 0; exit $_[0] }
 $$ == 1 or fail("the launcher is not the sandbox's PID 1");
 syscall($nr, 4, 0, 0, 0, 0) == 0 && syscall($nr, 3, 0, 0, 0, 0) == 0 or fail("cannot make PID 1 undumpable");
 my $end = time + $life;
 $SIG{ALRM} = sub { exit 137 if time >= $end };
 alarm $life;
-$^F = 8;
-pipe(SR, SW) && pipe(IR, IW) && pipe(WR, WW) or fail("no pipe: $!");
-fileno(SR) == 3 && fileno(SW) == 4 && fileno(IR) == 5 && fileno(IW) == 6 && fileno(WR) == 7 && fileno(WW) == 8 or fail("a file other than standard input, output and error is open");
-$^F = 2;
-my $sh = fork;
-defined $sh or fail("cannot fork: $!");
-if (!$sh) {
-  close SR; close IW; close WW;
-  exec { $launcher[0] } @launcher;
-  exit 125;
+our $ib = '';
+sub more {
+  my $until = shift;
+  my $rin = '';
+  vec($rin, 0, 1) = 1;
+  for (;;) {
+    my $left = $until - time;
+    $left > 0 or return 0;
+    select(my $r = $rin, undef, undef, $left) > 0 or next;
+    my $n = sysread STDIN, $ib, 65536, length $ib;
+    next if !defined $n && $! == 4;
+    return $n ? 1 : 0;
+  }
 }
-close SW; close IR; close WR;
-my ($h, $c, $rin, $until) = ('', '', '', time + $hold);
-vec($rin, 0, 1) = 1;
-for (;;) {
-  my $left = $until - time;
-  $left > 0 or fail("no run arrived");
-  select(my $r = $rin, undef, undef, $left) > 0 or next;
-  my $n = sysread STDIN, $c, 1;
-  next if !defined $n && $! == 4;
-  $n or fail("no run arrived");
-  last if $c eq "\n";
-  $h .= $c;
-  length $h < 256 or fail("bad run header");
+sub line {
+  my ($wait, $h, $c, $rin, $until) = (shift, '', '', '', time + shift);
+  if ($wait) {
+    for (;;) {
+      if ($ib =~ /\Aa [0-9]{1,15} ([0-9]{1,12})\n/) {
+        my $l = $+[0] + $1;
+        if (length $ib >= $l) { substr($ib, 0, $l) = ''; next }
+      } elsif ($ib =~ /\A([^\n]{0,255})\n/) {
+        $h = $1;
+        substr($ib, 0, $+[0]) = '';
+        return $h;
+      } elsif (length $ib > 300) {
+        fail("bad run header");
+      }
+      more($until) or fail("no run arrived");
+    }
+  }
+  vec($rin, 0, 1) = 1;
+  for (;;) {
+    my $left = $until - time;
+    $left > 0 or fail("no run arrived");
+    select(my $r = $rin, undef, undef, $left) > 0 or next;
+    my $n = sysread STDIN, $c, 1;
+    next if !defined $n && $! == 4;
+    $n or fail("no run arrived");
+    return $h if $c eq "\n";
+    $h .= $c;
+    length $h < 256 or fail("bad run header");
+  }
 }
-$h =~ /^([0-9]+) ([a-z0-9_-]+) ([0-9a-f]+) ([01])(?: ([0-9]{1,15}))?\z/ or fail("bad run header");
-my ($tag, $snap, $max, $run) = ($3, $4, $5, "$1 $2 $4 " . (defined $5 ? 1 : 0) . "\n");
-if (defined $max) {
-  bridge();
-} else {
-  close STDIN;
-  close WW;
-  syswrite IW, $run;
-  close IW;
+our ($tag, $run, $max);
+for (my $first = 1; ; $first = 0) {
+  $^F = 8;
+  pipe(SR, SW) && pipe(IR, IW) && pipe(WR, WW) or fail("no pipe: $!");
+  fileno(SR) == 3 && fileno(SW) == 4 && fileno(IR) == 5 && fileno(IW) == 6 && fileno(WR) == 7 && fileno(WW) == 8 or fail("a file other than standard input, output and error is open");
+  $^F = 2;
+  my $sh = fork;
+  defined $sh or fail("cannot fork: $!");
+  if (!$sh) {
+    close SR; close IW; close WW;
+    exec { $launcher[0] } @launcher;
+    exit 125;
+  }
+  close SW; close IR; close WR;
+  my $h = line($idle, $first ? $hold : $idle);
+  $h =~ /^([0-9]+) ([a-z0-9_-]+) ([0-9a-f]+) ([01])(?: ([0-9]{1,15}))?\z/ or fail("bad run header");
+  my $snap;
+  ($tag, $snap, $max) = ($3, $4, $5);
+  $run = "$1 $2 $4 " . (defined $5 || $idle ? 1 : 0) . ($idle ? " $first" : '') . "\n";
+  if (defined $max) {
+    bridge();
+  } elsif ($idle) {
+    syswrite IW, $run;
+    close IW;
+    for (;;) {
+      if ($ib =~ /\Aw ([0-9]{1,12})\n/) {
+        my ($l, $n) = ($+[0], $1);
+        if (length $ib >= $l + $n) {
+          my $p = substr($ib, $l, $n);
+          substr($ib, 0, $l + $n) = '';
+          last if $n == 0;
+          while (length $p) {
+            my $w = syswrite WW, $p;
+            if (defined $w) { substr($p, 0, $w) = '' } elsif ($! != 4) { last }
+          }
+          next;
+        }
+      } elsif (length $ib >= 40 || index($ib, "\n") >= 0) {
+        fail("bad run input");
+      }
+      more(time + $hold) or fail("the run's input ended early");
+    }
+    close WW;
+  } else {
+    close STDIN;
+    close WW;
+    syswrite IW, $run;
+    close IW;
+  }
+  waitpid $sh, 0;
+  my $st = $?;
+  if ($idle) { 1 while waitpid(-1, 1) > 0 } else { kill 'KILL', -1; 1 while waitpid(-1, 0) > 0 }
+  my $got = '';
+  1 while length $got < 64 && sysread SR, $got, 64, length $got;
+  close SR;
+  my $code;
+  if ($idle) {
+    $got =~ /^([0-9]{1,3}) ([kitl])\n\z/ && $1 <= 255 or end(status($st) || 125);
+    $code = $1;
+    my $m = sprintf "\x1egatekeeper-end %s %03d%s\x1e", $tag, $code, $2 eq 'k' ? '' : " $2";
+    syswrite STDOUT, $m;
+    syswrite STDERR, $m;
+    $code = -1 if $2 eq 'l' || $2 eq 't';
+  } else {
+    $got =~ /^([0-9]{1,3})\n\z/ && $1 <= 255 or exit status($st);
+    $code = $1;
+    my $m = sprintf "\x1egatekeeper-end %s %03d\x1e", $tag, $code;
+    syswrite STDOUT, $m;
+    syswrite STDERR, $m;
+  }
+  if ($snap) {
+    system '/bin/sh', '-c', 'chmod -R u+rwX ` + WorkspaceDir + ` 2>/dev/null; exec tar -c -f - -C ` + WorkspaceDir + ` --hard-dereference . 2>/dev/null';
+    syswrite STDOUT, sprintf "\x1egatekeeper-snap %s %03d\x1e", $tag, status($?);
+  }
+  exit $code if !$idle;
+  end(137) if $code < 0;
+  system '/bin/rm', '-rf', '--', '` + ToolsDir + `' if defined $max;
 }
-waitpid $sh, 0;
-my $st = $?;
-kill 'KILL', -1;
-1 while waitpid(-1, 0) > 0;
-my $got = '';
-1 while length $got < 64 && sysread SR, $got, 64, length $got;
-$got =~ /^([0-9]{1,3})\n\z/ && $1 <= 255 or exit status($st);
-my $code = $1;
-my $m = sprintf "\x1egatekeeper-end %s %03d\x1e", $tag, $code;
-syswrite STDOUT, $m;
-syswrite STDERR, $m;
-if ($snap) {
-  system '/bin/sh', '-c', 'chmod -R u+rwX ` + WorkspaceDir + ` 2>/dev/null; exec tar -c -f - -C ` + WorkspaceDir + ` --hard-dereference . 2>/dev/null';
-  syswrite STDOUT, sprintf "\x1egatekeeper-snap %s %03d\x1e", $tag, status($?);
-}
-exit $code;
 ` + initBridge
 
 // prctl is the prctl system call's number for the architectures the
@@ -312,19 +397,19 @@ func Script() string { return script }
 // image needs /bin/sh, /usr/bin/env, /usr/bin/perl (perl-base), tar and
 // coreutils' timeout, plus the language's interpreter in PATH.
 func Command(life, wait time.Duration, env []string) []string {
-	return command(life, wait, nil, env)
+	return command(life, wait, "0", nil, env)
 }
 
 // command is Command with the launcher's options (see WarmCommand) after
 // its name.
-func command(life, wait time.Duration, opts, env []string) []string {
+func command(life, wait time.Duration, idle string, opts, env []string) []string {
 	nr, ok := prctl[goruntime.GOARCH]
 	if !ok {
 		nr = -1 // init fails closed: no such system call
 	}
 	argv := []string{"/usr/bin/env", "-i"}
 	argv = append(argv, baseEnv()...)
-	argv = append(argv, "/usr/bin/perl", "-e", initProgram, "--", strconv.Itoa(nr), wholeSeconds(life), wholeSeconds(wait), // PID 1: env execs perl
+	argv = append(argv, "/usr/bin/perl", "-e", initProgram, "--", strconv.Itoa(nr), wholeSeconds(life), wholeSeconds(wait), idle, // PID 1: env execs perl
 		"/bin/sh", "-c", script, "gatekeeper-launcher")
 	argv = append(argv, opts...)
 	argv = append(argv, "/usr/bin/env", "-i")

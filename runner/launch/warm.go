@@ -164,5 +164,5 @@ func WarmCommand(life, wait time.Duration, env []string, w Warm) ([]string, erro
 		ws := warmStarts[w.Language]
 		extra = []string{"--warm", string(w.Language), ws.file, ws.env, ws.hook(w)}
 	}
-	return command(life, wait, extra, env), nil
+	return command(life, wait, "0", extra, env), nil
 }

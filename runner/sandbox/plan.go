@@ -34,11 +34,17 @@ type Plan struct {
 	// Wait is the longest the sandbox waits for its code; Life the
 	// longest it lives (PID 1's timeout).
 	Wait, Life time.Duration
+	// Idle is set for a session's sandbox: the longest it waits for each
+	// run after its first (launch.SessionCommand).
+	Idle time.Duration
 }
 
 // Command is the sandbox's command line, with env as the program's whole
 // environment (launch.Command, or launch.WarmCommand for a warm sandbox).
 func (p *Plan) Command(env []string) []string {
+	if p.Idle > 0 {
+		return launch.SessionCommand(p.Life, p.Wait, p.Idle, env)
+	}
 	if p.Warm != nil {
 		// The pool checked the Warm when it planned the sandbox
 		// (warmStarts); a Warm{} always passes.

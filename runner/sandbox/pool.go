@@ -347,9 +347,10 @@ func (p *pool) target(s *warmSet) int {
 }
 
 // memUsed is the memory limits of the warm sandboxes, ready or being
-// made. Lock held.
+// made, and of the sessions' sandboxes that wait for a run. Lock held
+// (the pool's, then the sessions').
 func (p *pool) memUsed() int64 {
-	var n int64
+	n := p.r.sessions.idleMemory() // idle sessions hold their sandbox's memory too
 	for _, s := range p.sets {
 		n += int64(len(s.ready)+len(s.making)) * s.mem
 	}

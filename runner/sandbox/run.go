@@ -73,6 +73,9 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 			return notStarted(ctx, res, spec, err)
 		}
 	}
+	if checked && spec.Session != nil {
+		return r.runSession(ctx, p, spec, res)
+	}
 	if checked && r.pool != nil {
 		w, c := r.pool.take(p, spec.Language, spec.Timeout)
 		if c != nil {
@@ -109,7 +112,7 @@ func (r *Runner) run(ctx context.Context, spec runner.Spec, checked bool) (runne
 		return notStarted(ctx, res, spec, err)
 	}
 	r.log.Debug("sandbox run", "run_id", spec.RunID, "query_id", spec.QueryID, "sandbox", inst.ID())
-	return r.execute(ctx, inst, p, spec, res)
+	return r.execute(ctx, inst, p, spec, res, nil)
 }
 
 // runWarm runs spec in warm sandbox w, taken from the pool; the pool
@@ -131,7 +134,7 @@ func (r *Runner) runWarm(ctx context.Context, w *warm, p *Plan, spec runner.Spec
 	}
 	// The warm sandbox's plan has the pool's lifetimes; the run's input
 	// (its code, tag and saved workspace) is the run's own, in p.
-	return r.execute(ctx, w.inst, p, spec, res)
+	return r.execute(ctx, w.inst, p, spec, res, nil)
 }
 
 // cancelledCode is the exit code of a cancelled run, started or not: a
@@ -182,7 +185,14 @@ func checkLanguage(ctx context.Context, inst Instance, lang runner.Language) err
 // (launch.Bridge), and closes once the bridge is closed, when the run
 // ended. The bridge's call frames are lifted out of standard output
 // (launch.CallDemux) before the output cap: they are not output.
-func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runner.Spec, res runner.Result) (runner.Result, error) {
+//
+// In a session (sr not nil) the sandbox outlives the run: its input is in
+// frames and stays open, the end marks carry the session's state (which
+// execute puts in sr), a program the timeout interrupted that stopped
+// ends as timed out with its session kept, and the deadline is the
+// timeout plus the session's interrupt grace: past it the sandbox, and so
+// the session, is killed.
+func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runner.Spec, res runner.Result, sr *sessionRun) (runner.Result, error) {
 	// The streams and the goroutines reading them live until execute
 	// returns, whatever ctx does; every goroutine started here ends
 	// before it returns.
@@ -191,7 +201,7 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	var snap *launch.Snapshot
 	var bridge *launch.Bridge
 	streams := inst.Streams()
-	in := &inlet{done: make(chan struct{}), stdin: streams.Stdin, keep: spec.Tools != nil}
+	in := &inlet{done: make(chan struct{}), stdin: streams.Stdin, keep: spec.Tools != nil || sr != nil}
 	defer func() {
 		if bridge != nil {
 			r.closeBridge(bridge, in, inst) // no-op when the run's end closed it
@@ -253,9 +263,13 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	stall := watchStall(inst)
 	defer stall.close()
 
+	limit := spec.Timeout
+	if sr != nil {
+		limit += launch.InterruptGrace + interruptMargin
+	}
 	l := &loop{
 		r: r, inst: inst, ctx: ctx, snap: snap, marks: marks, endedC: marks.Ended(),
-		timer: time.NewTimer(spec.Timeout), begin: begin, thrashC: stall.thrashed(),
+		timer: time.NewTimer(limit), begin: begin, thrashC: stall.thrashed(), sess: sr,
 	}
 	defer l.timer.Stop()
 	l.timerC = l.timer.C
@@ -323,6 +337,8 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	case l.killedFor == runner.TimedOut:
 		res.Reason = runner.TimedOut
 		r.logStarved(fared, spec)
+	case sr != nil && l.killedFor == "" && (sr.state == launch.MarkInterrupted || sr.state == launch.MarkTimedOut):
+		res.Reason = runner.TimedOut
 	case ex.OOMKilled:
 		res.Reason = runner.OOMKilled
 	case l.killedFor == runner.OOMKilled:
@@ -435,6 +451,7 @@ type loop struct {
 	thrashC <-chan struct{}
 
 	snapDone <-chan struct{} // nil when no snapshot is awaited
+	sess     *sessionRun     // nil outside a session
 
 	gone      bool              // the sandbox ended (Done)
 	marked    bool              // the program exited by itself, its output and snapshot complete
@@ -568,6 +585,9 @@ func (l *loop) takeMarks() {
 		l.peak = m.Peak()
 	}
 	l.code, l.codeOK = l.marks.ExitCode()
+	if l.sess != nil {
+		l.sess.state, _ = l.marks.State()
+	}
 	l.timer.Stop() // the program has ended: the snapshot has a deadline of its own
 	l.timerC, l.thrashC = nil, nil
 }
@@ -576,7 +596,13 @@ func (l *loop) takeMarks() {
 // is in. An exit by signal (137 for the OOM killer) is left to the
 // platform, which alone knows whether the memory limit did it.
 func (l *loop) afterEnd() state {
-	if l.codeOK && l.code < 128 {
+	if l.codeOK && l.code < 128 && l.sess == nil {
+		l.marked = true
+		return nil
+	}
+	if l.codeOK && l.sess != nil && (l.sess.state == launch.MarkKept || l.sess.state == launch.MarkInterrupted) {
+		// The session lives on: whatever the code, the program's own
+		// interpreter reported it.
 		l.marked = true
 		return nil
 	}

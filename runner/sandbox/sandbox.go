@@ -194,6 +194,10 @@ type Config struct {
 	MinMemoryBytes int64
 	// Pool configures the warm pool; the zero value disables it.
 	Pool PoolConfig
+	// MaxIdleSessions bounds the sessions whose sandbox waits for a run
+	// (runner.Session): a session that starts past it ends the one idle
+	// longest (runner.EndEvicted). 0 means DefaultMaxIdleSessions.
+	MaxIdleSessions int
 	// Logger receives what happens outside a run's Result. nil discards.
 	Logger *slog.Logger
 }
@@ -219,6 +223,7 @@ type Runner struct {
 	pf       Platform
 	log      *slog.Logger
 	pool     *pool // nil: no pool
+	sessions *sessionSet
 	metrics  Metrics
 	removals sync.WaitGroup // removals of ended runs' sandboxes
 }
@@ -233,6 +238,7 @@ func New(pf Platform, cfg Config) (*Runner, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runner{cfg: cfg, pf: pf, log: log, metrics: newMetrics()}
+	r.sessions = newSessionSet(r, cfg.MaxIdleSessions)
 	if cfg.Pool.Size > 0 {
 		p, err := newPool(r, cfg.Pool)
 		if err != nil {
@@ -246,11 +252,12 @@ func New(pf Platform, cfg Config) (*Runner, error) {
 // Metrics returns the pool's counters (tests read them).
 func (r *Runner) Metrics() Metrics { return r.metrics }
 
-// Close waits for the removal of ended runs' sandboxes, stops the warm
+// Close ends every session (removing its sandbox), waits for the removal of ended runs' sandboxes, stops the warm
 // pool and removes its warm sandboxes, then closes the platform. It does
 // not stop runs in progress or remove their sandboxes; call it once they
 // ended.
 func (r *Runner) Close() error {
+	r.sessions.closeAll()
 	r.removals.Wait()
 	var err error
 	if r.pool != nil {

@@ -82,6 +82,10 @@ type Input struct {
 	Files map[string]string
 	// UID and GID own everything in the stream.
 	UID, GID int
+	// SavedInPlace: the sandbox already holds Saved in /workspace (a
+	// session's sandbox after its first run), so its entries are only
+	// read for the Manifest, not written.
+	SavedInPlace bool
 }
 
 // WriteInput writes the tar stream a run unpacks into /workspace: the
@@ -111,6 +115,16 @@ func WriteInput(w io.Writer, in Input) (Manifest, error) {
 				return nil, fmt.Errorf("read the saved workspace: %w", err)
 			}
 			if replaced(hdr, in.Files, dirs) {
+				continue
+			}
+			if in.SavedInPlace {
+				if hdr.Typeflag == tar.TypeReg {
+					h := sha256.New()
+					if _, err := io.Copy(h, tr); err != nil {
+						return nil, fmt.Errorf("read the saved workspace's %s: %w", hdr.Name, err)
+					}
+					man[hdr.Name] = [sha256.Size]byte(h.Sum(nil))
+				}
 				continue
 			}
 			out := ownedHeader(hdr, in.UID, in.GID)

@@ -1,0 +1,215 @@
+package runnertest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
+)
+
+// SessionRunner is what Sessions needs of a backend: runs, sessions'
+// ends, and a count of what it left.
+type SessionRunner interface {
+	Runner
+	runner.SessionEnder
+	Leftovers
+}
+
+var sessionCounter atomic.Int64
+
+// session is one test session: its ID, workspace and the events the
+// backend reported.
+type session struct {
+	t  *testing.T
+	r  SessionRunner
+	s  runner.Session
+	ws runner.Workspace
+
+	mu     sync.Mutex
+	events []runner.SessionEvent
+}
+
+func newSession(t *testing.T, r SessionRunner, store *workspace.Store) *session {
+	t.Helper()
+	id := fmt.Sprintf("session-%d-%d", os.Getpid(), sessionCounter.Add(1))
+	ws, err := store.Workspace(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &session{t: t, r: r, ws: ws}
+	s.s = runner.Session{ID: id, IdleTimeout: time.Minute, MaxLifetime: 10 * time.Minute, Revision: "rev-1",
+		Events: func(e runner.SessionEvent) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.events = append(s.events, e)
+		}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := r.EndSession(ctx, id); err != nil {
+			t.Errorf("EndSession: %v", err)
+		}
+	})
+	return s
+}
+
+// run runs code (Python unless edit says otherwise) in the session.
+func (s *session) run(code string, edit func(*runner.Spec)) runner.Result {
+	s.t.Helper()
+	spec := Spec(code)
+	spec.Workspace = s.ws
+	spec.QueryID = s.s.ID
+	sess := s.s
+	spec.Session = &sess
+	if edit != nil {
+		edit(&spec)
+	}
+	res, err := s.r.Run(s.t.Context(), spec)
+	if err != nil {
+		s.t.Fatalf("Run: %v", err)
+	}
+	return res
+}
+
+// kinds lists the events' kinds and end reasons.
+func (s *session) kinds() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.events {
+		k := string(e.Kind)
+		if e.End != "" {
+			k += ":" + string(e.End)
+		}
+		out = append(out, k)
+	}
+	return strings.Join(out, " ")
+}
+
+func wantRun(t *testing.T, res runner.Result, run int, stdout string) {
+	t.Helper()
+	if res.Reason != runner.Exited || res.ExitCode != 0 {
+		t.Fatalf("run %d: reason %s, exit %d, want exited 0 (stdout %q, stderr %q)", run, res.Reason, res.ExitCode, clip(res.Stdout), clip(res.Stderr))
+	}
+	if res.Session == nil || res.Session.Run != run {
+		t.Errorf("run %d: session %+v, want run %d", run, res.Session, run)
+	}
+	if res.Stdout != stdout {
+		t.Errorf("run %d: stdout %q, want %q (stderr %q)", run, res.Stdout, stdout, clip(res.Stderr))
+	}
+}
+
+// Sessions is the suite of runner.Session against a backend: the sandbox
+// is kept between a session's runs and never shared with another session,
+// it ends when it should and reports why, and nothing is left after.
+func Sessions(t *testing.T, newRunner func(t *testing.T) SessionRunner) {
+	r := newRunner(t)
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if n, err := r.Leftovers(ctx); err != nil || n != 0 {
+			t.Errorf("leftovers after the session suite: %d, %v; want 0", n, err)
+		}
+	})
+	store, err := workspace.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("a session's runs share one sandbox: /tmp and /dev/shm written in one run are read in the next", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`open("/tmp/kept", "w").write("tmp"); open("/dev/shm/kept", "w").write("shm"); print("one")`, nil), 1, "one\n")
+		wantRun(t, s.run(`print(open("/tmp/kept").read() + open("/dev/shm/kept").read())`, nil), 2, "tmpshm\n")
+		if k := s.kinds(); k != "session_start" {
+			t.Errorf("events %q, want one session_start", k)
+		}
+	})
+
+	t.Run("two sessions never see each other's /tmp, /dev/shm or processes", func(t *testing.T) {
+		t.Parallel()
+		a, b := newSession(t, r, store), newSession(t, r, store)
+		wantRun(t, a.run(`import subprocess
+open("/tmp/a-secret", "w").write("a")
+open("/dev/shm/a-secret", "w").write("a")
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+print("a")`, nil), 1, "a\n")
+		wantRun(t, b.run(`import os
+print(os.path.exists("/tmp/a-secret"), os.path.exists("/dev/shm/a-secret"))
+print(any(open(f"/proc/{p}/cmdline", "rb").read().startswith(b"sleep") for p in os.listdir("/proc") if p.isdigit()))`, nil), 1, "False False\nFalse\n")
+	})
+
+	t.Run("EndSession removes the sandbox with a process still running in it, and reports the end", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`import subprocess
+subprocess.Popen(["sleep", "300"], start_new_session=True)
+print("started")`, nil), 1, "started\n")
+		if err := r.EndSession(t.Context(), s.s.ID); err != nil {
+			t.Fatal(err)
+		}
+		if k := s.kinds(); k != "session_start session_end:closed" {
+			t.Errorf("events %q, want a start and an end for closed", k)
+		}
+		res := s.run(`import os; print(os.path.exists("/tmp/x"))`, nil)
+		if res.Session == nil || res.Session.Run != 1 || res.StateLost != nil {
+			t.Errorf("after EndSession: session %+v, state lost %+v; want a new session's run 1, nothing reported lost", res.Session, res.StateLost)
+		}
+	})
+
+	t.Run("a policy change ends the session: the next run starts afresh and says why", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`open("/tmp/kept", "w").write("x"); print("one")`, nil), 1, "one\n")
+		res := s.run(`import os; print(os.path.exists("/tmp/kept"))`, func(spec *runner.Spec) { spec.Sandbox.PIDs++ })
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost == nil || res.StateLost.Reason != runner.EndPolicyChanged || !res.StateLost.Fresh {
+			t.Errorf("state lost %+v, want policy_changed, fresh", res.StateLost)
+		}
+	})
+
+	t.Run("an idle session expires: the next run starts afresh and says expired", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		s.s.IdleTimeout = 2 * time.Second
+		wantRun(t, s.run(`open("/tmp/kept", "w").write("x"); print("one")`, nil), 1, "one\n")
+		deadline := time.Now().Add(time.Minute)
+		for !strings.Contains(s.kinds(), "session_end:expired") && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		res := s.run(`import os; print(os.path.exists("/tmp/kept"))`, nil)
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost == nil || res.StateLost.Reason != runner.EndExpired || !res.StateLost.Fresh {
+			t.Errorf("state lost %+v, want expired, fresh (events %q)", res.StateLost, s.kinds())
+		}
+	})
+
+	t.Run("the saved workspace carries over into a new session, and files changed in a run come back", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`open("data.txt", "w").write("kept"); print("one")`, func(spec *runner.Spec) { spec.Sandbox.MaxFiles = 10 }), 1, "one\n")
+		res := s.run(`open("more.txt", "w").write("new"); print(open("data.txt").read())`, func(spec *runner.Spec) { spec.Sandbox.MaxFiles = 10 })
+		wantRun(t, res, 2, "kept\n")
+		var names []string
+		for _, f := range res.Files {
+			names = append(names, f.Path+":"+string(f.Change))
+		}
+		if got := strings.Join(names, " "); got != "more.txt:created" {
+			t.Errorf("files of run 2 %q, want only more.txt created", got)
+		}
+		if err := r.EndSession(t.Context(), s.s.ID); err != nil {
+			t.Fatal(err)
+		}
+		wantRun(t, s.run(`print(open("data.txt").read(), open("more.txt").read())`, nil), 1, "kept new\n")
+	})
+}
