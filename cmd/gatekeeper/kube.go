@@ -125,7 +125,7 @@ func newKubeRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(c
 	// Warm Pods hold their requests on a node; one a run's Pod needs the
 	// room of is given up.
 	cfg := kube.Config{
-		Instance: o.instance, Namespace: ko.namespace, REST: rc, Pool: o.pool.config(), Logger: o.log,
+		Instance: o.instance, Namespace: ko.namespace, REST: rc, Pool: o.pool.config(), MaxIdleSessions: o.pool.maxSessions, Logger: o.log,
 		EgressAddr: addr, EgressPorts: ports, Listen: ko.listen(),
 		HostUsers: ko.hostUsers, StartTimeout: ko.startTimeout,
 	}

@@ -50,6 +50,7 @@ type poolOptions struct {
 	all          bool
 	interpreters bool
 	maxMemory    int64
+	maxSessions  int
 	base         *runner.Sandbox // the base policy's sandbox; nil: none pinned
 }
 
@@ -62,6 +63,7 @@ func poolFlags(fs *flag.FlagSet) *poolOptions {
 	fs.DurationVar(&o.idle, "pool-idle", sandbox.DefaultPoolIdle, "a warm sandbox unused for this long is replaced")
 	fs.BoolVar(&o.all, "pool-all", false, "pool every sandbox a run uses, not only the base policy's")
 	fs.Int64Var(&o.maxMemory, "pool-max-memory", 0, "the most bytes of memory limits all warm sandboxes together may hold; 0 means half the Docker engine's memory (with --runner kube: no bound but the nodes' room, which warm Pods give up to runs)")
+	fs.IntVar(&o.maxSessions, "max-sessions", sandbox.DefaultMaxIdleSessions, "the most sessions (sandbox.session) whose sandbox may wait for their query's next run; one more ends the one idle longest, whose next run reports state_lost evicted. Idle sessions also count against --pool-max-memory")
 	return o
 }
 
@@ -271,7 +273,7 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 
 // newDockerRunner makes the Docker backend.
 func newDockerRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, error) {
-	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: o.pool.config(), Logger: o.log})
+	d, err := docker.New(docker.Config{Instance: o.instance, Egress: proxy, Pool: o.pool.config(), MaxIdleSessions: o.pool.maxSessions, Logger: o.log})
 	if err != nil {
 		return nil, err
 	}

@@ -170,6 +170,9 @@ type Config struct {
 	// Pool configures the warm pool of containers (see
 	// sandbox.PoolConfig); the zero value disables it.
 	Pool sandbox.PoolConfig
+	// MaxIdleSessions bounds the sessions whose sandbox waits for a run
+	// (sandbox.Config.MaxIdleSessions).
+	MaxIdleSessions int
 	// Logger receives what happens outside a run's Result: the ids of runs
 	// in warm containers, cleanup and pool failures, the proxy's serving
 	// errors. nil discards.
@@ -245,7 +248,7 @@ func newRunner(cfg Config, cli engine, closeCli func() error) (*Runner, error) {
 	pf.retry = newRetrier(pf)
 	sr, err := sandbox.New(pf, sandbox.Config{
 		Instance: cfg.Instance, DefaultImage: cfg.DefaultImage, ColdMargin: coldMargin, DrainTimeout: drainTimeout,
-		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, Logger: log,
+		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, MaxIdleSessions: cfg.MaxIdleSessions, Logger: log,
 	})
 	if err != nil {
 		return nil, err

@@ -197,6 +197,9 @@ type Config struct {
 	// Pool configures the warm pool of Pods (see sandbox.PoolConfig); the
 	// zero value disables it.
 	Pool sandbox.PoolConfig
+	// MaxIdleSessions bounds the sessions whose sandbox waits for a run
+	// (sandbox.Config.MaxIdleSessions).
+	MaxIdleSessions int
 	// Logger receives what happens outside a run's Result. nil discards.
 	Logger *slog.Logger
 }
@@ -280,7 +283,7 @@ func newRunner(cfg Config, cs kubernetes.Interface) (*Runner, error) {
 	r.images = newImageProbes(r)
 	sr, err := sandbox.New(r, sandbox.Config{
 		Instance: cfg.Instance, ColdMargin: coldMargin, DrainTimeout: drainTimeout,
-		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, Logger: log,
+		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, MaxIdleSessions: cfg.MaxIdleSessions, Logger: log,
 	})
 	if err != nil {
 		return nil, err
