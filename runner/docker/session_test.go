@@ -25,3 +25,22 @@ func TestSessionsRunsc(t *testing.T) {
 		return withRuntime{newTestRunner(t), runner.Runsc}
 	})
 }
+
+// TestSessionLockdownRunc and TestSessionLockdownRunsc run the outcome
+// cases of the conformance suite (its lockdown checks) inside sessions,
+// at their first run and after ten.
+func TestSessionLockdownRunc(t *testing.T) {
+	t.Parallel()
+	requireRuntime(t, runner.Runc)
+	runnertest.SessionLockdown(t, func(t *testing.T) runnertest.SessionRunner {
+		return withRuntime{newTestRunner(t), runner.Runc}
+	}, runnertest.Options{})
+}
+
+func TestSessionLockdownRunsc(t *testing.T) {
+	t.Parallel()
+	requireRuntime(t, runner.Runsc)
+	runnertest.SessionLockdown(t, func(t *testing.T) runnertest.SessionRunner {
+		return withRuntime{newTestRunner(t), runner.Runsc}
+	}, runnertest.Options{})
+}

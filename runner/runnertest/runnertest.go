@@ -283,7 +283,19 @@ type outcomeCase struct {
 	code  string
 	edit  func(*runner.Spec)
 	check func(tb, runner.Result)
+	// session says how SessionLockdown runs the case (the zero value: at
+	// a session's first run and after ten).
+	session sessionUse
 }
+
+// sessionUse says how SessionLockdown runs an outcome case.
+type sessionUse int
+
+const (
+	sessionBoth      sessionUse = iota // at the first run and after ten
+	sessionFirstOnly                   // at the first run only: the case ends its session
+	sessionSkip                        // not at all: the case is about a single-use sandbox
+)
 
 // errnoProbe defines try(label, fn), which prints the label and "ok" or the
 // errno name of the OSError fn raised.

@@ -213,3 +213,78 @@ print("started")`, nil), 1, "started\n")
 		wantRun(t, s.run(`print(open("data.txt").read(), open("more.txt").read())`, nil), 1, "kept new\n")
 	})
 }
+
+// sessionRuns is how many runs a session has served before the lockdown
+// checks run in it again (SessionLockdown).
+const sessionRuns = 10
+
+// SessionLockdown runs the conformance suite's outcome cases (the
+// lockdown checks among them) inside sessions: each case at its session's
+// first run, and again after sessionRuns runs of the same session that
+// tried to loosen it (a background process, files in /tmp, a changed
+// environment), so that what a session keeps never weakens what a run is
+// held to.
+func SessionLockdown(t *testing.T, newRunner func(t *testing.T) SessionRunner, o Options) {
+	secret()
+	r := newRunner(t)
+	store, err := workspace.OpenStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := depsDir(t)
+	for _, tc := range outcomeCases(deps, o) {
+		if tc.skip || tc.session == sessionSkip {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newSession(t, r, store)
+			one := func(what string) (lost bool) {
+				spec := Spec(tc.code)
+				if tc.edit != nil {
+					tc.edit(&spec)
+				}
+				sess := s.s
+				spec.Session, spec.QueryID = &sess, s.s.ID
+				if spec.Workspace == nil {
+					spec.Workspace = s.ws
+				}
+				res, err := s.r.Run(t.Context(), spec)
+				if err != nil {
+					t.Fatalf("%s: Run: %v", what, err)
+				}
+				t.Run(what, func(t *testing.T) { tc.check(t, res) })
+				// A case that ends its session (a timeout, the OOM killer)
+				// says so; the next run would start afresh.
+				return res.StateLost != nil && !res.StateLost.Fresh
+			}
+			if one("at the session's first run") || t.Failed() || tc.session == sessionFirstOnly {
+				return
+			}
+			for i := 2; i <= sessionRuns; i++ {
+				// The fillers run under the case's sandbox (a change would
+				// end the session), leave a process and files behind, and
+				// the last empties /workspace, as the case expects it.
+				res := s.run(fmt.Sprintf(`import os, shutil, subprocess
+os.environ["LD_PRELOAD"] = "/tmp/x.so"
+open("/tmp/run-%d", "w").write("x")
+if %d == 2:
+    subprocess.Popen(["sleep", "600"], start_new_session=True)
+if %d == %d:
+    for e in os.scandir("/workspace"):
+        shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)
+print("run", %d)`, i, i, i, sessionRuns, i), func(spec *runner.Spec) {
+					if tc.edit != nil {
+						code := spec.Code
+						tc.edit(spec)
+						spec.Language, spec.Code, spec.Files, spec.Outputs = runner.Python, code, nil, nil
+					}
+				})
+				if res.Reason != runner.Exited || res.StateLost != nil {
+					t.Fatalf("filler run %d: %s, state lost %+v (stderr %q)", i, res.Reason, res.StateLost, clip(res.Stderr))
+				}
+			}
+			_ = one(fmt.Sprintf("after %d runs of the same session", sessionRuns))
+		})
+	}
+}
