@@ -56,3 +56,28 @@ func TestQueryDetailShowsItsSession(t *testing.T) {
 		t.Errorf("a query without a session shows one: %+v", s)
 	}
 }
+
+func TestQueryDetailShowsHowItsSessionEnded(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{})
+	t0 := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+	h.write(t,
+		audit.Record{Kind: audit.KindQuery, QueryID: "q_c", Decision: "allow"},
+		audit.Record{Kind: audit.KindSession, Event: audit.SessionStart, QueryID: "q_c", SessionID: "s_2", Sandbox: "sbx_c", Started: t0},
+		audit.Record{Kind: audit.KindRun, QueryID: "q_c", SessionID: "s_2", SessionRun: 1, Decision: "allow", Outcome: audit.OutcomeExited, PeakMemoryBytes: 1 << 20},
+		audit.Record{Kind: audit.KindSession, Event: audit.SessionEnd, QueryID: "q_c", SessionID: "s_2", Sandbox: "sbx_c", Started: t0, Reason: "closed", Runs: 1},
+	)
+	h.waitRecords(t, 4)
+	var got struct {
+		Session *console.SessionView `json:"session"`
+	}
+	must(t, json.NewDecoder(h.do(t, "GET", "/ui/api/queries/q_c", map[string]string{"Authorization": "Bearer " + token}, "").Body).Decode(&got))
+	s := got.Session
+	if s == nil || s.Open || s.Ended != "closed" || s.Runs != 1 || s.Restarts != 0 || s.IdleMS != 0 {
+		t.Fatalf("session = %+v, want one closed session of 1 run, no restart, no idle time", s)
+	}
+	// Its age is counted to its end, not to the console's clock.
+	if age := time.Duration(s.AgeMS) * time.Millisecond; age < time.Hour || age > time.Hour+time.Minute {
+		t.Errorf("age = %s, want about 1h (its start to its end)", age)
+	}
+}

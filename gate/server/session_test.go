@@ -262,3 +262,51 @@ func TestAClaudeCodeSessionEndEndsItsSandboxSession(t *testing.T) {
 		t.Errorf("EndSession calls after SessionEnd = %q, want %q", got, ids)
 	}
 }
+
+// blockingSessionRunner is a sessionRunner whose runs wait for release
+// once they have started (started gets a value).
+type blockingSessionRunner struct {
+	sessionRunner
+	started, release chan struct{}
+}
+
+func (f *blockingSessionRunner) Run(ctx context.Context, s runner.Spec) (runner.Result, error) {
+	f.started <- struct{}{}
+	<-f.release
+	return f.sessionRunner.Run(ctx, s)
+}
+
+// TestARunStillRunningAtCloseQueryIsEndedAgain: a run in progress when its
+// query closes may start its session again after the close ended it (the
+// backend makes a fresh one for an ID it forgot), so the session is ended
+// once more when that run is done.
+func TestARunStillRunningAtCloseQueryIsEndedAgain(t *testing.T) {
+	t.Parallel()
+	fr := &blockingSessionRunner{started: make(chan struct{}, 1), release: make(chan struct{})}
+	h := start(t, options{runner: fr, policy: sessionPolicy})
+	c := h.connect(t)
+	q := c.open("")
+	if d := c.decide(q, "mcp__sandboxed_code__run", `{"language":"python","code":"x"}`, "toolu_1", sdkServer); d["decision"] != "allow" {
+		t.Fatalf("decide: %v", d)
+	}
+	c.send(fmt.Sprintf(`{"type":"run","id":"r","query_id":%q,"tool_use_id":"toolu_1","language":"python","code":"x"}`, q))
+	<-fr.started
+	if r := c.do(fmt.Sprintf(`{"type":"close_query","id":"c","query_id":%q}`, q)); r["type"] != "query_closed" {
+		t.Fatalf("close_query: %v", r)
+	}
+	ended := fr.endedIDs()
+	if len(ended) != 1 {
+		t.Fatalf("EndSession calls at close_query = %q, want one", ended)
+	}
+	close(fr.release)
+	for r := c.recv(); r["type"] != "run_result"; r = c.recv() {
+	}
+	fr.waitEnded(t, ended[0])
+	deadline := time.Now().Add(10 * time.Second)
+	for len(fr.endedIDs()) < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := fr.endedIDs(); !slices.Equal(got, []string{ended[0], ended[0]}) {
+		t.Errorf("EndSession calls = %q, want the session ended at the close and again after its last run", got)
+	}
+}
