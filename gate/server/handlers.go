@@ -304,6 +304,8 @@ func (c *conn) run(r *wire.Run) {
 		if !q.session.begin() {
 			// The query closed after this run was read: its session
 			// ended, and no run may start it again.
+			rec.Outcome, rec.Error = audit.OutcomeError, "the query was closed before the run started"
+			_ = c.s.cfg.Auditor.Write(rec)
 			c.sendError(unknownQuery(r.ID, r.QueryID))
 			return
 		}
