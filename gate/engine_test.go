@@ -31,7 +31,7 @@ sandbox:
   fs:
     deny: ["~/.ssh/**", "~/.aws/**", "**/.env", "~/.*"]
   proc: {timeout: 10s, memory: 256m}
-ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.org"]}
+ceilings: {memory: 1g, timeout: 60s, runtimes: [runc, runsc], net_hosts: ["pypi.org"], session: {idle_timeout: 20m, max_lifetime: 1h}}
 `
 
 func newEnvB(b *testing.B) *gate.Engine {
@@ -174,6 +174,9 @@ func TestOpenQueryOverride(t *testing.T) {
 		{"an override may not add a mount", `{"fs":{"deps":"/opt"}}`, []string{`sandbox.fs.deps cannot be changed by an override (asked for "/opt")`}},
 		{"an override may not name unknown keys", `{"fs":{"read_only":false}}`, []string{`sandbox_policy:1:8: sandbox.fs.read_only: unknown key "read_only" (known: image, workspace, tmp, deps, deny, write_protect, write_protect_allow)`}},
 		{"an override may not add a host outside the ceilings", `{"net":{"enabled":true,"allow":["pypi.org","evil.example"]}}`, []string{"sandbox.net.allow host evil.example is not within ceilings.net_hosts"}},
+		{"an override may turn a session on within the ceilings", `{"session":{"idle_timeout":"5m"}}`, nil},
+		{"an override may not keep a session idle past its ceiling", `{"session":{"idle_timeout":"30m"}}`, []string{"sandbox.session.idle_timeout 1800s exceeds ceiling 1200s"}},
+		{"an override may not let a session live past its ceiling", `{"session":{"idle_timeout":"5m","max_lifetime":"2h"}}`, []string{"sandbox.session.max_lifetime 7200s exceeds ceiling 3600s"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,13 @@ type RunRequest struct {
 	// Wrappers, when set and the run has a bridge, makes the Spec's
 	// ToolFiles: the typed wrappers of the tools its code may call.
 	Wrappers *Wrappers
+	// SessionID, when set and the effective policy's sandbox.session is
+	// on, runs the Spec in that session (runner.Spec.Session): the
+	// sidecar makes one per query and never reuses it. SessionEvents
+	// receives the session's starts and ends. Without an ID (gatekeeper
+	// run) every run is single use.
+	SessionID     string
+	SessionEvents func(runner.SessionEvent)
 }
 
 // RunRequestError is a run request its effective policy does not let
@@ -59,6 +66,9 @@ func (e *RunRequestError) Error() string { return e.Message }
 // become a sandbox and the run must not start. This is the one path from
 // an effective policy to a run: the sidecar's run handler and gatekeeper
 // run both take it, so that neither runs what the other would refuse.
+//
+// The Spec runs in the request's session when the policy turns sessions
+// on and the request names one (RunRequest.SessionID).
 //
 // The Spec has no Workspace and no OnOutput: the sidecar attaches the
 // query's saved workspace once the query's earlier runs are done with it,
@@ -98,6 +108,10 @@ func (eff *Effective) RunSpec(ctx context.Context, r RunRequest) (runner.Spec, e
 	spec := runner.Spec{
 		RunID: r.RunID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code,
 		Files: r.Files, Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
+	}
+	if sess := eff.Policy.Sandbox.Session; sess.On() && r.SessionID != "" {
+		spec.Session = &runner.Session{ID: r.SessionID, IdleTimeout: sess.IdleTimeout.Std(), MaxLifetime: sess.MaxLifetime.Std(),
+			Revision: eff.Revision, Events: r.SessionEvents}
 	}
 	if r.ToolUseID != "" {
 		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}

@@ -114,3 +114,56 @@ func TestRunSpecKeepsOutputsAndLabels(t *testing.T) {
 		}
 	}
 }
+
+// TestRunSpecSession: a request that names a session runs in it exactly
+// when the query's effective policy turns sessions on, with the policy's
+// durations and the revision the Spec was resolved under.
+func TestRunSpecSession(t *testing.T) {
+	t.Parallel()
+	eng := newEnv(t, runSpecPolicy+"  session: {idle_timeout: 20m, max_lifetime: 1h}\n").engine(t)
+	record := func(runner.SessionEvent) {}
+	tests := []struct {
+		name, override, sessionID string
+		want                      *runner.Session // nil: single use
+	}{
+		{name: "the base policy has no session", sessionID: "s_1"},
+		{name: "an override that turns sessions on runs in the named session", override: `{"session":{"idle_timeout":"5m","max_lifetime":"30m"}}`, sessionID: "s_1",
+			want: &runner.Session{ID: "s_1", IdleTimeout: 5 * time.Minute, MaxLifetime: 30 * time.Minute}},
+		{name: "a request without a session id is single use even with sessions on", override: `{"session":{"idle_timeout":"5m"}}`},
+		{name: "an override that turns sessions off again is single use", override: `{"session":{"idle_timeout":"0s"}}`, sessionID: "s_1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var raw []byte
+			if tc.override != "" {
+				raw = []byte(tc.override)
+			}
+			q, err := eng.OpenQuery(t.Context(), "q", raw)
+			must(t, err)
+			eff, err := q.Effective(t.Context())
+			must(t, err)
+			spec, err := eff.RunSpec(t.Context(), gate.RunRequest{Language: "python", SessionID: tc.sessionID, SessionEvents: record})
+			must(t, err)
+			if tc.want == nil {
+				if spec.Session != nil {
+					t.Fatalf("spec.Session = %+v, want none", spec.Session)
+				}
+				return
+			}
+			got := spec.Session
+			if got == nil {
+				t.Fatal("spec.Session = nil, want a session")
+			}
+			if got.ID != tc.want.ID || got.IdleTimeout != tc.want.IdleTimeout || got.MaxLifetime != tc.want.MaxLifetime {
+				t.Errorf("spec.Session = %+v, want %+v", got, tc.want)
+			}
+			if got.Revision == "" || got.Revision != eff.Revision {
+				t.Errorf("spec.Session.Revision = %q, want the effective policy's revision %q", got.Revision, eff.Revision)
+			}
+			if got.Events == nil {
+				t.Error("spec.Session.Events is nil, want the request's callback")
+			}
+		})
+	}
+}

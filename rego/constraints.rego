@@ -23,6 +23,8 @@ _limits := [
 	{"path": "sandbox.output.max_bytes", "value": input.merged.output.max_bytes, "ceiling": input.ceilings.output_bytes, "unit": "bytes"},
 	{"path": "sandbox.output.max_files", "value": input.merged.output.max_files, "ceiling": input.ceilings.output_files, "unit": "count"},
 	{"path": "sandbox.output.max_files_bytes", "value": input.merged.output.max_files_bytes, "ceiling": input.ceilings.output_files_bytes, "unit": "bytes"},
+	{"path": "sandbox.session.idle_timeout", "value": input.merged.session.idle_timeout, "ceiling": input.ceilings.session.idle_timeout, "unit": "ms"},
+	{"path": "sandbox.session.max_lifetime", "value": input.merged.session.max_lifetime, "ceiling": input.ceilings.session.max_lifetime, "unit": "ms"},
 ]
 
 violations contains msg if {

@@ -7,11 +7,13 @@ _base := {
 	"net": {"enabled": false, "allow": [], "deny": ["evil.example"]},
 	"proc": {"cpus": 1, "memory": 268435456, "pids": 128, "timeout": 10000, "runtime": "runc", "user": 65534},
 	"output": {"max_bytes": 1048576, "max_files": 20, "max_files_bytes": 4194304},
+	"session": {"idle_timeout": 0, "max_lifetime": 3600000},
 }
 
 _ceilings := {
 	"cpus": 2, "memory": 1073741824, "pids": 512, "timeout": 120000, "tmpfs": 536870912, "output_bytes": 8388608,
 	"output_files": 50, "output_files_bytes": 16777216,
+	"session": {"idle_timeout": 1200000, "max_lifetime": 3600000},
 	"net_hosts": ["pypi.org", "*.pythonhosted.org"], "images": ["py:3.12"], "runtimes": ["runc", "runsc"],
 }
 
@@ -164,4 +166,20 @@ test_an_override_may_not_lift_write_protection if {
 
 test_an_override_may_keep_or_drop_what_the_base_lifts if {
 	count(_check([{"op": "replace", "path": "/fs/write_protect_allow", "value": []}])) == 0
+}
+
+test_a_session_within_the_ceilings_passes if {
+	count(_check([{"op": "replace", "path": "/session/idle_timeout", "value": 300000}])) == 0
+}
+
+test_a_session_may_be_turned_off if {
+	count(_check([{"op": "replace", "path": "/session/idle_timeout", "value": 0}])) == 0
+}
+
+test_a_session_idle_timeout_over_its_ceiling if {
+	_check([{"op": "replace", "path": "/session/idle_timeout", "value": 1800000}]) == {"sandbox.session.idle_timeout 1800s exceeds ceiling 1200s"}
+}
+
+test_a_session_lifetime_over_its_ceiling if {
+	_check([{"op": "replace", "path": "/session/max_lifetime", "value": 7200000}]) == {"sandbox.session.max_lifetime 7200s exceeds ceiling 3600s"}
 }

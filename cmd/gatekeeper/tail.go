@@ -17,8 +17,8 @@ func cmdTail(ctx context.Context, args []string, env envLookup, stdout, stderr i
 	fs := newFlags("tail", `tail [--url URL] [--json] [--decision D] [--rule R] [--tool T] [--query Q] [--kind K] [--search S]
 
 Follows the live console's stream of decisions, queries, runs (with the
-nested calls of their code indented), egress requests and audit log
-rotations of a sidecar started with serve --ui,
+nested calls of their code indented), sessions' starts and ends, egress
+requests and audit log rotations of a sidecar started with serve --ui,
 newest last: history first (--backfill), then each record as it is
 written. Colour when stdout is a
 terminal; --json prints each audit line as written.`, stderr)
@@ -30,7 +30,7 @@ terminal; --json prints each audit line as written.`, stderr)
 	noFollow := fs.Bool("no-follow", false, "print the history and stop")
 	utc := fs.Bool("utc", false, "print times in UTC rather than the local zone")
 	var f console.Filter
-	fs.Var((*listFlag)(&f.Kinds), "kind", "only these kinds: decision, run, code_call, query, egress, rotate (repeatable)")
+	fs.Var((*listFlag)(&f.Kinds), "kind", "only these kinds: decision, run, code_call, query, session, egress, rotate (repeatable)")
 	fs.Var((*listFlag)(&f.Decisions), "decision", "only these decisions: allow, deny, ask (repeatable)")
 	fs.Var((*listFlag)(&f.Rules), "rule", "only these rules; a trailing * matches by prefix (repeatable)")
 	fs.Var((*listFlag)(&f.Tools), "tool", "only these tools (repeatable)")

@@ -23,6 +23,16 @@ const (
 	// ToolUseID name the run that made it.
 	KindCodeCall Kind = "code_call"
 	KindRotate   Kind = "rotate" // the first line of a file that continues the chain of an earlier file
+	// KindSession: a query's session started or ended (Event is
+	// SessionStart or SessionEnd).
+	KindSession Kind = "session"
+)
+
+// The events of a session line (Kind "session"): the values of
+// runner.SessionEventKind.
+const (
+	SessionStart = "session_start"
+	SessionEnd   = "session_end"
 )
 
 // Outcome says how a sandbox run ended.
@@ -109,6 +119,11 @@ type Record struct {
 	// ToolCalls is how many nested calls the run's program made through
 	// the bridge, every outcome (each has its own code_call line).
 	ToolCalls int `json:"tool_calls,omitempty"`
+	// SessionRun is the run's number in its session, from 1, and
+	// StateLost says that it found its session's state gone, or lost it
+	// (a run in a session).
+	SessionRun int        `json:"session_run,omitempty"`
+	StateLost  *StateLost `json:"state_lost,omitempty"`
 	// Artifact names the run's artifact file (serve --artifacts-dir) and
 	// ArtifactSHA256 is the SHA-256 of its content.
 	Artifact       string `json:"artifact,omitempty"`
@@ -143,6 +158,17 @@ type Record struct {
 	// without a rule). It has no call_seq.
 	Omitted map[string]int `json:"omitted,omitempty"`
 
+	// Session fields (Kind "session", with Event, QueryID, and Reason on
+	// a session_end; SessionID is on the runs of the session too).
+	// Sandbox is the session's sandbox; Revision the policy revision it
+	// started under; Runs how many runs it served (session_end); Started
+	// when its sandbox started.
+	SessionID string    `json:"session_id,omitempty"`
+	Sandbox   string    `json:"sandbox,omitempty"`
+	Revision  string    `json:"revision,omitempty"`
+	Runs      int       `json:"runs,omitempty"`
+	Started   time.Time `json:"started,omitzero"`
+
 	// Egress fields (Kind "egress").
 	Host      string `json:"host,omitempty"`
 	Port      int    `json:"port,omitempty"`
@@ -157,4 +183,13 @@ type Record struct {
 	// Pruned names the oldest files this rotation removes to keep
 	// Options.Keep; a verifier accepts their absence.
 	Pruned []string `json:"pruned,omitempty"`
+}
+
+// StateLost is a run line's state_lost, as the run_result frame has it
+// (docs/protocol.md): why the session ended, what is gone, and whether
+// the run already ran in a fresh session.
+type StateLost struct {
+	Reason string `json:"reason"`
+	Lost   string `json:"lost"`
+	Fresh  bool   `json:"fresh"`
 }

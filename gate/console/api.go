@@ -360,8 +360,9 @@ func (c *Console) runDetail(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// queryDetail answers one query: its records in order, its override and
-// its effective policy, computed now under the current revision (exact
+// queryDetail answers one query: its records in order, its session (age,
+// idle time, memory, restarts; sessionOf) when it had one, its override
+// and its effective policy, computed now under the current revision (exact
 // when the hash matches the one the query was opened with).
 func (c *Console) queryDetail(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
@@ -371,6 +372,9 @@ func (c *Console) queryDetail(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := map[string]any{"query_id": id, "records": rawLines(es)}
+	if sess := sessionOf(es, c.cfg.Now()); sess != nil {
+		out["session"] = sess
+	}
 	var opened *audit.Record
 	for _, e := range es {
 		if e.rec.Kind == audit.KindQuery {

@@ -15,7 +15,8 @@ import (
 // parameters (kind, decision, rule, tool, query, q) and the server applies
 // this one Filter to both.
 type Filter struct {
-	// Kinds are record kinds: decision, run, code_call, query, egress, rotate.
+	// Kinds are record kinds: decision, run, code_call, query, session,
+	// egress, rotate.
 	Kinds []string
 	// Decisions are allow, deny or ask.
 	Decisions []string
@@ -90,7 +91,7 @@ const maxHayInput = 64 << 10
 func haystack(r *audit.Record) string {
 	var b strings.Builder
 	for _, s := range []string{string(r.Kind), r.Tool, r.Event, r.Decision, r.Rule, r.Reason, r.QueryID, r.RunID, r.DecisionID,
-		r.ToolUseID, string(r.Outcome), r.Error, r.Host, r.Client, r.Image, r.Runtime, r.Server, r.ErrorKind} {
+		r.ToolUseID, string(r.Outcome), r.Error, r.Host, r.Client, r.Image, r.Runtime, r.Server, r.ErrorKind, r.SessionID} {
 		if s != "" {
 			b.WriteString(s)
 			b.WriteByte('\n')

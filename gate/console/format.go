@@ -56,6 +56,17 @@ func VerdictOf(r *audit.Record) Verdict {
 			return Verdict{"✘", "ERROR", "deny"}
 		}
 	}
+	if r.Kind == audit.KindSession {
+		switch {
+		case r.Event == audit.SessionStart:
+			return Verdict{"▶", "START", "info"}
+		case r.Reason == "closed":
+			return Verdict{"■", "END", "info"}
+		}
+		// Any other end loses the session's state: the next run starts
+		// afresh and reports state_lost.
+		return Verdict{"▲", "LOST", "warn"}
+	}
 	if r.Kind == audit.KindCodeCall && r.ErrorKind != "" && r.Decision != "deny" {
 		// Allowed (or never decided) but no result: the server failed,
 		// the call timed out or the run ended.
@@ -135,6 +146,16 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 		if rec.ToolCalls > 0 {
 			parts = append(parts, fmt.Sprintf("%d nested calls", rec.ToolCalls))
 		}
+		if rec.SessionRun > 0 {
+			parts = append(parts, fmt.Sprintf("session %s run %d", safe(shortID(rec.SessionID)), rec.SessionRun))
+		}
+		if l := rec.StateLost; l != nil {
+			when := "lost in this run"
+			if l.Fresh {
+				when = "fresh session"
+			}
+			parts = append(parts, fmt.Sprintf("state lost (%s, %s)", safe(l.Reason), when))
+		}
 		if rec.Error != "" {
 			parts = append(parts, safe(rec.Error))
 		}
@@ -153,6 +174,8 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 			parts = append(parts, "removed by retention: "+safe(strings.Join(rec.Pruned, ", ")))
 		}
 		b.WriteString("  " + strings.Join(parts, " · "))
+	case audit.KindSession:
+		b.WriteString("  " + sessionText(rec, loc))
 	case audit.KindQuery:
 		in := "no override"
 		if rec.ToolInput != nil {
@@ -165,6 +188,26 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 	}
 	_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
 	return err
+}
+
+// sessionText is the details of a session line: the session, its
+// sandbox, when it started and under which policy revision, and for an
+// end why and after how many runs.
+func sessionText(rec *audit.Record, loc *time.Location) string {
+	parts := []string{"session " + safe(rec.SessionID)}
+	if rec.Event == audit.SessionEnd {
+		parts = append(parts, "ended: "+safe(rec.Reason), fmt.Sprintf("%d runs", rec.Runs))
+	}
+	if rec.Sandbox != "" {
+		parts = append(parts, "sandbox "+safe(rec.Sandbox))
+	}
+	if !rec.Started.IsZero() {
+		parts = append(parts, "started "+rec.Started.In(loc).Format("15:04:05"))
+	}
+	if rec.Revision != "" {
+		parts = append(parts, "policy "+safe(shortID(rec.Revision)))
+	}
+	return strings.Join(parts, " · ")
 }
 
 // codeCallText is the details of a code_call line: the run and the

@@ -68,6 +68,9 @@ func TestVerdictNamesEveryOutcome(t *testing.T) {
 		{audit.Record{Kind: audit.KindCodeCall, Decision: "allow", ErrorKind: "timeout"}, console.Verdict{Icon: "▲", Word: "TIMEOUT", Tone: "warn"}},
 		{audit.Record{Kind: audit.KindCodeCall, ErrorKind: "server"}, console.Verdict{Icon: "▲", Word: "SERVER", Tone: "warn"}},
 		{audit.Record{Kind: audit.KindCodeCall, Decision: "deny", ErrorKind: "denied"}, console.Verdict{Icon: "✘", Word: "DENY", Tone: "deny"}},
+		{audit.Record{Kind: audit.KindSession, Event: audit.SessionStart}, console.Verdict{Icon: "▶", Word: "START", Tone: "info"}},
+		{audit.Record{Kind: audit.KindSession, Event: audit.SessionEnd, Reason: "closed"}, console.Verdict{Icon: "■", Word: "END", Tone: "info"}},
+		{audit.Record{Kind: audit.KindSession, Event: audit.SessionEnd, Reason: "expired"}, console.Verdict{Icon: "▲", Word: "LOST", Tone: "warn"}},
 	}
 	for _, tc := range cases {
 		if got := console.VerdictOf(&tc.rec); got != tc.want {
@@ -110,6 +113,37 @@ func TestFormatIndentsANestedCallUnderItsRun(t *testing.T) {
 		{"a failed call shows its error", audit.Record{Seq: 9, Time: at, Kind: audit.KindCodeCall, Decision: "allow", Rule: "code_calls.callable",
 			RunID: "r_9", CallSeq: 5, Server: "crm", Tool: "get_customer", ErrorKind: "server", Error: "connection reset"},
 			[]string{"  ↳ ▲ SERVER ", "server: connection reset\n"}},
+	} {
+		var b strings.Builder
+		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(b.String(), w) {
+				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
+			}
+		}
+	}
+}
+
+func TestFormatShowsSessionsAndTheirRuns(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	zero := 0
+	for _, tc := range []struct {
+		name string
+		rec  audit.Record
+		want []string
+	}{
+		{"a start names the session, its sandbox, start and revision", audit.Record{Seq: 3, Time: at, Kind: audit.KindSession, Event: audit.SessionStart, QueryID: "q_1",
+			SessionID: "s_5f1c2e", Sandbox: "gk-7a1", Started: at, Revision: "sha256:4f1c9e0b"},
+			[]string{"▶ START   session  session_start", "session s_5f1c2e · sandbox gk-7a1 · started 03:04:05 · policy sha256:4f1\n"}},
+		{"an end says why and after how many runs", audit.Record{Seq: 9, Time: at, Kind: audit.KindSession, Event: audit.SessionEnd, QueryID: "q_1",
+			SessionID: "s_5f1c2e", Reason: "oom_killed", Runs: 4, Sandbox: "gk-\x1b7a1"},
+			[]string{"▲ LOST    session  session_end", `session s_5f1c2e · ended: oom_killed · 4 runs · sandbox gk-\x1b7a1` + "\n"}},
+		{"a run in a session shows its number and a loss of state", audit.Record{Seq: 5, Time: at, Kind: audit.KindRun, Decision: "allow", Outcome: audit.OutcomeExited, ExitCode: &zero,
+			SessionID: "s_5f1c2e", SessionRun: 1, StateLost: &audit.StateLost{Reason: "expired", Lost: "variables", Fresh: true}},
+			[]string{"session s_5f1c2e run 1 · state lost (expired, fresh session)"}},
 	} {
 		var b strings.Builder
 		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {

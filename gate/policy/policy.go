@@ -10,6 +10,7 @@ package policy
 import (
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
@@ -66,7 +67,28 @@ type Sandbox struct {
 	Net    Net    `yaml:"net" json:"net"`
 	Proc   Proc   `yaml:"proc" json:"proc"`
 	Output Output `yaml:"output" json:"output"`
+	// Session keeps one sandbox, and its interpreters' state, for a
+	// query's runs; off by default.
+	Session Session `yaml:"session" json:"session"`
 }
+
+// Session is sandbox.session: a query's runs share one sandbox whose
+// interpreters keep their state (docs/SANDBOX.md, "Sessions"). An
+// IdleTimeout of 0, the default, turns sessions off: each run has a
+// sandbox of its own. In ceilings.session the same keys bound what an
+// override may ask for.
+type Session struct {
+	// IdleTimeout ends the session after this long without a run; 0 is
+	// no session.
+	IdleTimeout Duration `yaml:"idle_timeout" json:"idle_timeout"`
+	// MaxLifetime ends the session this long after it started, between
+	// runs; it must be positive, and no shorter than IdleTimeout, when
+	// IdleTimeout is.
+	MaxLifetime Duration `yaml:"max_lifetime" json:"max_lifetime"`
+}
+
+// On reports whether the policy asks for sessions.
+func (s Session) On() bool { return s.IdleTimeout > 0 }
 
 // FS is the sandbox's filesystem.
 type FS struct {
@@ -162,6 +184,8 @@ type Ceilings struct {
 	Images []string `yaml:"images" json:"images"`
 	// Runtimes an override may choose.
 	Runtimes []string `yaml:"runtimes" json:"runtimes"`
+	// Session bounds sandbox.session.idle_timeout and max_lifetime.
+	Session Session `yaml:"session" json:"session"`
 }
 
 // Default returns the values a policy file starts from: no tools, no mounts,
@@ -183,7 +207,8 @@ func Default() Policy {
 				Runtime: "runc",
 				User:    65534,
 			},
-			Output: Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
+			Output:  Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
+			Session: Session{MaxLifetime: Duration(time.Hour)},
 		},
 		CodeCalls: defaultCodeCalls(),
 	}
@@ -235,5 +260,11 @@ func (p *Policy) fillCeilings() {
 	}
 	if c.Runtimes == nil {
 		c.Runtimes = []string{s.Proc.Runtime}
+	}
+	if c.Session.IdleTimeout == 0 {
+		c.Session.IdleTimeout = s.Session.IdleTimeout
+	}
+	if c.Session.MaxLifetime == 0 {
+		c.Session.MaxLifetime = s.Session.MaxLifetime
 	}
 }

@@ -39,7 +39,8 @@ func (p *Policy) validate(file string, pos positions) error {
 		path string
 		n    float64
 	}{{"ceilings.cpus", c.CPUs}, {"ceilings.memory", float64(c.Memory)}, {"ceilings.pids", float64(c.PIDs)}, {"ceilings.timeout", float64(c.Timeout)}, {"ceilings.tmpfs", float64(c.Tmpfs)}, {"ceilings.output_bytes", float64(c.OutputBytes)},
-		{"ceilings.output_files", float64(c.OutputFiles)}, {"ceilings.output_files_bytes", float64(c.OutputFilesBytes)}} {
+		{"ceilings.output_files", float64(c.OutputFiles)}, {"ceilings.output_files_bytes", float64(c.OutputFilesBytes)},
+		{"ceilings.session.idle_timeout", float64(c.Session.IdleTimeout)}, {"ceilings.session.max_lifetime", float64(c.Session.MaxLifetime)}} {
 		if f.n < 0 {
 			v.add(f.path, "must not be negative")
 		}
@@ -173,6 +174,24 @@ func (v *validator) sandbox(s Sandbox, pre string) {
 	}
 	if n := s.Output.MaxFilesBytes; n > MaxOutputFilesBytes {
 		v.add(pre+"output.max_files_bytes", "%s is over the most a run may return, %s", n, ByteSize(MaxOutputFilesBytes))
+	}
+	v.session(pre+"session.", s.Session)
+}
+
+// session checks sandbox.session: no negative duration and, when sessions
+// are on, a positive max_lifetime no shorter than idle_timeout.
+func (v *validator) session(pre string, s Session) {
+	idle, life := s.IdleTimeout, s.MaxLifetime
+	if idle < 0 {
+		v.add(pre+"idle_timeout", "must not be negative (0 turns sessions off)")
+	}
+	switch {
+	case life < 0:
+		v.add(pre+"max_lifetime", "must not be negative")
+	case idle > 0 && life == 0:
+		v.add(pre+"max_lifetime", "must be greater than zero when idle_timeout is (sessions are on)")
+	case idle > 0 && idle > life:
+		v.add(pre+"idle_timeout", "%s is longer than max_lifetime %s", idle, life)
 	}
 }
 

@@ -224,6 +224,7 @@ func newCLISessions(s *Server, cfg ClaudeCodeConfig) *cliSessions {
 
 // get returns the session id, opening its query if it is new.
 func (c *cliSessions) get(ctx context.Context, id string) (sessionView, *wire.Error) {
+	c.sweep(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sess, werr := c.lockedGet(ctx, id, HookClient)
@@ -237,6 +238,7 @@ func (c *cliSessions) get(ctx context.Context, id string) (sessionView, *wire.Er
 // if it is new, and marks the session attested. The connection must call
 // detach when it ends.
 func (c *cliSessions) attach(ctx context.Context, id, client string) (*query, *wire.Error) {
+	c.sweep(time.Now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	sess, werr := c.lockedGet(ctx, id, client)
@@ -260,26 +262,49 @@ func (c *cliSessions) detach(q *query) {
 	}
 }
 
-// end closes session id (at the CLI's SessionEnd).
+// end closes session id (at the CLI's SessionEnd), and its query's
+// sandbox session with it.
 func (c *cliSessions) end(id string) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if sess, ok := c.byID[id]; ok {
-		sess.q.closed.Store(true)
-		delete(c.byID, id)
-		c.s.removeWorkspace(sess.q.q.ID)
+	sess, ok := c.byID[id]
+	if ok {
+		c.lockedClose(id, sess)
+	}
+	c.mu.Unlock()
+	if ok {
+		c.s.endSession(sess.q)
+	}
+}
+
+// lockedClose closes session id's query: a connection attached to it
+// then finds it unknown. The caller ends its sandbox session
+// (Server.endSession) once it let go of c.mu.
+func (c *cliSessions) lockedClose(id string, sess *cliSession) {
+	sess.q.closed.Store(true)
+	delete(c.byID, id)
+	c.s.removeWorkspace(sess.q.q.ID)
+}
+
+// sweep closes the sessions idle for longer than c.idle with nothing
+// attached, then ends their sandbox sessions once it let go of c.mu, so
+// that other hook calls do not wait for the removal.
+func (c *cliSessions) sweep(now time.Time) {
+	var idle []*query
+	c.mu.Lock()
+	for sid, sess := range c.byID {
+		if sess.attached == 0 && now.Sub(sess.last) > c.idle {
+			c.lockedClose(sid, sess)
+			idle = append(idle, sess.q)
+		}
+	}
+	c.mu.Unlock()
+	for _, q := range idle {
+		c.s.endSession(q)
 	}
 }
 
 func (c *cliSessions) lockedGet(ctx context.Context, id, client string) (*cliSession, *wire.Error) {
 	now := time.Now()
-	for sid, sess := range c.byID {
-		if sess.attached == 0 && now.Sub(sess.last) > c.idle {
-			sess.q.closed.Store(true)
-			delete(c.byID, sid)
-			c.s.removeWorkspace(sess.q.q.ID)
-		}
-	}
 	if sess, ok := c.byID[id]; ok {
 		sess.last = now
 		return sess, nil

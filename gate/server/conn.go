@@ -109,6 +109,9 @@ type conn struct {
 // (then shared by the hook endpoint and the connections attached to it).
 type query struct {
 	q *gate.Query
+	// session is the query's session, for its runs when its effective
+	// policy turns sessions on; ended when the query closes.
+	session *querySession
 	// sdk are the in-process servers the client declared for the query
 	// (open_query's sdk_servers); nil when it declared none. Set before
 	// the query is published.
@@ -535,8 +538,9 @@ func (q *query) consume(toolUseID string) bool {
 	return true
 }
 
-// releaseQueries lets go of the connection's own queries once it ended:
-// their workspaces are removed and they leave the open-query count. A
+// releaseQueries lets go of the connection's own queries once it ended
+// (its runs are done by then): their sessions end, their workspaces are
+// removed and they leave the open-query count. A
 // Claude Code session's query it attached to outlives it, and so does its
 // workspace.
 func (c *conn) releaseQueries() {
@@ -547,11 +551,16 @@ func (c *conn) releaseQueries() {
 			ids = append(ids, id)
 		}
 	}
+	ended := make([]*query, 0, len(ids))
+	for _, id := range ids {
+		ended = append(ended, c.queries[id])
+	}
 	clear(c.queries)
 	c.mu.Unlock()
 	c.s.queriesClosed(len(ids))
-	for _, id := range ids {
-		c.s.removeWorkspace(id)
+	for _, q := range ended {
+		c.s.endSession(q)
+		c.s.removeWorkspace(q.q.ID)
 	}
 }
 

@@ -152,7 +152,7 @@ func (s *Server) openQuery(ctx context.Context, client, session string, override
 	if err := s.cfg.Auditor.Write(rec); err != nil {
 		return nil, &wire.Error{Code: wire.CodeInternal, Message: "the audit log cannot be written, so no query is opened: " + err.Error()}
 	}
-	return &query{q: q}, nil
+	return &query{q: q, session: newQuerySession()}, nil
 }
 
 func (c *conn) closeQuery(r *wire.CloseQuery) {
@@ -172,11 +172,20 @@ func (c *conn) closeQuery(r *wire.CloseQuery) {
 		c.sendError(unknownQuery(r.ID, r.QueryID))
 		return
 	}
-	if !session {
-		c.s.removeWorkspace(r.QueryID)
-		c.s.queriesClosed(1)
+	if session {
+		c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
+		return
 	}
-	c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
+	c.s.removeWorkspace(r.QueryID)
+	c.s.queriesClosed(1)
+	// The session's sandbox is removed before query_closed is sent, off
+	// the reader: the frames behind this one need not wait for it.
+	c.handlers.Add(1)
+	go func() {
+		defer c.handlers.Done()
+		c.s.endSession(q)
+		c.send(wire.QueryClosed{ID: r.ID, QueryID: r.QueryID})
+	}()
 }
 
 // Call is the gate.Call a decide frame asks about. `gatekeeper decide`
@@ -276,6 +285,7 @@ func (c *conn) run(r *wire.Run) {
 		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
 		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
 		ToolServers: servers, Auditor: c.s.cfg.Auditor, Wrappers: wrappers,
+		SessionID: q.session.id, SessionEvents: c.s.sessionEvents(r.QueryID, c.client),
 	})
 	var refused *gate.RunRequestError
 	if errors.As(err, &refused) {
@@ -289,6 +299,22 @@ func (c *conn) run(r *wire.Run) {
 	if err != nil {
 		deny(gate.RuleError, err.Error())
 		return
+	}
+	if spec.Session != nil {
+		if !q.session.begin() {
+			// The query closed after this run was read: its session
+			// ended, and no run may start it again.
+			rec.Outcome, rec.Error = audit.OutcomeError, "the query was closed before the run started"
+			_ = c.s.cfg.Auditor.Write(rec)
+			c.sendError(unknownQuery(r.ID, r.QueryID))
+			return
+		}
+		defer func() {
+			if q.session.done() {
+				c.s.removeSession(q.session.id)
+			}
+		}()
+		rec.SessionID = spec.Session.ID
 	}
 	if ws := c.s.cfg.Workspaces; ws != nil {
 		w, err := ws.Workspace(r.QueryID)
@@ -326,6 +352,12 @@ func (c *conn) run(r *wire.Run) {
 	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
 	rec.ToolCalls = res.ToolCalls
 	report := wire.NewRunReport(res)
+	if report.Session != nil {
+		rec.SessionRun = report.Session.Run
+	}
+	if l := report.StateLost; l != nil {
+		rec.StateLost = &audit.StateLost{Reason: l.Reason, Lost: l.Lost, Fresh: l.Fresh}
+	}
 	if a := c.s.cfg.Artifacts; a != nil {
 		name, sum, err := a.Write(artifacts.New(artifacts.Run{
 			RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Client: c.client, PolicyHash: d.PolicyHash,

@@ -40,6 +40,20 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 			RunID: "r_9a1i", ExitCode: 137, Reason: runner.TimedOut, Duration: 10 * time.Second, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
 			Workspace: runner.WorkspaceNotSaved, WorkspaceNote: "the run timed out, so /workspace was not saved: the next run starts from it as it was before this run",
 		})}},
+		{name: "run result in a session", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
+			RunID: "r_9a1j", Reason: runner.Exited, Stdout: "1000\n", Duration: 38 * time.Millisecond, PeakMemoryBytes: 90 << 20, Image: "gatekeeper-sandbox:python-data-35fc", Runtime: runner.Runsc,
+			Session: &runner.SessionInfo{Run: 2, Started: time.Date(2026, 12, 2, 5, 40, 1, 234567891, time.FixedZone("CET", 3600)), Age: 42*time.Second + 7*time.Millisecond, Idle: 5 * time.Second, Restarts: 1, PeakMemoryBytes: 120 << 20},
+		})}},
+		{name: "run result that started in a fresh session", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
+			RunID: "r_9a1k", Reason: runner.Exited, Duration: 900 * time.Millisecond, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
+			Session:   &runner.SessionInfo{Run: 1, Started: time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC), Restarts: 1},
+			StateLost: &runner.StateLost{Reason: runner.EndExpired, Lost: "the Python interpreter's variables and imports, background processes, /tmp and /dev/shm", Fresh: true},
+		})}},
+		{name: "run result that lost its session", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
+			RunID: "r_9a1l", ExitCode: 137, Reason: runner.OOMKilled, Duration: 2 * time.Second, PeakMemoryBytes: 256 << 20, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
+			Session:   &runner.SessionInfo{Run: 4, Started: time.Date(2026, 12, 2, 6, 0, 0, 0, time.UTC), Age: time.Minute, Idle: 3 * time.Second},
+			StateLost: &runner.StateLost{Reason: runner.EndOOMKilled, Lost: "the Python interpreter's variables and imports, background processes, /tmp and /dev/shm"},
+		})}},
 		{name: "query closed", reply: QueryClosed{ID: "5", QueryID: "q_6b0c"}},
 		{name: "error", reply: &Error{ID: "7", Code: CodeUnknownField, Message: `decide: unknown field "toolname"`}},
 		{name: "error with violations", reply: Error{ID: "2", Code: CodePolicyOverrideRejected, Message: "sandbox policy override rejected: 2 violations", Violations: []string{"sandbox.proc.memory 8g exceeds ceiling 1g", "sandbox.net.allow host evil.example is not within ceilings.net_hosts"}}},

@@ -98,7 +98,45 @@ type RunReport struct {
 	// mode's bridge, each decided and written to the audit log as a
 	// code_call line (refused ones too); 0 for a run that could call none.
 	ToolCalls int `json:"tool_calls"`
+	// Session describes the run's session, and StateLost says that the
+	// run found its session's state gone, or lost it: both only for a
+	// run in a session (the query's sandbox.session is on).
+	Session   *RunSession `json:"session,omitempty"`
+	StateLost *StateLost  `json:"state_lost,omitempty"`
 }
+
+// RunSession is a run_result's session: runner.SessionInfo.
+type RunSession struct {
+	// Run is this run's number in its session, from 1.
+	Run int `json:"run"`
+	// StartedAt is when the session's sandbox started (RFC 3339, UTC,
+	// milliseconds); AgeMS and IdleMS how old it was, and how long it had
+	// waited, when this run began.
+	StartedAt string `json:"started_at"`
+	AgeMS     int64  `json:"age_ms"`
+	IdleMS    int64  `json:"idle_ms"`
+	// Restarts counts the query's sessions before this one that ended
+	// other than by closing it.
+	Restarts int `json:"restarts"`
+	// PeakMemoryBytes is the session's peak memory so far (0: unknown).
+	PeakMemoryBytes int64 `json:"peak_memory_bytes"`
+}
+
+// StateLost is a run_result's state_lost: runner.StateLost.
+type StateLost struct {
+	// Reason is a runner.SessionEndReason other than "closed".
+	Reason string `json:"reason"`
+	// Lost names what is gone, in words a model reads.
+	Lost string `json:"lost"`
+	// Fresh: this run ran in a fresh session (the old one ended before
+	// it); false: this run's own session ended in it, and the next run
+	// starts afresh.
+	Fresh bool `json:"fresh"`
+}
+
+// TimeLayout is how a frame writes a time: RFC 3339 in UTC with
+// milliseconds.
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // File is one file a run returns. Exactly one of Text, Base64 and Omitted
 // is set.
@@ -141,7 +179,23 @@ func NewRunReport(res runner.Result) RunReport {
 		Files: files, FilesOmitted: res.FilesOmitted,
 		Workspace: string(res.Workspace), WorkspaceNote: res.WorkspaceNote,
 		ToolCalls: res.ToolCalls,
+		Session:   newRunSession(res.Session), StateLost: newStateLost(res.StateLost),
 	}
+}
+
+func newRunSession(s *runner.SessionInfo) *RunSession {
+	if s == nil {
+		return nil
+	}
+	return &RunSession{Run: s.Run, StartedAt: s.Started.UTC().Format(TimeLayout), AgeMS: s.Age.Milliseconds(),
+		IdleMS: s.Idle.Milliseconds(), Restarts: s.Restarts, PeakMemoryBytes: s.PeakMemoryBytes}
+}
+
+func newStateLost(s *runner.StateLost) *StateLost {
+	if s == nil {
+		return nil
+	}
+	return &StateLost{Reason: string(s.Reason), Lost: s.Lost, Fresh: s.Fresh}
 }
 
 func newFile(f runner.File) File {

@@ -26,7 +26,9 @@ import (
 // F is one that none of the program's text contains (outputFence): printed
 // output cannot end its part early, and a line it prints that looks like a
 // field is inside the fence, where the model reads it as the program's.
-// A later addition to the result adds a field line or a part here.
+// A run whose session lost its state gets a line saying so after the exit
+// fields, before the output's (stateLostLine). A later addition to the
+// result adds a field line or a part here.
 func FormatRunResult(r *wire.RunResult) string {
 	rep := structured(r)
 	fields := []string{"exit code " + strconv.Itoa(r.ExitCode) + " (" + r.Reason + ") after " + strconv.FormatInt(r.DurationMS, 10) + " ms"}
@@ -44,6 +46,9 @@ func FormatRunResult(r *wire.RunResult) string {
 		fields = append(fields, "note: "+strings.Join(flags, ", "))
 	}
 	fields = append(fields, "truncated="+strconv.FormatBool(r.Truncated)+" timed_out="+strconv.FormatBool(r.TimedOut)+" oom_killed="+strconv.FormatBool(r.OOMKilled))
+	if rep.StateLost != nil {
+		fields = append(fields, stateLostLine(rep.StateLost))
+	}
 	var parts []outputPart
 	for _, s := range []outputPart{{"stdout", r.Stdout}, {"stderr", r.Stderr}} {
 		if s.text == "" {
@@ -91,6 +96,16 @@ func FormatRunResult(r *wire.RunResult) string {
 		b.WriteString(">>> " + fence + " " + p.name)
 	}
 	return b.String()
+}
+
+// stateLostLine is FormatRunResult's line for a run whose session lost
+// its state: why, what is gone, and what the model should do about it.
+func stateLostLine(l *wire.StateLost) string {
+	next := "The next run starts in a fresh session."
+	if l.Fresh {
+		next = "This run started in a fresh session: rebuild what it needs."
+	}
+	return "state lost (" + l.Reason + "): " + l.Lost + ". " + next
 }
 
 // outputPart is one fenced part of the text: its name (a quoted file name
@@ -148,6 +163,9 @@ type runOutcome struct {
 	Workspace     string       `json:"workspace,omitempty"`
 	WorkspaceNote string       `json:"workspace_note,omitempty"`
 	ToolCalls     int          `json:"tool_calls,omitempty"`
+	// StateLost is the run_result's, for a run whose session lost its
+	// state.
+	StateLost *wire.StateLost `json:"state_lost,omitempty"`
 }
 
 // reportFile is a returned file as the model reads it.
@@ -173,7 +191,7 @@ const (
 func structured(r *wire.RunResult) runOutcome {
 	out := runOutcome{ExitCode: r.ExitCode, Reason: r.Reason, Stdout: r.Stdout, Stderr: r.Stderr,
 		Truncated: r.Truncated, TimedOut: r.TimedOut, OOMKilled: r.OOMKilled, DurationMS: r.DurationMS,
-		FilesOmitted: r.FilesOmitted, Workspace: r.Workspace, WorkspaceNote: r.WorkspaceNote, ToolCalls: r.ToolCalls}
+		FilesOmitted: r.FilesOmitted, Workspace: r.Workspace, WorkspaceNote: r.WorkspaceNote, ToolCalls: r.ToolCalls, StateLost: r.StateLost}
 	room := inlineTotalChars
 	for _, f := range r.Files {
 		rf := reportFile{Path: f.Path, Size: f.Size, Change: f.Change, MediaType: f.MediaType}

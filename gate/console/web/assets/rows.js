@@ -2,7 +2,7 @@
 // query view.
 import { bytes, h, pretty, shortID, time, verdict } from './dom.js';
 
-/** details is the last column: the reason of a decision, the end of a run, the override of a query, the host of an egress request, the file a rotation continues. */
+/** details is the last column: the reason of a decision, the end of a run (and its session), the override of a query, a session's start or end, the host of an egress request, the file a rotation continues. */
 export function details(rec) {
   switch (rec.kind) {
     case 'run': {
@@ -14,6 +14,8 @@ export function details(rec) {
       if (rec.image) parts.push(rec.image);
       if (rec.truncated) parts.push('output truncated');
       if (rec.tool_calls) parts.push(`${rec.tool_calls} nested calls`);
+      if (rec.session_run) parts.push(`session ${shortID(rec.session_id)} run ${rec.session_run}`);
+      if (rec.state_lost) parts.push(`state lost (${rec.state_lost.reason}, ${rec.state_lost.fresh ? 'fresh session' : 'lost in this run'})`);
       if (rec.error) parts.push(rec.error);
       if (rec.reason) parts.push(rec.reason);
       return parts.join(' · ');
@@ -24,6 +26,15 @@ export function details(rec) {
       return `${rec.host}:${rec.port} ↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)} ${rec.reason ?? ''}${rec.error ?? ''}`;
     case 'query':
       return `${rec.tool_input === undefined ? 'no override' : `override ${JSON.stringify(rec.tool_input)}`}${rec.reason ? ` — ${rec.reason}` : ''}`;
+    case 'session': {
+      // As gatekeeper tail prints it (gate/console/format.go, sessionText).
+      const parts = [`session ${rec.session_id ?? '?'}`];
+      if (rec.event === 'session_end') parts.push(`ended: ${rec.reason ?? '?'}`, `${rec.runs ?? 0} runs`);
+      if (rec.sandbox) parts.push(`sandbox ${rec.sandbox}`);
+      if (rec.started) parts.push(`started ${time(rec.started)}`);
+      if (rec.revision) parts.push(`policy ${shortID(rec.revision)}`);
+      return parts.join(' · ');
+    }
     case 'rotate': {
       const parts = [`continues ${rec.prev_file ?? '?'}`];
       if (rec.reason) parts.push(rec.reason);
