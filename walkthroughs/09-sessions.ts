@@ -176,13 +176,13 @@ try {
     `it ended when the query closed (reason closed), after its ${String(steps.length)} runs`,
     JSON.stringify(ends),
   );
-  t.expect(agent.outcomes.every((o) => o.run?.query_id === queryId), "every run line is the query's");
+  t.expect(queryId !== undefined && agent.outcomes.length === steps.length && agent.outcomes.every((o) => o.run?.query_id === queryId), "every run line is the query's", JSON.stringify(agent.outcomes.map((o) => o.run?.query_id)));
 
   t.section('gatekeeper tail: the session\'s start and end');
-  const tail = execFileSync(GATEKEEPER_BIN, ['tail', '--url', w.url, '--token-file', w.tokenFile, '--no-follow', '--backfill', '200', '--color', 'never'], { encoding: 'utf8' });
-  const shown = tail.split('\n').filter((l) => /\bsession/i.test(l));
+  const tail = execFileSync(GATEKEEPER_BIN, ['tail', '--url', w.url, '--token-file', w.tokenFile, '--no-follow', '--backfill', '200', '--kind', 'session', '--color', 'never'], { encoding: 'utf8' });
+  const shown = tail.split('\n').filter((l) => l.trim() !== '');
   for (const l of shown) t.line('tail', clip(l, 150));
-  t.expect(shown.some((l) => /start/i.test(l)) && shown.some((l) => /\bend|closed/i.test(l)), 'gatekeeper tail shows the session starting and ending', clip(tail, 2000));
+  t.expect(shown.length === 2 && /start/i.test(shown[0] ?? '') && /closed/i.test(shown[1] ?? ''), 'gatekeeper tail --kind session shows the session starting, then ending (closed)', clip(tail, 2000));
 
   t.section('the audit log');
   const v = verifyAudit(w.auditLog);
