@@ -55,7 +55,7 @@ function inSession(o: Outcome, n: number): void {
   const s = runs.get(o.id)?.session;
   t.line('session', s === undefined ? '(none)' : `run ${String(s.run)} · age ${String(s.age_ms)} ms · idle ${String(s.idle_ms)} ms · restarts ${String(s.restarts)} · peak ${String(s.peak_memory_bytes)} B`);
   t.expect(s?.run === n, `run_result.session.run is ${String(n)}: the run's number in the query's session`, JSON.stringify(s));
-  t.expect(o.run?.session_run?.run === n, `the run's audit line carries session_run.run ${String(n)}`, JSON.stringify(o.run?.session_run));
+  t.expect(o.run?.session_run === n, `the run's audit line carries session_run ${String(n)}`, JSON.stringify(o.run?.session_run));
   t.expect(o.sandbox?.state_lost === undefined && o.run?.state_lost === undefined, 'no state was lost', JSON.stringify(o.sandbox?.state_lost ?? o.run?.state_lost));
 }
 
@@ -176,13 +176,23 @@ try {
     `it ended when the query closed (reason closed), after its ${String(steps.length)} runs`,
     JSON.stringify(ends),
   );
-  t.expect(queryId !== undefined && agent.outcomes.length === steps.length && agent.outcomes.every((o) => o.run?.query_id === queryId), "every run line is the query's", JSON.stringify(agent.outcomes.map((o) => o.run?.query_id)));
+  const sessionId = starts[0]?.session_id;
+  t.expect(
+    queryId !== undefined && sessionId !== undefined && agent.outcomes.length === steps.length && agent.outcomes.every((o) => o.run?.query_id === queryId && o.run.session_id === sessionId),
+    "every run line is the query's, in that session",
+    JSON.stringify(agent.outcomes.map((o) => [o.run?.query_id, o.run?.session_id])),
+  );
 
   t.section('gatekeeper tail: the session\'s start and end');
   const tail = execFileSync(GATEKEEPER_BIN, ['tail', '--url', w.url, '--token-file', w.tokenFile, '--no-follow', '--backfill', '200', '--kind', 'session', '--color', 'never'], { encoding: 'utf8' });
   const shown = tail.split('\n').filter((l) => l.trim() !== '');
   for (const l of shown) t.line('tail', clip(l, 150));
-  t.expect(shown.length === 2 && /start/i.test(shown[0] ?? '') && /closed/i.test(shown[1] ?? ''), 'gatekeeper tail --kind session shows the session starting, then ending (closed)', clip(tail, 2000));
+  const named = (l: string | undefined): boolean => sessionId !== undefined && (l ?? '').includes(`session ${sessionId}`);
+  t.expect(
+    shown.length === 2 && /session_start/.test(shown[0] ?? '') && named(shown[0]) && (shown[1] ?? '').includes(`ended: closed · ${String(steps.length)} runs`) && named(shown[1]),
+    `gatekeeper tail --kind session shows the session starting, then ending (closed, ${String(steps.length)} runs)`,
+    clip(tail, 2000),
+  );
 
   t.section('the audit log');
   const v = verifyAudit(w.auditLog);

@@ -408,11 +408,11 @@ export interface AuditRecord {
   error_kind?: string;
   /** A run line: its nested calls, every outcome. */
   tool_calls?: number;
-  /** A run line of a run in a session: the run_result's session (its number in the session, age, idle time, ...). */
-  session_run?: { run: number; started_at?: string; age_ms?: number; idle_ms?: number; restarts?: number; peak_memory_bytes?: number };
+  /** A run line of a run in a session: its number in the session, from 1 (and session_id, below). */
+  session_run?: number;
   /** A run line of a run whose session lost its state, as the run_result's state_lost. */
   state_lost?: { reason: string; lost: string; fresh: boolean };
-  /** A session line (kind "session", event session_start or session_end): the session, its sandbox and the policy revision it started under. */
+  /** A session line (kind "session", event session_start or session_end): the session, its sandbox and the policy revision it started under; session_id is on the session's run lines too. */
   session_id?: string;
   sandbox?: string;
   revision?: string;
