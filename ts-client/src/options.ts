@@ -84,6 +84,26 @@ export interface SandboxPolicy {
     /** The uid the code runs as. */
     user?: number;
   };
+  /**
+   * A session for this query: one sandbox kept for the query's runs, whose
+   * interpreters keep their state from one run to the next (Python's
+   * globals and imports, Node's top-level bindings, the shell's working
+   * directory, environment and background jobs), as a notebook does. Off
+   * unless the operator's policy or this override turns it on, within the
+   * operator's `ceilings.session`. A run whose session ended (idle, too
+   * old, a policy reload, a timeout or OOM kill that lost it) starts afresh
+   * and its result says `state_lost`.
+   */
+  session?: {
+    /**
+     * Ends the session after this long without a run: milliseconds, or a
+     * string such as `"5m"`. `0` or `"0s"` turns sessions off for this query
+     * (every run in a sandbox of its own).
+     */
+    idle_timeout?: number | string;
+    /** Ends the session this long after it started, between runs: milliseconds, or a string such as `"1h"`; at least idle_timeout. */
+    max_lifetime?: number | string;
+  };
   /** What comes back from a run. */
   output?: {
     /** Most bytes kept per stream: bytes, or a string such as `"1m"`. */

@@ -186,7 +186,87 @@ export interface RunResultReply {
   workspace_note?: string;
   /** The nested calls the program made through code mode's bridge, each decided and audited; 0 when it could call none. */
   tool_calls?: number;
+  /** The run's session, for a run in one (the query's policy turned sessions on); absent for a single-use run. */
+  session?: RunSessionReply;
+  /** Set when the run found its session's state gone, or lost it in this run; only for a run in a session. */
+  state_lost?: StateLostReply;
 }
+
+/**
+ * SESSION_END_REASONS are why a session ends, in the order of the one
+ * declaration, runner.SessionEndReasons (runner/session.go); a test pins
+ * this copy to it. Every reason but `closed` (the query was closed) is
+ * also a StateLostReply's.
+ */
+export const SESSION_END_REASONS = [
+  'closed',
+  'expired',
+  'max_lifetime',
+  'policy_changed',
+  'timed_out',
+  'oom_killed',
+  'interpreter_exited',
+  'cancelled',
+  'sandbox_lost',
+  'evicted',
+] as const;
+
+/** Why a session ended (SESSION_END_REASONS). */
+export type SessionEndReason = (typeof SESSION_END_REASONS)[number];
+
+/** A run_result's `session`: the run's session as it stood when the run began (runner.SessionInfo). */
+export interface RunSessionReply {
+  /** This run's number in its session, from 1. */
+  run: number;
+  /** When the session's sandbox started (RFC 3339, UTC, milliseconds). */
+  started_at?: string;
+  /** How old the session was when this run began. */
+  age_ms?: number;
+  /** How long the session had waited for this run. */
+  idle_ms?: number;
+  /** How many sessions of this query ended before this one other than by closing it. */
+  restarts?: number;
+  /** The session's peak memory so far (0: unknown). */
+  peak_memory_bytes?: number;
+}
+
+/** A run_result's `state_lost` (runner.StateLost). */
+export interface StateLostReply {
+  /** Why the session ended: one of SESSION_END_REASONS but `closed` (a newer sidecar may add one). */
+  reason: Exclude<SessionEndReason, 'closed'> | (string & {});
+  /** What is gone, in words for a model. */
+  lost: string;
+  /**
+   * true: this run ran in a fresh session, because the old one ended
+   * before it (expired, max_lifetime, policy_changed, evicted, ...); false:
+   * this run's own session ended in it, and the next run starts afresh.
+   */
+  fresh: boolean;
+}
+
+/** The fields of a run_result's session, as RUN_RESULT_REQUIRED for a run_result. */
+export const RUN_SESSION_REQUIRED = { run: 'number' } as const satisfies Record<string, FieldType>;
+
+/** See RUN_SESSION_REQUIRED. */
+export const RUN_SESSION_OPTIONAL = {
+  started_at: 'string',
+  age_ms: 'number',
+  idle_ms: 'number',
+  restarts: 'number',
+  peak_memory_bytes: 'number',
+} as const satisfies Record<string, FieldType>;
+
+/** The fields of a run_result's state_lost. */
+export const STATE_LOST_REQUIRED = { reason: 'string', lost: 'string', fresh: 'boolean' } as const satisfies Record<string, FieldType>;
+
+type RunSessionField = keyof RunSessionReply;
+type DeclaredRunSessionField = keyof typeof RUN_SESSION_REQUIRED | keyof typeof RUN_SESSION_OPTIONAL;
+/** A field of RunSessionReply missing from the tables above, or the other way round, breaks the build here. */
+const runSessionFieldsDeclared: [RunSessionField] extends [DeclaredRunSessionField] ? ([DeclaredRunSessionField] extends [RunSessionField] ? true : never) : never = true;
+void runSessionFieldsDeclared;
+/** Likewise for StateLostReply. */
+const stateLostFieldsDeclared: [keyof StateLostReply] extends [keyof typeof STATE_LOST_REQUIRED] ? ([keyof typeof STATE_LOST_REQUIRED] extends [keyof StateLostReply] ? true : never) : never = true;
+void stateLostFieldsDeclared;
 
 /** One file a run returned; exactly one of text, base64 and omitted is set. */
 export interface RunFileReply {
@@ -254,8 +334,14 @@ export const RUN_RESULT_OPTIONAL = {
   tool_calls: 'number',
 } as const satisfies Record<string, FieldType>;
 
+/** The optional fields of a run_result present only for a run in a session; the sidecar sends every other field on every run_result. */
+export const RUN_RESULT_SESSION_ONLY = {
+  session: 'object',
+  state_lost: 'object',
+} as const satisfies Record<string, FieldType>;
+
 type RunResultField = Exclude<keyof RunResultReply, 'type' | 'id'>;
-type DeclaredRunResultField = keyof typeof RUN_RESULT_REQUIRED | keyof typeof RUN_RESULT_OPTIONAL;
+type DeclaredRunResultField = keyof typeof RUN_RESULT_REQUIRED | keyof typeof RUN_RESULT_OPTIONAL | keyof typeof RUN_RESULT_SESSION_ONLY;
 /** A field of RunResultReply missing from the tables above, or the other way round, breaks the build here. */
 const runResultFieldsDeclared: [RunResultField] extends [DeclaredRunResultField] ? ([DeclaredRunResultField] extends [RunResultField] ? true : never) : never = true;
 void runResultFieldsDeclared;
@@ -383,7 +469,9 @@ export function parseReply(text: string): Reply {
       if (v.stream !== 'stdout' && v.stream !== 'stderr') throw new MalformedReplyError('output frame has an unknown stream');
       break;
     case 'run_result':
-      check(v, RUN_RESULT_REQUIRED, RUN_RESULT_OPTIONAL);
+      check(v, RUN_RESULT_REQUIRED, { ...RUN_RESULT_OPTIONAL, ...RUN_RESULT_SESSION_ONLY });
+      if (v.session !== undefined) check({ ...(v.session as Record<string, unknown>), type: 'run_result session' }, RUN_SESSION_REQUIRED, RUN_SESSION_OPTIONAL);
+      if (v.state_lost !== undefined) check({ ...(v.state_lost as Record<string, unknown>), type: 'run_result state_lost' }, STATE_LOST_REQUIRED);
       for (const f of (v.files ?? []) as Record<string, unknown>[]) {
         check({ ...f, type: 'run_result file' }, RUN_FILE_REQUIRED, RUN_FILE_OPTIONAL);
         if ([f.text, f.base64, f.omitted].filter((x) => x !== undefined).length !== 1) {

@@ -6,7 +6,7 @@ import { createSdkMcpServer, tool, type McpSdkServerConfigWithInstance, type Sdk
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { GatekeeperLogger } from './config.js';
-import { withRule, type RunResultReply } from './protocol.js';
+import { withRule, type RunResultReply, type RunSessionReply, type StateLostReply } from './protocol.js';
 import { GatekeeperError, type RunArgs, type SidecarQuery } from './session.js';
 import { quote } from './untrusted.js';
 
@@ -134,6 +134,13 @@ export interface SandboxRunReport
   extends Pick<RunResultReply, 'exit_code' | 'reason' | 'stdout' | 'stderr' | 'truncated' | 'timed_out' | 'oom_killed' | 'duration_ms' | 'files_omitted' | 'workspace' | 'workspace_note' | 'tool_calls'> {
   /** The files the run returned, when it returned any, as the model reads them. */
   files?: SandboxReportFile[];
+  /**
+   * Set when the run's session lost its state (a query with sessions on):
+   * why, what is gone, and whether this run already ran in a fresh session
+   * (`fresh: true`) or the next run will. The model should rebuild what it
+   * kept in memory.
+   */
+  state_lost?: StateLostReply;
 }
 
 /** A file of a sandboxed run, for the agent builder (SandboxRun). */
@@ -163,6 +170,13 @@ export interface SandboxRun {
   report: SandboxRunReport;
   /** Every file the run returned, with its content. */
   files: SandboxFile[];
+  /**
+   * The run's session, when the query has one (its policy's
+   * `sandbox.session.idle_timeout` is on): this run's number in it, the
+   * session's age, idle time, restarts and peak memory. Undefined for a
+   * single-use run. A loss of state is in `report.state_lost`.
+   */
+  session?: RunSessionReply;
 }
 
 /** The images a model can be shown, by media type. */
@@ -216,7 +230,17 @@ export function runReport(r: RunResultReply): SandboxRunReport {
   if (r.workspace) report.workspace = r.workspace;
   if (r.workspace_note) report.workspace_note = r.workspace_note;
   if (r.tool_calls) report.tool_calls = r.tool_calls;
+  if (r.state_lost) report.state_lost = { reason: r.state_lost.reason, lost: r.state_lost.lost, fresh: r.state_lost.fresh };
   return report;
+}
+
+/**
+ * stateLostLine is formatRunResult's line for a run whose session lost its
+ * state: why, what is gone, and what the model should do about it.
+ */
+function stateLostLine(s: StateLostReply): string {
+  const next = s.fresh ? 'This run started in a fresh session: rebuild what it needs.' : 'The next run starts in a fresh session.';
+  return `state lost (${s.reason}): ${s.lost}. ${next}`;
 }
 
 /** OutputPart is one fenced part of the text: its name (a quoted file name for a file) and the program's text. */
@@ -262,8 +286,9 @@ export function firstAbsent(parts: OutputPart[], candidate: (n: number) => strin
  * line ">>> F name", where the fence F is one that none of the program's text
  * contains (outputFence): printed output cannot end its part early, and a line
  * it prints that looks like a field is inside the fence, where the model reads
- * it as the program's. A later addition to the result adds a field line or a
- * part here.
+ * it as the program's. A run whose session lost its state gets a line saying
+ * so after the exit fields, before the output's (stateLostLine). A later
+ * addition to the result adds a field line or a part here.
  */
 export function formatRunResult(r: RunResultReply): string {
   const report = runReport(r);
@@ -271,6 +296,7 @@ export function formatRunResult(r: RunResultReply): string {
   const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
   if (flags.length > 0) fields.push(`note: ${flags.join(', ')}`);
   fields.push(`truncated=${String(r.truncated)} timed_out=${String(r.timed_out)} oom_killed=${String(r.oom_killed)}`);
+  if (report.state_lost) fields.push(stateLostLine(report.state_lost));
   const parts: OutputPart[] = [];
   for (const s of [{ name: 'stdout', text: r.stdout }, { name: 'stderr', text: r.stderr }]) {
     if (s.text === '') {
@@ -359,7 +385,7 @@ export function sandboxedCodeServer(
       const report = runReport(r);
       if (onSandboxRun !== undefined) {
         try {
-          await onSandboxRun({ toolUseId: id, runId: r.run_id ?? '', report, files: sandboxFiles(r) });
+          await onSandboxRun({ toolUseId: id, runId: r.run_id ?? '', report, files: sandboxFiles(r), ...(r.session ? { session: r.session } : {}) });
         } catch (err) {
           logger.warn?.('gatekeeper: onSandboxRun threw; the model gets its result all the same', { tool_use_id: id, error: (err as Error).message });
         }

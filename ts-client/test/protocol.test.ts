@@ -8,7 +8,19 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { hasType, parseReply, RUN_FILE_OPTIONAL, RUN_FILE_REQUIRED, RUN_RESULT_OPTIONAL, RUN_RESULT_REQUIRED } from '../src/protocol.js';
+import {
+  hasType,
+  MalformedReplyError,
+  parseReply,
+  RUN_FILE_OPTIONAL,
+  RUN_FILE_REQUIRED,
+  RUN_RESULT_OPTIONAL,
+  RUN_RESULT_REQUIRED,
+  RUN_RESULT_SESSION_ONLY,
+  RUN_SESSION_OPTIONAL,
+  RUN_SESSION_REQUIRED,
+  STATE_LOST_REQUIRED,
+} from '../src/protocol.js';
 
 /** The Go codec's golden frames, from build/test/ up to the repository. */
 const GOLDEN = resolve(dirname(fileURLToPath(import.meta.url)), '../../../gate/wire/testdata/golden');
@@ -33,7 +45,7 @@ test('a run_result carries exactly the fields this client declares, and its bool
   assert.ok(runs.length >= 2, 'the golden frames include run results');
   const declared = [...Object.keys(RUN_RESULT_REQUIRED), ...Object.keys(RUN_RESULT_OPTIONAL)].sort();
   for (const { name, frame } of runs) {
-    const sent = Object.keys(frame).filter((k) => k !== 'type' && k !== 'id').sort();
+    const sent = Object.keys(frame).filter((k) => k !== 'type' && k !== 'id' && !Object.hasOwn(RUN_RESULT_SESSION_ONLY, k)).sort();
     assert.deepEqual(sent, declared, `${name}: the Go run_result's fields differ from RunResultReply's`);
     for (const [k, t] of Object.entries({ ...RUN_RESULT_REQUIRED, ...RUN_RESULT_OPTIONAL })) {
       assert.ok(hasType(frame[k], t), `${name}: ${k} is ${JSON.stringify(frame[k])}, RunResultReply says ${t}`);
@@ -51,5 +63,43 @@ test('the files of a run_result carry exactly the fields this client declares', 
   assert.deepEqual([...seen].sort(), declared.sort(), 'the Go files\' fields differ from RunFileReply\'s');
   for (const f of files) {
     for (const [k, t] of Object.entries(RUN_FILE_REQUIRED)) assert.ok(hasType(f[k], t), `file ${String(f.path)}: ${k}`);
+  }
+});
+
+test('a run in a session carries session and state_lost with exactly the fields this client declares', () => {
+  const runs = goldenReplies().filter((g) => g.frame.type === 'run_result');
+  for (const [field, declared] of [
+    ['session', { ...RUN_SESSION_REQUIRED, ...RUN_SESSION_OPTIONAL }],
+    ['state_lost', STATE_LOST_REQUIRED],
+  ] as const) {
+    const carrying = runs.filter((g) => g.frame[field] !== undefined);
+    assert.ok(carrying.length > 0, `no golden run_result carries ${field}`);
+    for (const { name, frame } of carrying) {
+      const v = frame[field] as Record<string, unknown>;
+      assert.deepEqual(Object.keys(v).sort(), Object.keys(declared).sort(), `${name}: the Go ${field}'s fields differ from this client's`);
+      for (const [k, t] of Object.entries(declared)) assert.ok(hasType(v[k], t), `${name}: ${field}.${k} is ${JSON.stringify(v[k])}, this client says ${t}`);
+    }
+  }
+});
+
+test('parseReply checks a run_result\'s session and state_lost', () => {
+  const base = { type: 'run_result', id: '4', exit_code: 0, reason: 'exited', stdout: '', stderr: '', truncated: false, timed_out: false, oom_killed: false };
+  const session = { run: 2, started_at: '2026-12-02T05:00:00.000Z', age_ms: 1200, idle_ms: 300, restarts: 0, peak_memory_bytes: 1 << 20 };
+  const lost = { reason: 'expired', lost: 'the Python interpreter\'s variables', fresh: true };
+  const cases: { name: string; frame: Record<string, unknown>; malformed?: RegExp }[] = [
+    { name: 'a single-use run has neither', frame: base },
+    { name: 'a run in a session', frame: { ...base, session } },
+    { name: 'a run that found its state lost', frame: { ...base, session: { ...session, run: 1 }, state_lost: lost } },
+    { name: 'a reason a newer sidecar adds is kept', frame: { ...base, state_lost: { ...lost, reason: 'hibernated' } } },
+    { name: 'a session that is not an object', frame: { ...base, session: 2 }, malformed: /session of the wrong type/ },
+    { name: 'a session without its run number', frame: { ...base, session: { ...session, run: undefined } }, malformed: /lacks run/ },
+    { name: 'a session whose age is text', frame: { ...base, session: { ...session, age_ms: '1s' } }, malformed: /age_ms of the wrong type/ },
+    { name: 'a state_lost without its words', frame: { ...base, state_lost: { reason: 'expired', fresh: true } }, malformed: /lacks lost/ },
+    { name: 'a state_lost whose fresh is text', frame: { ...base, state_lost: { ...lost, fresh: 'yes' } }, malformed: /fresh of the wrong type/ },
+  ];
+  for (const c of cases) {
+    const text = JSON.stringify(c.frame);
+    if (c.malformed === undefined) assert.deepEqual(parseReply(text), JSON.parse(text), c.name);
+    else assert.throws(() => parseReply(text), (err: unknown) => err instanceof MalformedReplyError && c.malformed?.test(err.message) === true, c.name);
   }
 });

@@ -373,6 +373,33 @@ test('a sidecar unreachable at start: the query runs, Bash is left out, and ever
 // A 1x1 PNG, as a sandboxed program would return it.
 const PNG_1X1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
 
+test('a run in a session: the model reads its lost state, onSandboxRun gets the session', async () => {
+  const lost = { reason: 'expired', lost: "the Python interpreter's variables and imports", fresh: true };
+  const session = { run: 1, started_at: '2026-12-02T05:00:00.000Z', age_ms: 3, idle_ms: 0, restarts: 1, peak_memory_bytes: 0 };
+  const s = await setup(
+    {
+      onRun: (_f, send) =>
+        send({ type: 'run_result', run_id: 'r_s', exit_code: 0, reason: 'exited', stdout: 'x\n', stderr: '', truncated: false, timed_out: false, oom_killed: false, duration_ms: 4, session, state_lost: lost }),
+    },
+    [{ type: 'tool_use', name: RUN, input: { language: 'python', code: 'print(df)' }, id: 'toolu_sess' }, { type: 'text', text: 'done' }],
+  );
+  try {
+    const runs: import('../src/index.js').SandboxRun[] = [];
+    const run = await drain(query({ prompt: 'go on', options: { ...s.box.sdkOptions(), gatekeeper: s.gatekeeper, sandboxPolicy: { session: { idle_timeout: '5m' } }, onSandboxRun: (r) => void runs.push(r) } }));
+    assert.equal(run.error, undefined, String(run.error));
+    assert.deepEqual(s.gk.frames.find((f) => f.type === 'open_query')?.sandbox_policy, { session: { idle_timeout: '5m' } }, 'the override asks the sidecar for a session');
+    const result = s.box.fake.toolResult('toolu_sess');
+    assert.ok(result, 'the SDK sent a tool_result');
+    const report = JSON.parse(result.text) as import('../src/index.js').SandboxRunReport;
+    assert.deepEqual(report.state_lost, lost, 'the model reads why its state is gone, and that this run started afresh');
+    assert.equal(runs.length, 1, 'onSandboxRun was called once');
+    assert.deepEqual(runs[0]?.session, session, 'the builder gets the session as the wire has it');
+    assert.deepEqual(runs[0]?.report.state_lost, lost);
+  } finally {
+    await s.cleanup();
+  }
+});
+
 test('files a run returns reach the model (images as image blocks, text inline) and onSandboxRun (decoded)', async () => {
   const longText = 'x'.repeat(9000);
   const s = await setup(

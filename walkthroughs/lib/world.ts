@@ -367,7 +367,7 @@ export interface AuditRecord {
   seq: number;
   /** When the line was written (RFC 3339). */
   time: string;
-  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate' | 'tool_result' | 'event' | 'code_call';
+  kind: 'decision' | 'run' | 'egress' | 'query' | 'rotate' | 'tool_result' | 'event' | 'code_call' | 'session';
   /** The decision a line is, or (tool_result) the one that let the call run. */
   decision_id?: string;
   /** The subagent of a call (Claude Code's agent_id, agent_type). */
@@ -408,6 +408,18 @@ export interface AuditRecord {
   error_kind?: string;
   /** A run line: its nested calls, every outcome. */
   tool_calls?: number;
+  /** A run line of a run in a session: its number in the session, from 1 (and session_id, below). */
+  session_run?: number;
+  /** A run line of a run whose session lost its state, as the run_result's state_lost. */
+  state_lost?: { reason: string; lost: string; fresh: boolean };
+  /** A session line (kind "session", event session_start or session_end): the session, its sandbox and the policy revision it started under; session_id is on the session's run lines too. */
+  session_id?: string;
+  sandbox?: string;
+  revision?: string;
+  /** A session_end line: how many runs the session served (its reason is in reason). */
+  runs?: number;
+  /** A session line: when the session's sandbox started. */
+  started?: string;
   /** A rotate line's file before it, and the files retention removed. */
   prev_file?: string;
   pruned?: string[];
