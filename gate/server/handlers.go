@@ -81,6 +81,10 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	}
 	servers, wrappers := c.tools(q, eff)
 	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
+		if eff.Policy.Sandbox.Session.On() {
+			opened(wire.SandboxDescription + "\n\n" + wire.SessionDescription)
+			return
+		}
 		opened("") // its code may call no tool: the plain description
 		return
 	}
@@ -99,14 +103,18 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 // whose code may call tools: the run tool's description naming the
 // servers, made by wrappers, or "" when none can be listed now (the model
 // then reads the plain description, and its runs still get what is
-// callable then).
+// callable then); and for a query that keeps a session, the description
+// followed by SessionDescription.
 func (c *conn) toolDescription(q *query, eff *gate.Effective, wrappers *gate.Wrappers) string {
 	// Wrappers bounds the listing (gate.DefaultListWait): a server still
 	// connecting by then is described as unavailable.
 	desc, err := wrappers.Description(c.ctx, eff, wire.SandboxDescription)
 	if err != nil {
 		c.s.log.Warn("the query's tool description names no server", "query_id", q.q.ID, "err", err)
-		return ""
+		desc = wire.SandboxDescription
+	}
+	if eff.Policy.Sandbox.Session.On() {
+		desc += "\n\n" + wire.SessionDescription
 	}
 	if desc == wire.SandboxDescription {
 		return ""

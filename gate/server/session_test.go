@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -308,5 +309,34 @@ func TestARunStillRunningAtCloseQueryIsEndedAgain(t *testing.T) {
 	}
 	if got := fr.endedIDs(); !slices.Equal(got, []string{ended[0], ended[0]}) {
 		t.Errorf("EndSession calls = %q, want the session ended at the close and again after its last run", got)
+	}
+}
+
+// TestTheModelIsToldThatASessionKeepsState: a query that keeps a session
+// describes the run tool with wire.SessionDescription after the plain
+// description; one that turned sessions off keeps the plain one (no
+// tool_description).
+func TestTheModelIsToldThatASessionKeepsState(t *testing.T) {
+	t.Parallel()
+	h := start(t, options{runner: &sessionRunner{}, policy: sessionPolicy})
+	c := h.connect(t)
+	for _, tc := range []struct {
+		name, override, want string
+	}{
+		{"a query with a session", "", wire.SandboxDescription + "\n\n" + wire.SessionDescription},
+		{"a query that turned its session off", `{"session":{"idle_timeout":"0s"}}`, ""},
+	} {
+		f := `{"type":"open_query","id":"o"}`
+		if tc.override != "" {
+			f = `{"type":"open_query","id":"o","sandbox_policy":` + tc.override + `}`
+		}
+		r := c.do(f)
+		if r["type"] != "query_opened" {
+			t.Fatalf("%s: open_query: %v", tc.name, r)
+		}
+		got, _ := r["tool_description"].(string)
+		if got != tc.want {
+			t.Errorf("%s: tool_description = %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -98,6 +98,18 @@ const SandboxDescription = "Run a short program in an isolated sandbox (a contai
 	"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
 	"timeout_s: optional wall-clock limit in seconds, at most the policy's limit."
 
+// SessionDescription follows the run tool's description (SandboxDescription,
+// or the longer one of a query whose code may call tools) in
+// QueryOpened.ToolDescription when the query's sandbox policy keeps a
+// session (sandbox.session): the model is told that state persists, and
+// what state_lost means.
+const SessionDescription = "Runs in this conversation share one session, as cells of a notebook do: Python's globals, imports and open files, " +
+	"Node's top-level bindings (var, let, const, functions; not those of code using top-level await) and the shell's working directory, " +
+	"environment and background jobs persist from one run to the next, and a Python run shows the value of its last bare expression. " +
+	"A session ends after it has been idle for a while, when a run's timeout passes and the program does not stop when interrupted, " +
+	"or when the memory limit is hit: the result then says \"state lost\" and why, and the next run must rebuild what it needs " +
+	"(files in /workspace are kept)."
+
 // Values of Decision.Decision.
 const (
 	Allow = "allow"
