@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -194,6 +195,24 @@ print("started")`, nil), 1, "started\n")
 		}
 	})
 
+	t.Run("a session ends at its max lifetime: the next run starts afresh and says max_lifetime", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		s.s.MaxLifetime = 3 * time.Second
+		wantRun(t, s.run(`open("/tmp/kept", "w").write("x"); print("one")`, nil), 1, "one\n")
+		time.Sleep(3 * time.Second)
+		res := s.run(`import os; print(os.path.exists("/tmp/kept"))`, func(spec *runner.Spec) { spec.Timeout = time.Second })
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost == nil || res.StateLost.Reason != runner.EndMaxLifetime || !res.StateLost.Fresh {
+			t.Errorf("state lost %+v, want max_lifetime, fresh (events %q)", res.StateLost, s.kinds())
+		}
+	})
+
+	t.Run("each run of a session has its own bridge, and a background process finds none between runs", func(t *testing.T) {
+		t.Parallel()
+		testSessionBridge(t, newSession(t, r, store))
+	})
+
 	t.Run("the saved workspace carries over into a new session, and files changed in a run come back", func(t *testing.T) {
 		t.Parallel()
 		s := newSession(t, r, store)
@@ -286,5 +305,94 @@ print("run", %d)`, i, i, i, sessionRuns, i), func(spec *runner.Spec) {
 			}
 			_ = one(fmt.Sprintf("after %d runs of the same session", sessionRuns))
 		})
+	}
+}
+
+// bgCaller is a background process a run leaves behind: every 100 ms it
+// tries to call srv.echo through the bridge and appends what happened to
+// /tmp/bg.log (a connection error's errno name, or the answer's text).
+const bgCaller = `import os, socket, subprocess, sys
+prog = r"""
+import errno, os, socket, time
+tools = os.environ["GATEKEEPER_TOOLS"]
+for i in range(600):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(tools + "/bridge.sock")
+        s.sendall(b'{"id": 1, "server": "srv", "tool": "echo", "arguments": {"text": "bg"}}\n')
+        got = s.makefile("rb").readline().decode().strip() or "EOF"
+    except OSError as e:
+        got = errno.errorcode.get(e.errno, str(e))
+    with open("/tmp/bg.log", "a") as f:
+        f.write("%.1f %s\n" % (time.time(), got))
+    time.sleep(0.1)
+"""
+subprocess.Popen([sys.executable, "-c", prog], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.environ["GATEKEEPER_TOOLS"] + "/bridge.sock")
+s.sendall(b'{"id": 1, "server": "srv", "tool": "echo", "arguments": {"text": "one"}}\n')
+print("ANSWER" if b"one #1" in s.makefile("rb").readline() else "NO ANSWER")
+`
+
+// testSessionBridge: run 1 (with tools) calls once and leaves a process
+// that keeps calling; between runs its calls find no bridge and reach no
+// caller; run 2 (with tools, another caller) gets only its own calls and
+// those the process made while it ran.
+func testSessionBridge(t *testing.T, s *session) {
+	files, err := toolwrap.Generate([]runner.ServerTools{bridgeServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTools := func(c *echoCaller) func(*runner.Spec) {
+		return func(spec *runner.Spec) {
+			spec.Tools, spec.ToolFiles = c, files
+			spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 1000, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
+		}
+	}
+	first, second := &echoCaller{}, &echoCaller{}
+	wantRun(t, s.run(bgCaller, withTools(first)), 1, "ANSWER\n")
+	ended := time.Now()
+	n1 := len(first.got())
+	time.Sleep(2 * time.Second)
+	if n := len(first.got()); n != n1 {
+		t.Errorf("the first run's caller got %d calls after its run ended, want none", n-n1)
+	}
+	res := s.run(`import time
+time.sleep(1)
+print(open("/tmp/bg.log").read())`, withTools(second))
+	if res.Reason != runner.Exited || res.ExitCode != 0 {
+		t.Fatalf("run 2: %s %d (stderr %q)", res.Reason, res.ExitCode, clip(res.Stderr))
+	}
+	// Lines logged between the runs (a margin on both sides) found no
+	// bridge: no socket, or one nobody listens on.
+	var between, answered int
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var at float64
+		var what string
+		if _, err := fmt.Sscanf(line, "%f %s", &at, &what); err != nil {
+			t.Fatalf("bg.log line %q: %v", line, err)
+		}
+		when := time.Unix(0, int64(at*1e9))
+		if when.After(ended.Add(300*time.Millisecond)) && when.Before(ended.Add(1700*time.Millisecond)) {
+			between++
+			if what != "ENOENT" && what != "ECONNREFUSED" {
+				t.Errorf("a call between runs got %q, want no bridge (ENOENT or ECONNREFUSED)", line)
+			}
+		}
+		if strings.Contains(what, "bg") {
+			answered++
+		}
+	}
+	if between < 5 {
+		t.Errorf("%d calls logged between the runs, want at least 5 (log %q)", between, clip(res.Stdout))
+	}
+	for _, c := range second.got() {
+		if c.Server != "srv" || c.Tool != "echo" || !strings.Contains(string(c.Arguments), "bg") {
+			t.Errorf("the second run's caller got %+v, want only the background process's echoes", c)
+		}
+	}
+	if len(second.got()) == 0 {
+		t.Errorf("the background process made no call through the second run's bridge (answered %d)", answered)
 	}
 }
