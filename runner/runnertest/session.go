@@ -282,14 +282,16 @@ func SessionLockdown(t *testing.T, newRunner func(t *testing.T) SessionRunner, o
 			}
 			for i := 2; i <= sessionRuns; i++ {
 				// The fillers run under the case's sandbox (a change would
-				// end the session), leave a process and files behind, and
-				// the last empties /workspace, as the case expects it.
+				// end the session), leave a process, files and a variable
+				// behind, and the last empties /workspace and drops the
+				// variable, as the case expects them.
 				res := s.run(fmt.Sprintf(`import os, shutil, subprocess
 os.environ["LD_PRELOAD"] = "/tmp/x.so"
 open("/tmp/run-%d", "w").write("x")
 if %d == 2:
     subprocess.Popen(["sleep", "600"], start_new_session=True)
 if %d == %d:
+    del os.environ["LD_PRELOAD"]
     for e in os.scandir("/workspace"):
         shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)
 print("run", %d)`, i, i, i, sessionRuns, i), func(spec *runner.Spec) {
