@@ -213,6 +213,90 @@ print("started")`, nil), 1, "started\n")
 		testSessionBridge(t, newSession(t, r, store))
 	})
 
+	t.Run("Python keeps its variables, imports and open files, and shows a last bare expression", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`import json
+x = 41
+f = open("/tmp/f.txt", "w+")
+f.write("hi")`, nil), 1, "")
+		wantRun(t, s.run(`x += 1
+f.seek(0)
+print(x, json.dumps(f.read()))`, nil), 2, "42 \"hi\"\n")
+		wantRun(t, s.run(`{"x": x}`, nil), 3, "{'x': 42}\n")
+	})
+
+	t.Run("Node keeps its top-level bindings", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		node := func(spec *runner.Spec) { spec.Language = runner.Node }
+		wantRun(t, s.run(`let a = 1; const b = {n: 2}; function f() { return a + b.n }; var c = "c";`, node), 1, "")
+		wantRun(t, s.run(`a += 10; console.log(f(), a, b.n, c)`, node), 2, "13 11 2 c\n")
+	})
+
+	t.Run("the shell keeps its working directory, environment and a background HTTP server", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		sh := func(spec *runner.Spec) { spec.Language = runner.Shell }
+		wantRun(t, s.run(`mkdir -p /tmp/site && cd /tmp/site && echo served > index.html
+export GREETING=hello
+python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &
+echo started`, sh), 1, "started\n")
+		wantRun(t, s.run(`pwd
+echo "$GREETING"
+python3 - <<'PY'
+import time, urllib.request
+for _ in range(100):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:8765/index.html").read().decode(), end="")
+        break
+    except OSError:
+        time.sleep(0.1)
+PY`, sh), 2, "/tmp/site\nhello\nserved\n")
+	})
+
+	t.Run("a timeout that interrupts the program keeps the session", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run("while True:\n    pass", func(spec *runner.Spec) { spec.Timeout = 2 * time.Second })
+		if res.Reason != runner.TimedOut || res.ExitCode != 130 || res.StateLost != nil || !strings.Contains(res.Stderr, "KeyboardInterrupt") {
+			t.Errorf("interrupted run: %s %d, state lost %+v, stderr %q; want timed_out 130 with KeyboardInterrupt, session kept", res.Reason, res.ExitCode, res.StateLost, clip(res.Stderr))
+		}
+		wantRun(t, s.run(`print(x)`, nil), 3, "5\n")
+	})
+
+	t.Run("a timeout the program ignores ends the session, and the run says state lost", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", func(spec *runner.Spec) { spec.Timeout = 2 * time.Second })
+		if res.Reason != runner.TimedOut || res.StateLost == nil || res.StateLost.Reason != runner.EndTimedOut || res.StateLost.Fresh {
+			t.Errorf("run that ignored SIGINT: %s, state lost %+v; want timed_out, state lost timed_out in this run", res.Reason, res.StateLost)
+		}
+		res = s.run(`print("x" in globals())`, nil)
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost != nil {
+			t.Errorf("the run after the loss reports it again: %+v", res.StateLost)
+		}
+		if k := s.kinds(); k != "session_start session_end:timed_out session_start" {
+			t.Errorf("events %q, want a start, an end for timed_out, a start", k)
+		}
+	})
+
+	t.Run("a memory bomb loses the session with state lost oom_killed", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run(`b = []
+while True:
+    b.append(bytearray(16 << 20))`, nil)
+		if res.Reason != runner.OOMKilled || res.StateLost == nil || res.StateLost.Reason != runner.EndOOMKilled || res.StateLost.Fresh {
+			t.Errorf("memory bomb: %s %d, state lost %+v; want oom_killed, state lost oom_killed in this run", res.Reason, res.ExitCode, res.StateLost)
+		}
+		wantRun(t, s.run(`print("x" in globals())`, nil), 1, "False\n")
+	})
+
 	t.Run("the saved workspace carries over into a new session, and files changed in a run come back", func(t *testing.T) {
 		t.Parallel()
 		s := newSession(t, r, store)
