@@ -16,5 +16,5 @@ func TestSessionsRunsc(t *testing.T) {
 	image := testImage(t)
 	runnertest.Sessions(t, func(t *testing.T) runnertest.SessionRunner {
 		return withRuntime{newTestRunner(t, testConfig(t, nil)), runner.Runsc, image}
-	})
+	}, "")
 }
