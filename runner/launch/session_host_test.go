@@ -205,3 +205,88 @@ func hostOnlyCases() []sessionCase {
 		}},
 	}
 }
+
+// TestSessionClientKilledMidRunLosesTheSession: when the backstop kills the
+// client during a run, the supervisor kills the kernel, and the next run
+// reports the loss without running its code.
+func TestSessionClientKilledMidRunLosesTheSession(t *testing.T) {
+	t.Parallel()
+	s := newHostSession(t)
+	if got := s.run(runner.Python, "x = 1\n", 10); got.status != "0 k\n" {
+		t.Fatalf("first run: %+v", got)
+	}
+	p, _ := ProgramFor(runner.Python)
+	if err := os.WriteFile(filepath.Join(s.ws, p.Main), []byte("import time\nprint('started', flush=True)\ntime.sleep(60)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "/usr/bin/perl", "-e", SessionProgram(), "--", "client", "python", "30", "0", s.ws, s.tmp)
+	cmd.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + s.ws}
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	_ = cmd.Run() // killed by the context, as by the backstop
+	if !strings.Contains(out.String(), "started") {
+		t.Fatalf("the killed run printed %q, want it to have started", out.String())
+	}
+	time.Sleep(500 * time.Millisecond)
+	got := s.client("python", "10", "0")
+	if got.status != "125 l\n" || !strings.Contains(got.stderr, "client ended during the run") {
+		t.Errorf("the run after the kill: %+v, want 125 l naming the client's end", got)
+	}
+}
+
+// TestSessionClientReportsOneLineForBadArguments: whatever goes wrong, the
+// client writes exactly one status line and exits 0.
+func TestSessionClientReportsOneLineForBadArguments(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		args []string
+		want string // in stderr
+	}{
+		{"an unknown language", []string{"ruby", "10", "1"}, `no kernel for language "ruby"`},
+		{"a timeout of zero", []string{"python", "0", "1"}, `bad timeout "0"`},
+		{"no supervisor on a later run", []string{"python", "10", "0"}, "supervisor is gone"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newHostSession(t)
+			got := s.client(tc.args...)
+			if got.status != "125 l\n" || !strings.Contains(got.stderr, tc.want) {
+				t.Errorf("got %+v, want status 125 l and %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestSessionProgramCarriesTheKernelsByteForByte: perl reads back each
+// kernel's source from the program exactly, whatever bytes it holds.
+func TestSessionProgramCarriesTheKernelsByteForByte(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("no perl on this host")
+	}
+	for _, l := range SessionLanguages() {
+		prog := strings.Replace(SessionProgram(), "\nif ($role eq 'client') {", "\nprint $KERNEL{$ARGV[1]}; exit 0;\nif ($role eq 'client') {", 1)
+		if prog == SessionProgram() {
+			t.Fatal("the program's role dispatch moved: change this test with it")
+		}
+		out, err := exec.Command("/usr/bin/perl", "-e", prog, "--", "x", l).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if string(out) != kernels[runner.Language(l)].source {
+			t.Errorf("the %s kernel read back differs from its source", l)
+		}
+	}
+	weird := "a'b\\c\\'d\\\\'\n$x @y \x01\xff"
+	out, err := exec.Command("/usr/bin/perl", "-e", "print "+perlQuote(weird)).Output()
+	if err != nil || string(out) != weird {
+		t.Errorf("perlQuote(%q) read back as %q (%v)", weird, out, err)
+	}
+	if n := len(SessionProgram()); n >= 128*1024 {
+		t.Errorf("the session program is %d bytes: an argument must stay under 128 KiB", n)
+	}
+}
