@@ -60,6 +60,8 @@
     }
   });
 
+  fs.writeSync(status, 'ready\n'); // the supervisor may interrupt from now on
+
   const dir = path.dirname(main);
   const compile = (code) => {
     try {
@@ -111,7 +113,9 @@
     Promise.resolve(value).then((v) => {
       if (ended) return;
       if (!wrapped && v !== undefined) process.stdout.write(util.inspect(v) + '\n');
-      current.finish(0);
+      const c = (Number(process.exitCode) || 0) & 255; // as node exits with it
+      process.exitCode = undefined;
+      current.finish(c);
     }, fail);
   });
 

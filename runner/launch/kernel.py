@@ -2,7 +2,8 @@
 #
 # The session's supervisor starts `python3 -u -c <this> <ctl> <status>
 # <main file>` once, at the session's first Python run. For each line "run"
-# on the control fifo it runs the main file in one namespace that lasts
+# on the control fifo (after it wrote "ready" on the status fifo, once its
+# interrupt handler is in place) it runs the main file in one namespace that lasts
 # (a module __main__, as a notebook's), then writes "done <code>" on the
 # status fifo. As a notebook does: the value of a last bare expression is
 # shown (sys.displayhook: its repr, None not shown, _ set); top-level await
@@ -26,6 +27,10 @@ def _gatekeeper_kernel():
     ctl = os.open(ctl_path, os.O_RDONLY)  # not inherited (PEP 446)
     status = os.open(status_path, os.O_WRONLY)
     os.environ.setdefault("MPLBACKEND", "Agg")
+    import warnings
+
+    # plt.show() under Agg only warns; the figures are saved at the run's end
+    warnings.filterwarnings("ignore", message=".*non-interactive, and thus cannot be shown")
 
     mod = types.ModuleType("__main__")
     g = mod.__dict__
@@ -38,6 +43,7 @@ def _gatekeeper_kernel():
         pass  # an interrupt that came after the run's end
 
     signal.signal(signal.SIGINT, idle)
+    os.write(status, b"ready\n")  # the supervisor may interrupt from now on
     flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
     co_coroutine = 0x80  # inspect.CO_COROUTINE
 

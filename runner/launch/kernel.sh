@@ -15,6 +15,8 @@ exec 8<"$1" 9>"$2"
 __gk_main=$3
 set --
 __gk_int=
+trap '__gk_int=1' INT
+printf 'ready\n' >&9 # the supervisor may interrupt from now on
 while :; do
   trap '__gk_int=1' INT
   if ! IFS= read -r __gk_cmd <&8; then

@@ -28,7 +28,8 @@ import (
 // <status fifo> <main file>`, in its own process group, cwd /workspace,
 // the client's environment), tells it to run the main file, relays its
 // output to the client and answers the kernel's code. At the soft timeout
-// it interrupts the kernel's group (SIGINT), and kills it after
+// it interrupts the kernel's group (SIGINT; a kernel still starting gets it
+// once it wrote "ready", its handler in place), and kills the group after
 // InterruptGrace. Output that background processes write between runs is
 // kept, the last SessionKeep bytes per stream, and sent at the start of the
 // next run, after a line on standard error saying how many bytes were

@@ -138,7 +138,7 @@ sub start_supervisor {
 
 #### supervisor
 
-my %k;           # language => kernel: pid, out, err, ctl, st, stbuf, dead
+my %k;           # language => kernel: pid, out, err, ctl, st, stbuf, ready, dead
 my %bg = (o => { buf => '', dropped => 0 }, e => { buf => '', dropped => 0 });
 my $lost;        # why the session's state is lost, once it is
 my ($cur, $conn, $gone);    # the running language and its client; the client went away
@@ -319,7 +319,7 @@ sub one_run {
   my $kn = $k{$l};
   $cur = $l;
   writeall($kn->{ctl}, "run\n");
-  my ($deadline, $phase, $kill_at) = (now() + $secs, 'run', 0);
+  my ($deadline, $phase, $kill_at, $sent) = (now() + $secs, 'run', 0, 0);
   for (;;) {
     my $t = now();
     my $next = $phase eq 'run' ? $deadline : $kill_at;
@@ -337,13 +337,27 @@ sub one_run {
     }
     if (grep { $_ == $kn->{st} } @r) {
       sysread $kn->{st}, $kn->{stbuf}, 64, length $kn->{stbuf};
-      if ($kn->{stbuf} =~ /^done ([0-9]{1,3})\n/) {
-        my $code = $1 > 255 ? 255 : $1;
-        $kn->{stbuf} = '';
-        drain($l);
-        return done($code, $phase eq 'run' ? 'k' : 'i');
+      while ($kn->{stbuf} =~ s/^([^\n]*)\n//) {
+        my $line = $1;
+        if ($line eq 'ready') {
+          # The kernel handles the interrupt from now on: one due while it
+          # started goes now.
+          $kn->{ready} = 1;
+          if ($phase eq 'int' && !$sent) {
+            kill 'INT', -$kn->{pid};
+            $sent = 1;
+          }
+        } elsif ($line =~ /^done ([0-9]{1,3})\z/) {
+          my $code = $1 > 255 ? 255 : $1;
+          $kn->{stbuf} = '';
+          drain($l);
+          return done($code, $phase eq 'run' ? 'k' : 'i');
+        } else {
+          $kn->{stbuf} = "bad\n" x 10;
+          last;
+        }
       }
-      if ($kn->{stbuf} =~ /\n/ || length $kn->{stbuf} > 32) {
+      if (length $kn->{stbuf} > 32) {
         kill 'KILL', -$kn->{pid};
         $lost = "the $l kernel sent a bad status";
         send_frame('e', "gatekeeper: $lost\n");
@@ -358,7 +372,12 @@ sub one_run {
     }
     $t = now();
     if ($phase eq 'run' && $t >= $deadline) {
-      kill 'INT', -$kn->{pid};
+      # A kernel still starting has no handler yet: it gets the interrupt
+      # when it is ready, within the grace.
+      if ($kn->{ready}) {
+        kill 'INT', -$kn->{pid};
+        $sent = 1;
+      }
       ($phase, $kill_at) = ('int', $t + $GRACE);
     } elsif ($phase eq 'int' && $t >= $kill_at) {
       kill 'KILL', -$kn->{pid};

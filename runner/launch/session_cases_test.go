@@ -60,6 +60,7 @@ func sessionCases() []sessionCase {
 		{"node an exception prints its stack and keeps the kernel; process.exit sets the code", []sessionStep{
 			{lang: node, code: "globalThis.k = 'kept'; throw new Error('boom')", status: "1 k\n", stderrHas: []string{"Error: boom", "main.js:1"}},
 			{lang: node, code: "console.log(k); process.exit(5)", status: "5 k\n", stdout: "kept\n"},
+			{lang: node, code: "process.exitCode = 4", status: "4 k\n", stdout: "4\n"},
 			{lang: node, code: "setTimeout(() => { throw new Error('later') }, 10); 'sync done'", status: "0 k\n", stdout: "'sync done'\n"},
 			{lang: node, code: "console.log(k)", status: "0 k\n", stdout: "kept\n", stderrHas: []string{"Error: later"},
 				setup: func(*testing.T, *hostSession) { time.Sleep(300 * time.Millisecond) }},
@@ -70,6 +71,7 @@ func sessionCases() []sessionCase {
 		}},
 		{"shell cwd, environment, functions and a background server persist", []sessionStep{
 			{lang: sh, code: "mkdir -p srv && cd srv && echo hello > index.html\nexport GK_X=1\nhi() { echo \"hi $1\"; }\npython3 -u -m http.server 0 --bind 127.0.0.1 >../srv.log 2>&1 &\n", status: "0 k\n", stdout: ""},
+			{lang: sh, code: "sleep 30\n", soft: 1, status: "130 i\n"},
 			{lang: sh, code: "pwd | sed 's,.*/,,'\necho \"$GK_X\"\nhi there\nfor i in 1 2 3 4 5 6 7 8 9 10; do port=$(sed -n 's/.* port \\([0-9]*\\).*/\\1/p' ../srv.log); [ -n \"$port\" ] && python3 -c \"import urllib.request as u; print(u.urlopen('http://127.0.0.1:$port/index.html').read().decode(), end='')\" && break; sleep 0.5; done\n", status: "0 k\n", stdout: "srv\n1\nhi there\nhello\n"},
 		}},
 		{"shell return ends a run early, a syntax error gives 2 without running", []sessionStep{
