@@ -3,7 +3,9 @@ package launch
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -31,11 +33,15 @@ func newDockerSession(t *testing.T, runtime, image string) *dockerSession {
 		"--cap-drop", "ALL", "--security-opt", "no-new-privileges:true", "--pids-limit", "256", "--memory", "1g",
 		"--tmpfs", "/tmp:mode=1777", "--tmpfs", "/workspace:uid=1000,gid=1000,mode=0755"}
 	if runtime == string(runner.Runsc) { // as runner/docker: gVisor gets its own seccomp profile
-		args = append(args, "--security-opt", seccomp.DockerSecurityOpt())
+		f := filepath.Join(t.TempDir(), "seccomp.json") // the CLI takes a file; the API, as runner/docker uses it, the JSON
+		if err := os.WriteFile(f, []byte(strings.TrimPrefix(seccomp.DockerSecurityOpt(), "seccomp=")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--security-opt", "seccomp="+f)
 	}
 	out, err := exec.CommandContext(t.Context(), "docker", append(args, "--entrypoint", "sleep", image, "600")...).Output()
 	if err != nil {
-		t.Fatalf("docker run %s: %v", image, err)
+		t.Fatalf("docker run %s: %v (%s)", image, err, stderrOf(err))
 	}
 	s := &dockerSession{t: t, id: strings.TrimSpace(string(out))}
 	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", s.id).Run() })
@@ -133,4 +139,11 @@ func matplotlibCase() sessionCase {
 		{lang: runner.Python, code: "import matplotlib\nprint(matplotlib.get_backend())\nplt.plot([0])\nplt.show()\n", status: "0 k\n", stdout: "agg\n", stderrLacks: []string{"Warning"}},
 		{lang: runner.Python, code: "import os\nprint(os.path.exists('figure-3-1.png'))\n", status: "0 k\n", stdout: "True\n"},
 	}}
+}
+
+func stderrOf(err error) string {
+	if ee, ok := err.(*exec.ExitError); ok {
+		return string(ee.Stderr)
+	}
+	return ""
 }
