@@ -26,7 +26,6 @@ def _gatekeeper_kernel():
     ctl_path, status_path, main = sys.argv[1:4]
     ctl = os.open(ctl_path, os.O_RDONLY)  # not inherited (PEP 446)
     status = os.open(status_path, os.O_WRONLY)
-    os.environ.setdefault("MPLBACKEND", "Agg")
     import warnings
 
     # plt.show() under Agg only warns; the figures are saved at the run's end
