@@ -319,7 +319,7 @@ sub one_run {
   my $kn = $k{$l};
   $cur = $l;
   writeall($kn->{ctl}, "run\n");
-  my ($deadline, $phase, $kill_at, $sent) = (now() + $secs, 'run', 0, 0);
+  my ($deadline, $phase, $kill_at, $sent, $resend) = (now() + $secs, 'run', 0, 0, 0);
   for (;;) {
     my $t = now();
     my $next = $phase eq 'run' ? $deadline : $kill_at;
@@ -379,6 +379,12 @@ sub one_run {
         $sent = 1;
       }
       ($phase, $kill_at) = ('int', $t + $GRACE);
+    } elsif ($phase eq 'int' && $l eq 'node' && $sent && $t >= $resend && $t < $kill_at) {
+      # Node handles a SIGINT that comes while it compiles the run's
+      # script only once the script returns, which an endless one never
+      # does: it gets the interrupt again until the script takes it.
+      kill 'INT', $kn->{pid} if $resend;
+      $resend = $t + 0.5;
     } elsif ($phase eq 'int' && $t >= $kill_at) {
       kill 'KILL', -$kn->{pid};
       waitpid $kn->{pid}, 0;
