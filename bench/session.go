@@ -100,7 +100,7 @@ const (
 	scaleSingleWindow = 40 * time.Second
 )
 
-// csvRows is how many rows dataCSV holds (about 3 MB: within the frame
+// csvRows is how many rows dataCSV holds (about 2.2 MB: within the frame
 // limit the data sidecar is given, and sandbox.output.max_files_bytes).
 const csvRows = 60000
 
