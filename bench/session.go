@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // SessionResult is row 10: sessions (sandbox.session), a sandbox kept for
@@ -337,7 +338,7 @@ func (e *env) sessionMemory(ctx context.Context) (*SessionMemory, error) {
 	if err != nil {
 		return nil, fmt.Errorf("docker info: memory %q: %w", total, err)
 	}
-	m := &SessionMemory{BudgetBytes: engine / 2, MaxSessions: sessionCapDefault}
+	m := &SessionMemory{BudgetBytes: engine / 2, MaxSessions: sandbox.DefaultMaxIdleSessions}
 	for _, name := range profile.Names() {
 		u, err := e.idleSession(ctx, name)
 		if err != nil {
@@ -354,10 +355,6 @@ func (e *env) sessionMemory(ctx context.Context) (*SessionMemory, error) {
 	}
 	return m, nil
 }
-
-// sessionCapDefault is `gatekeeper serve --max-sessions`'s default, which
-// the report quotes beside the budget (runner/sandbox.DefaultMaxIdleSessions).
-const sessionCapDefault = 32
 
 // idleSessionSettle is how long a session idles before its memory is read.
 const idleSessionSettle = 2 * time.Second
