@@ -100,11 +100,11 @@ func TestCheckSessionRun(t *testing.T) {
 
 func TestEvaluateSessions(t *testing.T) {
 	t.Parallel()
-	scale := func(made, starts, lost int, p99 float64) *SessionScale {
+	scale := func(cold, warm, starts, lost int, p99 float64) *SessionScale {
 		return &SessionScale{
 			Single:      PoolLoad{Runs: 30, FirstOutput: Summary{P50: 10}},
-			On:          PoolLoad{Runs: 900, SessionStarts: starts, StateLost: lost, FirstOutput: Summary{P50: 12, P99: p99}},
-			OnCreations: made,
+			On:          PoolLoad{Sessions: 32, Runs: 900, SessionStarts: starts, StateLost: lost, FirstOutput: Summary{P50: 12, P99: p99}},
+			OnCreations: Creations{Total: cold + warm, Warm: warm},
 		}
 	}
 	cases := []struct {
@@ -118,13 +118,19 @@ func TestEvaluateSessions(t *testing.T) {
 			want: map[string]string{"session_hello": "met"}},
 		{name: "a hello pair with one round over one misses, whatever its overall ratio", s: &SessionResult{Hello: &SessionPair{Ratio: 0.8, Low: 0.4, High: 1.1}},
 			want: map[string]string{"session_hello": "**missed**"}},
-		{name: "no creation in the window and a p99 within 3× meet both", s: &SessionResult{Scale: scale(0, 0, 0, 29)},
+		{name: "no creation in the window and a p99 within 3× meet both", s: &SessionResult{Scale: scale(0, 0, 0, 0, 29)},
 			want: map[string]string{"session_creations": "met", "session_first_output_p99": "met"}},
-		{name: "a creation beyond the sessions started in the window misses", s: &SessionResult{Scale: scale(2, 1, 0, 29)},
+		{name: "a cold creation for a session's first run in the window is allowed", s: &SessionResult{Scale: scale(1, 0, 1, 0, 29)},
+			want: map[string]string{"session_creations": "met"}},
+		{name: "the pool refilling once per session is allowed", s: &SessionResult{Scale: scale(0, 32, 0, 0, 29)},
+			want: map[string]string{"session_creations": "met"}},
+		{name: "a cold creation beyond the sessions started in the window misses", s: &SessionResult{Scale: scale(2, 0, 1, 0, 29)},
 			want: map[string]string{"session_creations": "**missed**"}},
-		{name: "a session that lost its state misses, as its new sandbox was a creation", s: &SessionResult{Scale: scale(0, 0, 1, 29)},
+		{name: "more warm creations than sessions misses: runs claim containers", s: &SessionResult{Scale: scale(0, 33, 0, 0, 29)},
 			want: map[string]string{"session_creations": "**missed**"}},
-		{name: "a p99 over 3× the single session's p50 misses", s: &SessionResult{Scale: scale(0, 0, 0, 31)},
+		{name: "a session that lost its state misses, as its new sandbox was a creation", s: &SessionResult{Scale: scale(0, 0, 0, 1, 29)},
+			want: map[string]string{"session_creations": "**missed**"}},
+		{name: "a p99 over 3× the single session's p50 misses", s: &SessionResult{Scale: scale(0, 0, 0, 0, 31)},
 			want: map[string]string{"session_first_output_p99": "**missed**"}},
 	}
 	for _, c := range cases {
