@@ -303,14 +303,18 @@ func (e *env) sessionScale(ctx context.Context) (*SessionScale, error) {
 		}
 		defer sc.Stop()
 		spec.Name = name
-		l, span, err := e.load(ctx, sc, spec)
+		w, err := watchCreations(ctx, e.cfg.Docker, "bench-"+name)
 		if err != nil {
-			return l, Creations{}, err
+			return PoolLoad{}, Creations{}, err
 		}
-		made, err := containersCreated(ctx, e.cfg.Docker, "bench-"+name, span)
+		l, span, err := e.load(ctx, sc, spec)
+		made := w.Stop(span)
+		if err != nil {
+			return l, made, err
+		}
 		e.cfg.Log.Info("bench: session scale", "level", name, "runs_per_s", l.PerSec, "first_output_p50_ms", l.FirstOutput.P50,
 			"first_output_p99_ms", l.FirstOutput.P99, "creations", made.Total, "warm_creations", made.Warm, "session_starts", l.SessionStarts, "state_lost", l.StateLost)
-		return l, made, err
+		return l, made, nil
 	}
 	var err error
 	if s.Single, _, err = level("session-scale-1", loadSpec{Sessions: 1, Think: time.Second, Window: scaleSingleWindow, Override: sessionOverride}); err != nil {
@@ -325,24 +329,55 @@ func (e *env) sessionScale(ctx context.Context) (*SessionScale, error) {
 	return s, nil
 }
 
-// containersCreated counts the engine's container create events for the
-// sidecar instance between span's bounds.
-func containersCreated(ctx context.Context, docker, instance string, span [2]time.Time) (Creations, error) {
-	var c Creations
-	out, err := exec.CommandContext(ctx, docker, "events",
-		"--since", strconv.FormatInt(span[0].Unix(), 10), "--until", strconv.FormatInt(span[1].Unix()+1, 10),
-		"--filter", "type=container", "--filter", "event=create", "--filter", "label=gatekeeper.instance="+instance,
-		"--format", `pool={{index .Actor.Attributes "`+runner.LabelPool+`"}}`).Output()
-	if err != nil {
-		return c, fmt.Errorf("docker events: %w", err)
+// creationWatch streams the engine's container create events for one
+// sidecar instance, from before a load until Stop: the engine keeps only
+// its last few hundred events, fewer than a busy window makes, so they are
+// read as they happen rather than asked for afterwards.
+type creationWatch struct {
+	cmd *exec.Cmd
+	out strings.Builder
+}
+
+// watchCreations starts `docker events` for instance's container creations.
+func watchCreations(ctx context.Context, docker, instance string) (*creationWatch, error) {
+	w := &creationWatch{}
+	w.cmd = exec.CommandContext(ctx, docker, "events", "--filter", "type=container", "--filter", "event=create",
+		"--filter", "label="+runner.LabelInstance+"="+instance,
+		"--format", `{{.TimeNano}} pool={{index .Actor.Attributes "`+runner.LabelPool+`"}}`)
+	w.cmd.Stdout = &w.out
+	if err := w.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("docker events: %w", err)
 	}
-	for _, l := range strings.Fields(string(out)) {
+	return w, nil
+}
+
+// Stop ends the stream and counts the creations within span.
+func (w *creationWatch) Stop(span [2]time.Time) Creations {
+	time.Sleep(500 * time.Millisecond) // the engine's last events on their way
+	_ = w.cmd.Process.Kill()
+	_ = w.cmd.Wait()
+	return countCreations(w.out.String(), span)
+}
+
+// countCreations counts the lines of creationWatch's format ("TIMENANO
+// pool=KEY") whose time is within span; a KEY marks the pool's.
+func countCreations(events string, span [2]time.Time) Creations {
+	var c Creations
+	for _, l := range strings.Split(events, "\n") {
+		ts, pool, ok := strings.Cut(strings.TrimSpace(l), " ")
+		if !ok {
+			continue
+		}
+		ns, err := strconv.ParseInt(ts, 10, 64)
+		if err != nil || ns < span[0].UnixNano() || ns > span[1].UnixNano() {
+			continue
+		}
 		c.Total++
-		if l != "pool=" {
+		if pool != "pool=" {
 			c.Warm++
 		}
 	}
-	return c, nil
+	return c
 }
 
 // sessionMemory measures an idle session's memory for every profile, on

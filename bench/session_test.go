@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -190,5 +191,27 @@ func TestSessionRowsSayWhatWasNotMeasured(t *testing.T) {
 	})
 	if missing != 3 {
 		t.Errorf("%d rows not measured, want 3 (data, scale, memory)", missing)
+	}
+}
+
+func TestCountCreations(t *testing.T) {
+	t.Parallel()
+	from := time.Unix(100, 0)
+	span := [2]time.Time{from, from.Add(10 * time.Second)}
+	ns := func(s int) string { return strconv.FormatInt(time.Unix(int64(s), 0).UnixNano(), 10) }
+	events := strings.Join([]string{
+		ns(99) + " pool=",       // before the window
+		ns(100) + " pool=",      // for a run
+		ns(105) + " pool=abc12", // the pool's
+		ns(110) + " pool=abc12", // the pool's, at the end
+		ns(111) + " pool=",      // after the window
+		"garbage",
+		"",
+	}, "\n")
+	if got, want := countCreations(events, span), (Creations{Total: 3, Warm: 2}); got != want {
+		t.Errorf("countCreations = %+v, want %+v", got, want)
+	}
+	if got := (Creations{Total: 3, Warm: 2}).Cold(); got != 1 {
+		t.Errorf("Cold = %d, want 1", got)
 	}
 }
