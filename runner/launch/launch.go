@@ -375,7 +375,7 @@ for (my $first = 1; ; $first = 0) {
   }
   exit $code if !$idle;
   end(137) if $code < 0;
-  system '/bin/rm', '-rf', '--', '` + ToolsDir + `' if defined $max;
+  system '/bin/sh', '-c', 'chmod -R u+w ` + ToolsDir + ` 2>/dev/null; exec rm -rf ` + ToolsDir + `' if defined $max;
 }
 ` + initBridge
 

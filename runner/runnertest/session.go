@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
 )
 
@@ -194,6 +195,108 @@ print("started")`, nil), 1, "started\n")
 		}
 	})
 
+	t.Run("a session ends at its max lifetime: the next run starts afresh and says max_lifetime", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		s.s.MaxLifetime = 3 * time.Second
+		wantRun(t, s.run(`open("/tmp/kept", "w").write("x"); print("one")`, nil), 1, "one\n")
+		time.Sleep(3 * time.Second)
+		res := s.run(`import os; print(os.path.exists("/tmp/kept"))`, func(spec *runner.Spec) { spec.Timeout = time.Second })
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost == nil || res.StateLost.Reason != runner.EndMaxLifetime || !res.StateLost.Fresh {
+			t.Errorf("state lost %+v, want max_lifetime, fresh (events %q)", res.StateLost, s.kinds())
+		}
+	})
+
+	t.Run("each run of a session has its own bridge, and a background process finds none between runs", func(t *testing.T) {
+		t.Parallel()
+		testSessionBridge(t, newSession(t, r, store))
+	})
+
+	t.Run("Python keeps its variables, imports and open files, and shows a last bare expression", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`import json
+x = 41
+f = open("/tmp/f.txt", "w+")
+f.write("hi")`, nil), 1, "")
+		wantRun(t, s.run(`x += 1
+f.seek(0)
+print(x, json.dumps(f.read()))`, nil), 2, "42 \"hi\"\n")
+		wantRun(t, s.run(`{"x": x}`, nil), 3, "{'x': 42}\n")
+	})
+
+	t.Run("Node keeps its top-level bindings", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		node := func(spec *runner.Spec) { spec.Language = runner.Node }
+		wantRun(t, s.run(`let a = 1; const b = {n: 2}; function f() { return a + b.n }; var c = "c";`, node), 1, "")
+		wantRun(t, s.run(`a += 10; console.log(f(), a, b.n, c)`, node), 2, "13 11 2 c\n")
+	})
+
+	t.Run("the shell keeps its working directory, environment and a background HTTP server", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		sh := func(spec *runner.Spec) { spec.Language = runner.Shell }
+		wantRun(t, s.run(`mkdir -p /tmp/site && cd /tmp/site && echo served > index.html
+export GREETING=hello
+python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &
+echo started`, sh), 1, "started\n")
+		wantRun(t, s.run(`pwd
+echo "$GREETING"
+python3 - <<'PY'
+import time, urllib.request
+for _ in range(100):
+    try:
+        print(urllib.request.urlopen("http://127.0.0.1:8765/index.html").read().decode(), end="")
+        break
+    except OSError:
+        time.sleep(0.1)
+PY`, sh), 2, "/tmp/site\nhello\nserved\n")
+	})
+
+	t.Run("a timeout that interrupts the program keeps the session", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run("while True:\n    pass", func(spec *runner.Spec) { spec.Timeout = 2 * time.Second })
+		if res.Reason != runner.TimedOut || res.ExitCode != 130 || res.StateLost != nil || !strings.Contains(res.Stderr, "KeyboardInterrupt") {
+			t.Errorf("interrupted run: %s %d, state lost %+v, stderr %q; want timed_out 130 with KeyboardInterrupt, session kept", res.Reason, res.ExitCode, res.StateLost, clip(res.Stderr))
+		}
+		wantRun(t, s.run(`print(x)`, nil), 3, "5\n")
+	})
+
+	t.Run("a timeout the program ignores ends the session, and the run says state lost", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass", func(spec *runner.Spec) { spec.Timeout = 2 * time.Second })
+		if res.Reason != runner.TimedOut || res.StateLost == nil || res.StateLost.Reason != runner.EndTimedOut || res.StateLost.Fresh {
+			t.Errorf("run that ignored SIGINT: %s, state lost %+v; want timed_out, state lost timed_out in this run", res.Reason, res.StateLost)
+		}
+		res = s.run(`print("x" in globals())`, nil)
+		wantRun(t, res, 1, "False\n")
+		if res.StateLost != nil {
+			t.Errorf("the run after the loss reports it again: %+v", res.StateLost)
+		}
+		if k := s.kinds(); k != "session_start session_end:timed_out session_start" {
+			t.Errorf("events %q, want a start, an end for timed_out, a start", k)
+		}
+	})
+
+	t.Run("a memory bomb loses the session with state lost oom_killed", func(t *testing.T) {
+		t.Parallel()
+		s := newSession(t, r, store)
+		wantRun(t, s.run(`x = 5`, nil), 1, "")
+		res := s.run(`b = []
+while True:
+    b.append(bytearray(16 << 20))`, nil)
+		if res.Reason != runner.OOMKilled || res.StateLost == nil || res.StateLost.Reason != runner.EndOOMKilled || res.StateLost.Fresh {
+			t.Errorf("memory bomb: %s %d, state lost %+v; want oom_killed, state lost oom_killed in this run", res.Reason, res.ExitCode, res.StateLost)
+		}
+		wantRun(t, s.run(`print("x" in globals())`, nil), 1, "False\n")
+	})
+
 	t.Run("the saved workspace carries over into a new session, and files changed in a run come back", func(t *testing.T) {
 		t.Parallel()
 		s := newSession(t, r, store)
@@ -263,14 +366,16 @@ func SessionLockdown(t *testing.T, newRunner func(t *testing.T) SessionRunner, o
 			}
 			for i := 2; i <= sessionRuns; i++ {
 				// The fillers run under the case's sandbox (a change would
-				// end the session), leave a process and files behind, and
-				// the last empties /workspace, as the case expects it.
+				// end the session), leave a process, files and a variable
+				// behind, and the last empties /workspace and drops the
+				// variable, as the case expects them.
 				res := s.run(fmt.Sprintf(`import os, shutil, subprocess
 os.environ["LD_PRELOAD"] = "/tmp/x.so"
 open("/tmp/run-%d", "w").write("x")
 if %d == 2:
     subprocess.Popen(["sleep", "600"], start_new_session=True)
 if %d == %d:
+    del os.environ["LD_PRELOAD"]
     for e in os.scandir("/workspace"):
         shutil.rmtree(e.path) if e.is_dir(follow_symlinks=False) else os.unlink(e.path)
 print("run", %d)`, i, i, i, sessionRuns, i), func(spec *runner.Spec) {
@@ -286,5 +391,94 @@ print("run", %d)`, i, i, i, sessionRuns, i), func(spec *runner.Spec) {
 			}
 			_ = one(fmt.Sprintf("after %d runs of the same session", sessionRuns))
 		})
+	}
+}
+
+// bgCaller is a background process a run leaves behind: every 100 ms it
+// tries to call srv.echo through the bridge and appends what happened to
+// /tmp/bg.log (a connection error's errno name, or the answer's text).
+const bgCaller = `import os, socket, subprocess, sys
+prog = r"""
+import errno, os, socket, time
+tools = os.environ["GATEKEEPER_TOOLS"]
+for i in range(600):
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(tools + "/bridge.sock")
+        s.sendall(b'{"id": 1, "server": "srv", "tool": "echo", "arguments": {"text": "bg"}}\n')
+        got = s.makefile("rb").readline().decode().strip() or "EOF"
+    except OSError as e:
+        got = errno.errorcode.get(e.errno, str(e))
+    with open("/tmp/bg.log", "a") as f:
+        f.write("%.1f %s\n" % (time.time(), got))
+    time.sleep(0.1)
+"""
+subprocess.Popen([sys.executable, "-c", prog], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(os.environ["GATEKEEPER_TOOLS"] + "/bridge.sock")
+s.sendall(b'{"id": 1, "server": "srv", "tool": "echo", "arguments": {"text": "one"}}\n')
+print("ANSWER" if b"one #1" in s.makefile("rb").readline() else "NO ANSWER")
+`
+
+// testSessionBridge: run 1 (with tools) calls once and leaves a process
+// that keeps calling; between runs its calls find no bridge and reach no
+// caller; run 2 (with tools, another caller) gets only its own calls and
+// those the process made while it ran.
+func testSessionBridge(t *testing.T, s *session) {
+	files, err := toolwrap.Generate([]runner.ServerTools{bridgeServer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withTools := func(c *echoCaller) func(*runner.Spec) {
+		return func(spec *runner.Spec) {
+			spec.Tools, spec.ToolFiles = c, files
+			spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 1000, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
+		}
+	}
+	first, second := &echoCaller{}, &echoCaller{}
+	wantRun(t, s.run(bgCaller, withTools(first)), 1, "ANSWER\n")
+	ended := time.Now()
+	n1 := len(first.got())
+	time.Sleep(2 * time.Second)
+	if n := len(first.got()); n != n1 {
+		t.Errorf("the first run's caller got %d calls after its run ended, want none", n-n1)
+	}
+	res := s.run(`import time
+time.sleep(1)
+print(open("/tmp/bg.log").read())`, withTools(second))
+	if res.Reason != runner.Exited || res.ExitCode != 0 {
+		t.Fatalf("run 2: %s %d (stderr %q)", res.Reason, res.ExitCode, clip(res.Stderr))
+	}
+	// Lines logged between the runs (a margin on both sides) found no
+	// bridge: no socket, or one nobody listens on.
+	var between, answered int
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		var at float64
+		var what string
+		if _, err := fmt.Sscanf(line, "%f %s", &at, &what); err != nil {
+			t.Fatalf("bg.log line %q: %v", line, err)
+		}
+		when := time.Unix(0, int64(at*1e9))
+		if when.After(ended.Add(300*time.Millisecond)) && when.Before(ended.Add(1700*time.Millisecond)) {
+			between++
+			if what != "ENOENT" && what != "ECONNREFUSED" {
+				t.Errorf("a call between runs got %q, want no bridge (ENOENT or ECONNREFUSED)", line)
+			}
+		}
+		if strings.Contains(what, "bg") {
+			answered++
+		}
+	}
+	if between < 5 {
+		t.Errorf("%d calls logged between the runs, want at least 5 (log %q)", between, clip(res.Stdout))
+	}
+	for _, c := range second.got() {
+		if c.Server != "srv" || c.Tool != "echo" || !strings.Contains(string(c.Arguments), "bg") {
+			t.Errorf("the second run's caller got %+v, want only the background process's echoes", c)
+		}
+	}
+	if len(second.got()) == 0 {
+		t.Errorf("the background process made no call through the second run's bridge (answered %d)", answered)
 	}
 }
