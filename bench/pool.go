@@ -219,8 +219,9 @@ type PoolLoad struct {
 	// sandboxes); Refills the containers it made during it.
 	Target  int `json:"pool_target_end"`
 	Refills int `json:"refills"`
-	// For queries with a session (row 10): runs of the window that were
-	// their session's first, and that reported state_lost.
+	// For queries with a session (row 10): runs that were their session's
+	// first and ended in the window (begun in it or before), and runs of
+	// the window that reported state_lost.
 	SessionStarts int `json:"session_starts,omitempty"`
 	StateLost     int `json:"state_lost,omitempty"`
 }
@@ -386,12 +387,14 @@ func (e *env) load(ctx context.Context, sc *Sidecar, spec loadSpec) (PoolLoad, [
 					errs = append(errs, fmt.Errorf("session %d run %d: %w", i, k, err))
 				} else if !t0.Before(from) {
 					ttfo, total = append(ttfo, out.FirstOutput), append(total, time.Since(t0))
-					if s := out.Result.Session; s != nil && s.Run == 1 {
-						l.SessionStarts++
-					}
 					if out.Result.StateLost != nil {
 						l.StateLost++
 					}
+				}
+				if s := out.Result.Session; err == nil && s != nil && s.Run == 1 && time.Now().After(from) {
+					// Begun before the window or in it, a session's
+					// first run that ends in it may make its sandbox there.
+					l.SessionStarts++
 				}
 				mu.Unlock()
 				if err != nil {
