@@ -19,7 +19,7 @@ func TestSessionsRunc(t *testing.T) {
 	requireRuntime(t, runner.Runc)
 	runnertest.Sessions(t, func(t *testing.T) runnertest.SessionRunner {
 		return withRuntime{newTestRunner(t), runner.Runc}
-	})
+	}, profileImages["node"])
 }
 
 func TestSessionsRunsc(t *testing.T) {
@@ -27,7 +27,7 @@ func TestSessionsRunsc(t *testing.T) {
 	requireRuntime(t, runner.Runsc)
 	runnertest.Sessions(t, func(t *testing.T) runnertest.SessionRunner {
 		return withRuntime{newTestRunner(t), runner.Runsc}
-	})
+	}, profileImages["node"])
 }
 
 // TestSessionLockdownRunc and TestSessionLockdownRunsc run the outcome
