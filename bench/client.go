@@ -155,13 +155,39 @@ type RunOutcome struct {
 	FirstOutput, Run time.Duration
 }
 
+// RunRequest is one mcp__sandboxed_code__run call: its query, tool_use_id,
+// language and code, and optionally files put into /workspace before it
+// runs (path → text) and the outputs it returns (nil: the default).
+type RunRequest struct {
+	Query, ToolUseID, Language, Code string
+	Files                            map[string]string
+	Outputs                          []string
+}
+
+// input is the call's tool_input, as the run frame carries it.
+func (r RunRequest) input() map[string]any {
+	in := map[string]any{"language": r.Language, "code": r.Code}
+	if r.Files != nil {
+		in["files"] = r.Files
+	}
+	if r.Outputs != nil {
+		in["outputs"] = r.Outputs
+	}
+	return in
+}
+
 // DecideAndRun does what the TypeScript client does for one
 // mcp__sandboxed_code__run call: a decide (as the PreToolUse hook) and, if
 // allowed, a run with the same tool_use_id, reading output frames until
 // the run_result.
 func (c *Client) DecideAndRun(queryID, toolUseID, language, code string) (RunOutcome, error) {
+	return c.DecideAndRunRequest(RunRequest{Query: queryID, ToolUseID: toolUseID, Language: language, Code: code})
+}
+
+// DecideAndRunRequest is DecideAndRun for a call with files or outputs.
+func (c *Client) DecideAndRunRequest(r RunRequest) (RunOutcome, error) {
 	var out RunOutcome
-	d, err := c.Decide(queryID, "mcp__sandboxed_code__run", map[string]any{"language": language, "code": code}, toolUseID,
+	d, err := c.Decide(r.Query, "mcp__sandboxed_code__run", r.input(), r.ToolUseID,
 		map[string]string{"name": "sandboxed_code", "source": "sdk"})
 	if err != nil {
 		return out, err
@@ -169,8 +195,10 @@ func (c *Client) DecideAndRun(queryID, toolUseID, language, code string) (RunOut
 	if d.Decision != "allow" {
 		return out, fmt.Errorf("the run was not allowed: %s (%s)", d.Decision, d.Rule)
 	}
+	frame := r.input()
+	frame["type"], frame["query_id"], frame["tool_use_id"] = "run", r.Query, r.ToolUseID
 	t0 := time.Now()
-	f, err := c.Request(map[string]any{"type": "run", "query_id": queryID, "tool_use_id": toolUseID, "language": language, "code": code})
+	f, err := c.Request(frame)
 	for err == nil && f.Type == "output" {
 		if out.Frames == 0 {
 			out.FirstOutput = time.Since(t0)

@@ -219,6 +219,11 @@ type PoolLoad struct {
 	// sandboxes); Refills the containers it made during it.
 	Target  int `json:"pool_target_end"`
 	Refills int `json:"refills"`
+	// For queries with a session (row 10): runs that were their session's
+	// first and ended in the window (begun in it or before), and runs of
+	// the window that reported state_lost.
+	SessionStarts int `json:"session_starts,omitempty"`
+	StateLost     int `json:"state_lost,omitempty"`
 }
 
 // WarmShare is the share of runs served by a warm container at once.
@@ -293,30 +298,53 @@ func (e *env) pool(ctx context.Context) error {
 	return nil
 }
 
+// loadSpec is one level of load: Sessions agent sessions thinking about
+// Think between runs, each opening its query with Override (nil: none),
+// for Window (0: poolWindow) after poolWarmup. Name keys the samples.
+type loadSpec struct {
+	Name     string
+	Sessions int
+	Think    time.Duration
+	Window   time.Duration
+	Override map[string]any
+}
+
 // poolLoad runs n sessions against sc, each thinking about think between
 // runs: poolWarmup, then poolWindow measured (runs that began in it), with
 // the pool's counters read at both ends.
-func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.Duration) (PoolLoad, error) {
-	window := poolWindow(n, poolThink)
+func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, think time.Duration) (PoolLoad, error) {
+	l, _, err := e.load(ctx, sc, loadSpec{Name: fmt.Sprintf("pool/%d", n), Sessions: n, Think: think})
+	return l, err
+}
+
+// load runs spec against sc (see poolLoad) and returns the level and the
+// window's bounds.
+func (e *env) load(ctx context.Context, sc *Sidecar, spec loadSpec) (PoolLoad, [2]time.Time, error) {
+	n, poolThink, window := spec.Sessions, spec.Think, spec.Window
+	if window <= 0 {
+		window = poolWindow(n, poolThink)
+	}
+	var span [2]time.Time
 	l := PoolLoad{Sessions: n, ThinkMS: float64(poolThink.Milliseconds()), Seconds: window.Seconds()}
 	if err := waitPoolFull(ctx, sc, 2); err != nil {
-		return l, err
+		return l, span, err
 	}
 	clients := make([]*Client, n)
 	queries := make([]string, n)
 	for i := range clients {
 		c, err := Dial(ctx, sc.Socket, sc.Token)
 		if err != nil {
-			return l, err
+			return l, span, err
 		}
 		defer c.Close()
-		if queries[i], _, err = c.OpenQuery(nil); err != nil {
-			return l, err
+		if queries[i], _, err = c.OpenQuery(spec.Override); err != nil {
+			return l, span, err
 		}
 		clients[i] = c
 	}
 	begin := time.Now()
 	from, until := begin.Add(poolWarmup), begin.Add(poolWarmup+window)
+	span = [2]time.Time{from, until}
 	var before map[string]float64
 	snap := make(chan struct{})
 	go func() { // the counters at the window's start
@@ -359,6 +387,14 @@ func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.D
 					errs = append(errs, fmt.Errorf("session %d run %d: %w", i, k, err))
 				} else if !t0.Before(from) {
 					ttfo, total = append(ttfo, out.FirstOutput), append(total, time.Since(t0))
+					if out.Result.StateLost != nil {
+						l.StateLost++
+					}
+				}
+				if s := out.Result.Session; err == nil && s != nil && s.Run == 1 && time.Now().After(from) {
+					// Begun before the window or in it, a session's
+					// first run that ends in it may make its sandbox there.
+					l.SessionStarts++
 				}
 				mu.Unlock()
 				if err != nil {
@@ -371,8 +407,9 @@ func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.D
 	wg.Wait()
 	<-snap
 	if err := errors.Join(errs...); err != nil {
-		return l, err
+		return l, span, err
 	}
+	span[1] = time.Now() // the last run of the window has ended
 	after := poolCounters(ctx, sc)
 	delta := func(k string) float64 { return after[k] - before[k] }
 	hits, waited := delta("gatekeeper_pool_hits_total"), delta("gatekeeper_pool_waits_total")
@@ -385,8 +422,8 @@ func (e *env) poolLoad(ctx context.Context, sc *Sidecar, n int, poolThink time.D
 	l.Runs = len(total)
 	l.PerSec = float64(l.Runs) / window.Seconds()
 	l.FirstOutput, l.Total = Summarize(ttfo), Summarize(total)
-	e.res.samples[fmt.Sprintf("pool/%d/first_output", n)] = ttfo
-	return l, nil
+	e.res.samples[spec.Name+"/first_output"] = ttfo
+	return l, span, nil
 }
 
 // poolCounters reads the sidecar's pool metrics as name → value (the

@@ -29,6 +29,7 @@ type Results struct {
 	Kube         *KubeRun           `json:"kube,omitempty"`
 	Seccomp      *SeccompResult     `json:"runsc_seccomp,omitempty"`
 	CodeMode     *CodeModeResult    `json:"code_mode,omitempty"`
+	Sessions     *SessionResult     `json:"sessions,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
@@ -242,6 +243,7 @@ func (r *Results) evaluate() {
 	r.evaluateProfiles()
 	r.evaluatePool()
 	r.evaluateCodeMode()
+	r.evaluateSessions()
 	if m := r.Memory; m != nil && m.IdleGatekeeper > 0 {
 		r.target("rss_idle", "sidecar RSS idle < 60 MiB", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), ptr(mib(m.IdleGatekeeper) < 60))
 	} else {
@@ -365,6 +367,7 @@ func (r *Results) Table() string {
 		row("8", "runsc with runner/seccomp's profile vs without", "not measured", "", "", "", "")
 	}
 	r.codeModeRows(row)
+	r.sessionRows(row)
 	if m := r.Memory; m != nil {
 		if m.IdleGatekeeper > 0 {
 			row("4", "resident memory (VmRSS) idle: sidecar vs OPA REST", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), fmt.Sprintf("%.1f MiB", mib(m.IdleOPA)), ratio(float64(m.IdleGatekeeper), float64(m.IdleOPA)), "< 60 MiB", r.met("rss_idle"))

@@ -73,7 +73,9 @@ type Config struct {
 	// with Kube), seccomp (row 8: runsc with and without the container's
 	// seccomp profile), codemode (row 9: code mode vs the model calling
 	// MCP tools itself, through the Agent SDK, and the gate's overhead on a
-	// nested call), compare (Compare); empty means all.
+	// nested call), sessions (row 10: a sandbox kept for a query's runs
+	// against single-use runs, at scale, and idle sessions' memory),
+	// compare (Compare); empty means all.
 	Only []string
 	Log  *slog.Logger
 }
@@ -172,6 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"kube", e.kube},
 		{"seccomp", e.seccomp},
 		{"codemode", e.codemode},
+		{"sessions", e.sessions},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {
