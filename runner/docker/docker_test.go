@@ -254,7 +254,7 @@ func TestContainerSettings(t *testing.T) {
 			m := host.Mounts[0]
 			check("deps read-only, non-recursive", m.Type == mount.TypeBind && m.Source == deps && m.Target == "/deps" &&
 				m.ReadOnly && m.BindOptions != nil && m.BindOptions.NonRecursive)
-			check("init waits for the code as long as it lets the container live, then starts the launcher", cfg.Entrypoint[11] == "17" && slices.Equal(cfg.Entrypoint[12:16], []string{"/bin/sh", "-c", launch.Script(), "gatekeeper-launcher"}))
+			check("init waits for the code as long as it lets the container live, serves one run (no idle wait: no session), then starts the launcher", cfg.Entrypoint[11] == "17" && cfg.Entrypoint[12] == "0" && slices.Equal(cfg.Entrypoint[13:17], []string{"/bin/sh", "-c", launch.Script(), "gatekeeper-launcher"}))
 			check("the header gives the backstop (timeout + 10s), language, end-mark tag and no snapshot", len(p.Input.Tag) == 16 && string(launch.Header(spec.Timeout, spec.Language, p.Input.Tag, launch.WantsSnapshot(spec))) == "15 python "+p.Input.Tag+" 0\n")
 			check("clean environment for the program", cfg.Entrypoint[0] == "/usr/bin/env" && cfg.Entrypoint[1] == "-i")
 			withFiles := spec
