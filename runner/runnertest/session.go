@@ -298,7 +298,7 @@ PY`, sh), 2, "/tmp/site\nhello\nserved\n")
 	t.Run("a timeout the program ignores ends the session, and the run says state lost", func(t *testing.T) {
 		t.Parallel()
 		s := newSession(t, r, store)
-		wantRun(t, s.run("x = 5\nimport signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)", nil), 1, "")
+		wantRun(t, s.run("x = 5\nimport signal\n_ = signal.signal(signal.SIGINT, signal.SIG_IGN)", nil), 1, "")
 		res := s.run("while True:\n    pass", func(spec *runner.Spec) { spec.Timeout = 2 * time.Second })
 		if res.Reason != runner.TimedOut || res.StateLost == nil || res.StateLost.Reason != runner.EndTimedOut || res.StateLost.Fresh {
 			t.Errorf("run that ignored SIGINT: %s, state lost %+v; want timed_out, state lost timed_out in this run", res.Reason, res.StateLost)
