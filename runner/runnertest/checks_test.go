@@ -70,6 +70,7 @@ func TestChecksCanFail(t *testing.T) {
 				results["a bomb that was not killed"] = runner.Result{Reason: runner.Exited, ExitCode: 0, Runtime: runner.Runc}
 				results["runc not reporting the OOM"] = runner.Result{Reason: runner.Exited, ExitCode: 137, Runtime: runner.Runc}
 				results["a bomb above the limit"] = runner.Result{Reason: runner.OOMKilled, ExitCode: 137, PeakMemoryBytes: 1 << 30, Runtime: runner.Runc}
+				results["a bomb past the limit by more than a dying task's charges"] = runner.Result{Reason: runner.OOMKilled, ExitCode: 137, PeakMemoryBytes: 66 << 20, Runtime: runner.Runsc}
 			}
 			for what, res := range results {
 				rec := &recorder{}
@@ -87,8 +88,9 @@ func TestChecksCanFail(t *testing.T) {
 func TestChecksPassWhatTheySpecify(t *testing.T) {
 	t.Parallel()
 	good := map[string]runner.Result{
-		"hello world prints and exits 0":             {Reason: runner.Exited, Stdout: "hello, world\n", Image: "i", Runtime: runner.Runc, Duration: time.Second},
-		"a memory bomb is OOM-killed":                {Reason: runner.OOMKilled, ExitCode: 137, Runtime: runner.Runc},
+		"hello world prints and exits 0": {Reason: runner.Exited, Stdout: "hello, world\n", Image: "i", Runtime: runner.Runc, Duration: time.Second},
+		// The high-water mark a page past the limit, as seen under gVisor.
+		"a memory bomb is OOM-killed":                {Reason: runner.OOMKilled, ExitCode: 137, PeakMemoryBytes: 64<<20 + 4096, Runtime: runner.Runsc},
 		"an endless loop is killed at the timeout":   {Reason: runner.TimedOut, ExitCode: 137, Duration: 2500 * time.Millisecond, Runtime: runner.Runc},
 		"filling /tmp stops at its size with ENOSPC": {Reason: runner.Exited, Stdout: "ENOSPC 7\n", Runtime: runner.Runc},
 		"writes to the root file system and /deps fail with EROFS": {Reason: runner.Exited, Runtime: runner.Runsc,

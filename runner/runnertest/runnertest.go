@@ -297,6 +297,13 @@ const (
 	sessionSkip                        // not at all: the case is about a single-use sandbox
 )
 
+// oomOvercharge is how far past its limit a sandbox's memory high-water
+// mark may be seen when the OOM killer ends it: the memory controller lets
+// a dying task's charges through (a charge batch of 64 pages per CPU, for
+// each of the sandbox's threads that is charging as it dies), and a
+// mebibyte covers that with room.
+const oomOvercharge = 1 << 20
+
 // errnoProbe defines try(label, fn), which prints the label and "ok" or the
 // errno name of the OSError fn raised.
 const errnoProbe = `import errno, os, sys
@@ -405,8 +412,14 @@ func outcomeCases(deps string, o Options) []outcomeCase {
 				} else {
 					wantExit(t, res, runner.OOMKilled, 137)
 				}
-				if res.PeakMemoryBytes > 64<<20 {
-					t.Errorf("peak memory %d exceeds the 64 MiB limit", res.PeakMemoryBytes)
+				// The kernel lets a task that is being killed charge past
+				// its cgroup's limit so that it can exit (the memory
+				// controller's forced charge): a high-water mark a page or
+				// a charge batch above the limit is seen under load
+				// (64 MiB + 4 KiB, with cgroup v1 under gVisor on
+				// Kubernetes). More than that would be a limit not enforced.
+				if res.PeakMemoryBytes > 64<<20+oomOvercharge {
+					t.Errorf("peak memory %d exceeds the 64 MiB limit by more than the kernel's forced charge of a dying task (%d)", res.PeakMemoryBytes, oomOvercharge)
 				}
 			},
 		},
