@@ -180,7 +180,6 @@ type CodeModeFigure struct {
 	Ratio      Spread  `json:"ratio"`
 	// Target is the bound on Ratio.High, 0 when there is none.
 	Target float64 `json:"target,omitempty"`
-	kb     bool
 }
 
 // figures computes row 9's comparisons from the samples.
@@ -212,7 +211,7 @@ func (c *CodeModeResult) figures() []CodeModeFigure {
 			code := series(t.code)
 			out = append(out, CodeModeFigure{
 				Task: t.task, ID: m.id, Name: m.name, Code: SpreadOf(code).Median, Direct: best, DirectKind: bestKind,
-				Ratio: SpreadOf(BestRatios(code, direct...)), Target: codeModeTargets[t.task][m.id], kb: m.kb,
+				Ratio: SpreadOf(BestRatios(code, direct...)), Target: codeModeTargets[t.task][m.id],
 			})
 		}
 	}
@@ -229,9 +228,11 @@ func (f CodeModeFigure) goal() string {
 
 func (f CodeModeFigure) targetID() string { return "codemode_" + f.Task + "_" + f.ID }
 
+// value shows v in the figure's unit, found by its ID (a figure read back from results.json has only that).
 func (f CodeModeFigure) value(v float64) string {
+	i := slices.IndexFunc(codeModeMeasures, func(m codeModeMeasure) bool { return m.id == f.ID })
 	switch {
-	case f.kb:
+	case i >= 0 && codeModeMeasures[i].kb:
 		return fmt.Sprintf("%.1f KB", v/1000)
 	case f.ID == "turns":
 		return fmt.Sprintf("%.0f", v)
@@ -265,6 +266,7 @@ func (r *Results) evaluateCodeMode() {
 			}
 		}
 	} else {
+		c.Figures = c.figures()
 		for _, f := range c.Figures {
 			if f.Target > 0 {
 				r.target(f.targetID(), "code mode, "+codeModeTaskNames[f.Task]+", vs the better direct agent, discovery included, every round: "+f.Name+" "+f.goal(),
@@ -286,14 +288,20 @@ func (r *Results) codeModeRows(row func(...string)) {
 		row("9", "code mode: one program vs the model calling MCP tools itself", "not measured", "", "", "", "")
 		return
 	}
+	task := ""
 	for _, f := range c.Figures {
 		target, result := "—", ""
 		if f.Target > 0 {
 			target, result = f.goal()+" every round", r.met(f.targetID())
 		}
 		direct := f.value(f.Direct) + " (" + strings.TrimPrefix(f.DirectKind, "see_") + ")"
-		row("9", fmt.Sprintf("code mode, %s, real Agent SDK, scripted model, same tools both sides, median of %d rounds, ratio to the better direct agent each round: %s", codeModeTaskNames[f.Task], c.Rounds, f.Name),
-			f.value(f.Code), direct, f.Ratio.String(), target, result)
+		what := "the same: " + f.Name
+		if f.Task != task {
+			task = f.Task
+			what = fmt.Sprintf("code mode, %s, real Agent SDK, scripted model, the same tools on both sides, discovery included; median of %d rounds, the ratio against the better direct agent each round (rounds' least–greatest): %s",
+				codeModeTaskNames[f.Task], c.Rounds, f.Name)
+		}
+		row("9", what, f.value(f.Code), direct, f.Ratio.String(), target, result)
 	}
 	if g := c.Gate; g.Calls > 0 {
 		ratio := func(a, b float64) string { return fmt.Sprintf("%.2f×", Ratio(a, b)) }

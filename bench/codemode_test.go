@@ -182,16 +182,30 @@ func TestMergeResultsKeepsOtherRowsAndReplacesMeasuredOnes(t *testing.T) {
 	if got.Seccomp == nil || got.Seccomp.LoopCalls != 7 {
 		t.Fatalf("the row not measured again was lost: %+v", got.Seccomp)
 	}
-	if got.CodeMode == nil || got.CodeMode.Rounds != 5 || got.Generated != "now" {
+	if got.CodeMode == nil || got.CodeMode.Rounds != 5 || got.Generated != "then" {
 		t.Fatalf("the measured row was not replaced: %+v, generated %s", got.CodeMode, got.Generated)
 	}
 	if got.PhaseSeconds["decisions"] != 5 || got.PhaseSeconds["codemode"] != 9 {
 		t.Fatalf("phase seconds: %v", got.PhaseSeconds)
 	}
-	if got.met("codemode_gate") != "**missed**" || !strings.Contains(strings.Join(got.Notes, "\n"), "old note") || !strings.Contains(got.Notes[0], "then") {
+	if got.met("codemode_gate") != "**missed**" || !strings.Contains(strings.Join(got.Notes, "\n"), "old note") || !strings.Contains(got.Notes[0], "now") {
 		t.Fatalf("targets not evaluated again over the whole, or notes lost: %s %v", got.met("codemode_gate"), got.Notes)
 	}
 	if _, err := MergeResults([]byte("not json"), fresh, nil); err == nil {
 		t.Fatal("merging into a file that is not results.json succeeded")
+	}
+}
+
+func TestFigureValueUnitFollowsItsID(t *testing.T) {
+	t.Parallel()
+	// A figure read back from results.json has its ID, not the measure: the unit comes from the ID.
+	for _, c := range []struct {
+		id   string
+		v    float64
+		want string
+	}{{"input", 28846, "28.8 KB"}, {"output", 415, "0.4 KB"}, {"turns", 3, "3"}, {"wall", 12246, FormatMS(12246)}} {
+		if got := (CodeModeFigure{ID: c.id}).value(c.v); got != c.want {
+			t.Errorf("figure %s: %q, want %q", c.id, got, c.want)
+		}
 	}
 }

@@ -3,14 +3,17 @@ package bench
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
 
 // mergeKeep are results.json keys of the run as a whole, never taken over
-// from the fresh run's rows: they are merged (phase_seconds, notes) or
+// from the fresh run's rows: they stay the earlier run's (its time, machine
+// and load, which most rows are from), are merged (phase_seconds, notes) or
 // recomputed (targets).
-var mergeKeep = []string{"targets", "phase_seconds", "notes", "failed_phases"}
+var mergeKeep = []string{"generated", "seconds", "machine", "targets", "phase_seconds", "notes", "failed_phases"}
 
 // MergeResults lays fresh, a run of some phases (-only), over old, the
 // results.json of an earlier run: every row fresh measured replaces old's,
@@ -55,10 +58,28 @@ func MergeResults(old []byte, fresh *Results, phases []string) (*Results, error)
 		out.PhaseSeconds[k] = v
 	}
 	out.Failed = fresh.Failed
-	out.Notes = append(slices.Clone(fresh.Notes), fmt.Sprintf("Rows of %s measured %s and merged (-merge) into the results of %s, whence the other rows come; the machine line above is the later run's.",
-		strings.Join(phases, ", "), fresh.Generated, prev.Generated))
+	m := fresh.Machine
+	out.Notes = append(slices.Clone(fresh.Notes), fmt.Sprintf("The rows of %s were measured again %s (-merge; %.0f s, load average %s at the start and %s at the end, gatekeeper `%s`, Docker engine %s, Node %s) and laid over this run's results; the line above is this run's.",
+		strings.Join(phases, ", "), fresh.Generated, fresh.Seconds, m.LoadStart, m.LoadEnd, m.Gatekeeper, m.Docker, m.Node))
 	out.Notes = append(out.Notes, prev.Notes...)
 	out.samples = fresh.samples
 	out.evaluate()
 	return out, nil
+}
+
+// Render reads results.json from cfg.Out, evaluates its targets again and
+// writes results.json and results.md from it, measuring nothing: the
+// table and the figures derived from the samples follow the current code.
+func Render(cfg Config) (*Results, error) {
+	b, err := os.ReadFile(filepath.Join(cfg.Out, "results.json"))
+	if err != nil {
+		return nil, err
+	}
+	r := &Results{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(cfg.Out, "results.json"), err)
+	}
+	r.evaluate()
+	cfg.Merge = true // no samples for the chart: leave latency.svg
+	return r, r.write(cfg)
 }

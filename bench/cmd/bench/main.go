@@ -89,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sessions := fs.String("pool-sessions", "8,32", "the pool phase's levels of concurrent sessions")
 	think := fs.String("pool-think", "5s,1s", "the pool phase's pauses between a session's runs")
 	md := fs.String("benchmarks-md", "", "BENCHMARKS.md whose results section to replace")
+	render := fs.Bool("render", false, "measure nothing: write results.md (and -benchmarks-md's section) again from results.json")
 	fs.Func("compare", "a sidecar build for the compare phase, NAME=BINARY[;ENV=VALUE...] (repeat; the first is the baseline)", func(s string) error {
 		v, err := bench.ParseVariant(s)
 		if err == nil {
@@ -98,6 +99,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	})
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render {
+		cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		res, err := bench.Render(cfg)
+		if err != nil {
+			return err
+		}
+		return splice(stdout, res, *md)
 	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
@@ -139,19 +148,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, res.Table())
 		return fmt.Errorf("phases failed: %s (bench/results.* written; %s left as it was)", strings.Join(res.Failed, ", "), *md)
 	}
+	return splice(stdout, res, *md)
+}
+
+// splice prints the table and replaces md's results section, when md is set.
+func splice(stdout io.Writer, res *bench.Results, md string) error {
 	fmt.Fprintln(stdout, res.Table()) // the evidence under it is in results.md
-	if *md != "" {
-		doc, err := os.ReadFile(*md)
-		if err != nil {
-			return err
-		}
-		out, err := bench.SpliceMarkdown(doc, res.Markdown())
-		if err != nil {
-			return fmt.Errorf("%s: %w", *md, err)
-		}
-		if err := os.WriteFile(*md, out, 0o644); err != nil {
-			return err
-		}
+	if md == "" {
+		return nil
 	}
-	return nil
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		return err
+	}
+	out, err := bench.SpliceMarkdown(doc, res.Markdown())
+	if err != nil {
+		return fmt.Errorf("%s: %w", md, err)
+	}
+	return os.WriteFile(md, out, 0o644)
 }
