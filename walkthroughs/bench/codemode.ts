@@ -7,10 +7,11 @@
 // as schemas on the direct side and behind the run tool on the code side.
 // The script checks each side's tool listing and fails when it differs.
 //
-// Data task: 500 records from each of two servers, joined and summarised.
+// Data task: 500 records from each of two servers, joined and summarised;
+// every side answers with the same three lines.
 //   code:            a discovery run reading the two wrappers (as the run
-//                    tool's description says), then the one program
-//                    (lib/codemode.ts's JOIN_PROGRAM), then the answer; the
+//                    tool's description says), then one program (walkthrough
+//                    8's join less its CSV), then the answer; the
 //                    program is sent only after the discovery result shows
 //                    records(page, size) and the result's records/more.
 //   direct_serial:   a page of each server per turn: 5 turns, then the answer.
@@ -31,7 +32,7 @@
 import { request } from 'node:http';
 import { query } from '@gatekeeper/client';
 import { startFakeModel, type FakeScriptStep, type FakeToolResult, type FakeTurn } from '@gatekeeper/client/testing';
-import { buildServer, CODE_CALLS, joinSummary, JOIN_PROGRAM, makeRecord, mcpServers, PAGE, RECORDS, startHTTPServer } from '../lib/codemode.js';
+import { buildServer, CODE_CALLS, joinSummary, makeRecord, mcpServers, PAGE, RECORDS, startHTTPServer } from '../lib/codemode.js';
 import { RUN } from '../lib/agent.js';
 import { DEFAULT_ALLOW, startWorld, type World } from '../lib/world.js';
 
@@ -221,17 +222,42 @@ function learned(results: FakeToolResult[], needles: RegExp[]): void {
   if (results.length !== 1 || results[0]?.is_error === true || missing.length > 0) throw new Error(`discovery did not show ${missing.map(String).join(', ')}: ${text.slice(0, 600)}`);
 }
 
-// The data task.
+// The data task. Both sides end with the same answer, the three lines of
+// summary. The code side's program does what the direct side does, no
+// more: it pages, joins and prints the summary (walkthrough 8's program
+// also writes a CSV, which the direct side could not).
 const joinLines = joinSummary();
+const SUMMARY_PROGRAM = `import gatekeeper_tools.crm as crm
+import gatekeeper_tools.billing as billing
+
+def every(server):
+    rows, page = [], 1
+    while True:
+        r = server.records(page=page, size=${String(PAGE)})
+        rows += r["records"]
+        if not r["more"]:
+            return rows
+        page += 1
+
+customers = every(crm)
+amount = {r["id"]: r["score"] for r in every(billing)}
+by_city = {}
+for c in customers:
+    by_city[c["city"]] = by_city.get(c["city"], 0) + amount[c["id"]]
+top = max(sorted(by_city), key=by_city.get)
+print(f"joined {len(customers)} customers with {len(amount)} invoices")
+print(f"total {sum(amount[c['id']] for c in customers)}")
+print(f"top city {top} {by_city[top]}")
+`;
 const codeData: Step[] = [
   { type: 'tool_use', name: RUN, input: { language: 'python', code: readWrappers(['crm', 'billing']) } },
   (rs) => {
     learned(rs, [/def records\(/, /\bpage\b/, /\bsize\b/, /\bmore\b/, /\brecords\b/]);
-    return { type: 'tool_use', name: RUN, input: { language: 'python', code: JOIN_PROGRAM } };
+    return { type: 'tool_use', name: RUN, input: { language: 'python', code: SUMMARY_PROGRAM } };
   },
-  { type: 'text', text: 'Joined.' },
+  { type: 'text', text: joinLines },
 ];
-const directSerial: Step[] = [...range(1, pages).map((p): FakeTurn => ({ type: 'tool_uses', calls: page(p) })), { type: 'text', text: 'Joined.' }];
+const directSerial: Step[] = [...range(1, pages).map((p): FakeTurn => ({ type: 'tool_uses', calls: page(p) })), { type: 'text', text: joinLines }];
 const directParallel: Step[] = [
   { type: 'tool_uses', calls: page(1) },
   (rs) => {
@@ -239,7 +265,7 @@ const directParallel: Step[] = [
     const total = Math.min(...rs.map((r) => (JSON.parse(r.text) as { total: number }).total));
     return { type: 'tool_uses', calls: range(2, Math.ceil(total / PAGE)).flatMap(page) };
   },
-  { type: 'text', text: 'Joined.' },
+  { type: 'text', text: joinLines },
 ];
 
 // The see task: five records the model reads and judges (a score of 50 or more is good).
