@@ -416,6 +416,7 @@ func fmtBytes(n int64) string {
 // evidence is the detail under the table: every series, where the CPU
 // went under load, where a cold run's time went, the flags check.
 func (r *Results) evidence(b *strings.Builder) {
+	r.codeModeEvidence(b)
 	if d := r.Decision; d != nil {
 		fmt.Fprintf(b, "\n#### Decision round trip, all series (%d samples each after %d warm-up calls, rounds of %d per series)\n\n", d.Samples, d.Warmup, d.Batch)
 		b.WriteString("| series | p50 | p90 | p99 | max |\n|---|---:|---:|---:|---:|\n")
@@ -615,8 +616,10 @@ func (r *Results) write(cfg Config) error {
 	if err := os.WriteFile(filepath.Join(cfg.Out, "results.md"), []byte(md), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(cfg.Out, "latency.svg"), r.Chart(), 0o644); err != nil {
-		return err
+	if !cfg.Merge { // a merged run lacks the other phases' samples
+		if err := os.WriteFile(filepath.Join(cfg.Out, "latency.svg"), r.Chart(), 0o644); err != nil {
+			return err
+		}
 	}
 	raw := map[string][]float64{}
 	keys := make([]string, 0, len(r.samples))

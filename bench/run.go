@@ -77,7 +77,11 @@ type Config struct {
 	// against single-use runs, at scale, and idle sessions' memory),
 	// compare (Compare); empty means all.
 	Only []string
-	Log  *slog.Logger
+	// Merge lays this run's rows over Out's results.json instead of
+	// replacing it (see MergeResults): with Only, the rows of one phase
+	// are measured again and the others kept. latency.svg is then left as it is.
+	Merge bool
+	Log   *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -199,6 +203,15 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 	e.res.Machine.LoadEnd = loadavg()
 	e.res.Seconds = time.Since(begin).Seconds()
 	e.res.evaluate()
+	if cfg.Merge {
+		old, err := os.ReadFile(filepath.Join(cfg.Out, "results.json"))
+		if err != nil {
+			return e.res, fmt.Errorf("-merge: %w", err)
+		}
+		if e.res, err = MergeResults(old, e.res, cfg.Only); err != nil {
+			return nil, err
+		}
+	}
 	if err := e.res.write(cfg); err != nil {
 		return e.res, err
 	}

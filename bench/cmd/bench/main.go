@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,22 @@ func quote(log *slog.Logger, path string) string {
 	return string(b)
 }
 
+// withoutOPA are the phases that start no OPA server.
+var withoutOPA = []string{"runs", "memory", "trace", "profiles", "interpreters", "pool", "kube", "seccomp", "codemode", "sessions", "compare"}
+
+// onlyWithoutOPA says whether only names phases that start no OPA server.
+func onlyWithoutOPA(only []string) bool {
+	if len(only) == 0 {
+		return false
+	}
+	for _, p := range only {
+		if !slices.Contains(withoutOPA, p) {
+			return false
+		}
+	}
+	return true
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -63,6 +80,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.Slice, "slice", 500*time.Millisecond, "length of one throughput slice")
 	fs.IntVar(&cfg.FloodMiB, "flood-mib", 100, "MiB the output-flood run prints")
 	fs.BoolVar(&cfg.Perf, "perf", true, "profile the sidecar with perf(1) under the heaviest load")
+	fs.BoolVar(&cfg.Merge, "merge", false, "lay this run's rows over the existing results.json (with -only: measure some rows again, keep the others)")
 	fs.BoolVar(&cfg.Kube, "kube", false, "also measure rows 6 and 7 on Kubernetes Pods (--runner kube, the cluster of the environment: scripts/ensure-kube env)")
 	pprofTop := fs.String("pprof-top", "", "file with `go tool pprof -top` output to quote")
 	regoBench := fs.String("rego-bench", "", "file with `go test -bench RegoDecision` output to quote")
@@ -71,6 +89,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	sessions := fs.String("pool-sessions", "8,32", "the pool phase's levels of concurrent sessions")
 	think := fs.String("pool-think", "5s,1s", "the pool phase's pauses between a session's runs")
 	md := fs.String("benchmarks-md", "", "BENCHMARKS.md whose results section to replace")
+	render := fs.Bool("render", false, "measure nothing: write results.md (and -benchmarks-md's section) again from results.json")
 	fs.Func("compare", "a sidecar build for the compare phase, NAME=BINARY[;ENV=VALUE...] (repeat; the first is the baseline)", func(s string) error {
 		v, err := bench.ParseVariant(s)
 		if err == nil {
@@ -81,11 +100,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *render {
+		cfg.Log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		res, err := bench.Render(cfg)
+		if err != nil {
+			return err
+		}
+		return splice(stdout, res, *md)
+	}
 	if *only != "" {
 		cfg.Only = strings.Split(*only, ",")
 	}
-	if (cfg.OPA == "" || cfg.Image == "") && *only != "compare" {
-		return fmt.Errorf("-opa and -image are required (but for -only compare)")
+	if cfg.Image == "" && *only != "compare" {
+		return fmt.Errorf("-image is required (but for -only compare)")
+	}
+	if cfg.OPA == "" && !onlyWithoutOPA(cfg.Only) {
+		return fmt.Errorf("-opa is required (but for -only with phases that start no OPA: %s)", strings.Join(withoutOPA, ", "))
 	}
 	for _, c := range strings.Split(*conns, ",") {
 		var n int
@@ -118,19 +148,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, res.Table())
 		return fmt.Errorf("phases failed: %s (bench/results.* written; %s left as it was)", strings.Join(res.Failed, ", "), *md)
 	}
+	return splice(stdout, res, *md)
+}
+
+// splice prints the table and replaces md's results section, when md is set.
+func splice(stdout io.Writer, res *bench.Results, md string) error {
 	fmt.Fprintln(stdout, res.Table()) // the evidence under it is in results.md
-	if *md != "" {
-		doc, err := os.ReadFile(*md)
-		if err != nil {
-			return err
-		}
-		out, err := bench.SpliceMarkdown(doc, res.Markdown())
-		if err != nil {
-			return fmt.Errorf("%s: %w", *md, err)
-		}
-		if err := os.WriteFile(*md, out, 0o644); err != nil {
-			return err
-		}
+	if md == "" {
+		return nil
 	}
-	return nil
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		return err
+	}
+	out, err := bench.SpliceMarkdown(doc, res.Markdown())
+	if err != nil {
+		return fmt.Errorf("%s: %w", md, err)
+	}
+	return os.WriteFile(md, out, 0o644)
 }
