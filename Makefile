@@ -1,7 +1,7 @@
 # gatekeeper: make targets are the interface.
 #   make demo          set everything up and show gatekeeper deciding and sandboxing
 #   make test          set everything up and run every test (CI runs this), the Kubernetes cluster's last
-#   make walkthroughs  run the nine end-to-end walkthroughs
+#   make walkthroughs  run the ten end-to-end walkthroughs
 #   make workloads     run the ten seed workloads (walkthroughs/workloads) and print their table
 #   make test-console  the live console in headless Chromium (walkthroughs/console)
 #   make screenshot    regenerate docs/console.png, the README's picture of the console

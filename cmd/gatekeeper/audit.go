@@ -67,6 +67,12 @@ func (o *auditOptions) open(stdout, stderr io.Writer, log *slog.Logger) (l *audi
 		}
 		opts.Head, closeHead = w, c
 	}
+	// The default lies under ~/.local/state/gatekeeper, which nothing has
+	// made on a first start.
+	if err := os.MkdirAll(filepath.Dir(o.path), 0o700); err != nil {
+		closeHead()
+		return nil, nil, fmt.Errorf("audit log %s: %w", o.path, err)
+	}
 	l, err = audit.Open(o.path, opts)
 	if err != nil {
 		closeHead()

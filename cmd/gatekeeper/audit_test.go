@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -253,5 +254,32 @@ func TestAuditVerifyReportsAnUnreadableFile(t *testing.T) {
 	}
 	if _, ok := err.(exitError); ok {
 		t.Errorf("verify of an unreadable file ended with an exit status, want the error")
+	}
+}
+
+// TestAuditLogDirectoryIsMadeOnFirstStart: serve's default audit log lies
+// under ~/.local/state/gatekeeper, which a new user's machine does not have.
+func TestAuditLogDirectoryIsMadeOnFirstStart(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "state", "gatekeeper", "audit.jsonl")
+	o := auditOptions{path: path}
+	var out bytes.Buffer
+	l, closeLog, err := o.open(&out, &out, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	if err := l.Write(audit.Record{Kind: audit.KindDecision, Tool: "Read", Decision: "allow", DecisionID: "d_1"}); err != nil {
+		t.Fatal(err)
+	}
+	closeLog()
+	fi, err := os.Stat(filepath.Dir(path))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o700 {
+		t.Errorf("the audit log's directory has mode %v, want 0700", fi.Mode().Perm())
+	}
+	if data, err := os.ReadFile(path); err != nil || !bytes.Contains(data, []byte(`"d_1"`)) {
+		t.Errorf("the audit log holds %q (%v), want the record", data, err)
 	}
 }

@@ -3,7 +3,7 @@
 
 import type { Options } from '@anthropic-ai/claude-agent-sdk';
 import { resolveConfig, type GatekeeperOptions } from './config.js';
-import { Connection } from './connection.js';
+import { Connection, unavailableAtOpen } from './connection.js';
 import { buildOptions, checkCallerOptions, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
 
@@ -26,9 +26,10 @@ export interface GatekeeperClient {
    * that SDK query ends (the SDK then closes its in-process MCP servers,
    * gatekeeper's among them) or by close(); decisions after that deny. It
    * rejects with a GatekeeperError when the sidecar refuses the override,
-   * before anything reaches the model; with an unreachable sidecar it
-   * resolves, and every tool call is denied until the client reconnects
-   * (Bash is then left out). It throws GatekeeperConfigError for options that would
+   * before anything reaches the model, and with a GatekeeperUnavailableError
+   * when the sidecar cannot be asked (a token it refuses, nothing at the
+   * address); a connection lost later denies every tool call, with the
+   * reason, until the client reconnects. It throws GatekeeperConfigError for options that would
    * take tool calls out of gatekeeper's hands or bring agent configuration
    * in (see query()); those that point where the model may write are
    * checked again against the policy's workspace_root once the sidecar
@@ -71,7 +72,8 @@ export function connect(opts: GatekeeperOptions = {}): GatekeeperClient {
         throw err;
       }
       if (first.unavailable !== undefined) {
-        cfg.logger.warn?.('gatekeeper: sidecar unavailable; every tool call is denied until it is back', { reason: first.unavailable });
+        end();
+        throw unavailableAtOpen(cfg, first.unavailable, conn.failure);
       }
       try {
         return buildOptions({ sq, caller, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSessionEnd: end, onSandboxRun }).options;

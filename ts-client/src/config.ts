@@ -2,12 +2,15 @@
 // injectable socket.
 
 import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { WS_PATH } from './protocol.js';
 
 /**
- * GatekeeperLogger receives the client's diagnostics. The client never writes
- * to stdout or stderr itself; without a logger its diagnostics are dropped.
- * Every method is optional.
+ * GatekeeperLogger receives the client's diagnostics. Every method is
+ * optional; one left out drops its messages. Without a logger at all the
+ * client uses stderrLogger: warnings and errors to stderr, nothing else.
+ * The client never writes to stdout.
  */
 export interface GatekeeperLogger {
   /** Frame-level detail: connects, frames sent and received. */
@@ -30,8 +33,11 @@ export interface SocketHandlers {
   onOpen(): void;
   /** One frame arrived; `binary` is true for a binary frame. */
   onMessage(data: string, binary: boolean): void;
-  /** The socket closed or could not open. */
-  onClose(reason: string): void;
+  /**
+   * The socket closed or could not open. `status` is the HTTP status of a
+   * refused upgrade (401 for a wrong or missing token).
+   */
+  onClose(reason: string, status?: number): void;
 }
 
 /** GatekeeperSocket is the little the client needs of a WebSocket. */
@@ -65,7 +71,9 @@ export interface GatekeeperOptions {
   /**
    * The bearer token. Default: the content of `tokenFile`, else env
    * `GATEKEEPER_TOKEN`, else the content of the file named by env
-   * `GATEKEEPER_TOKEN_FILE`.
+   * `GATEKEEPER_TOKEN_FILE`, else the content of `serve`'s default token
+   * file (`$XDG_CONFIG_HOME/gatekeeper/token`, else
+   * `~/.config/gatekeeper/token`).
    */
   token?: string;
   /**
@@ -78,7 +86,10 @@ export interface GatekeeperOptions {
    * wait for a reconnection, before it is denied. Default 2000.
    */
   decisionTimeoutMs?: number;
-  /** Receives diagnostics; nothing is ever written to stdout. */
+  /**
+   * Receives diagnostics. Default: stderrLogger (warnings and errors to
+   * stderr); `{}` drops them all. Nothing is ever written to stdout.
+   */
   logger?: GatekeeperLogger;
   /** Replaces the WebSocket transport (for tests). */
   createSocket?: CreateSocket;
@@ -92,6 +103,8 @@ export interface ResolvedConfig {
   display: string;
   /** Returns the token or throws with a reason. Called per connection. */
   token: () => string;
+  /** Where the token comes from, for messages: `"env GATEKEEPER_TOKEN_FILE (/p/token)"`. */
+  tokenOrigin: string;
   decisionTimeoutMs: number;
   logger: GatekeeperLogger;
   createSocket?: CreateSocket;
@@ -167,35 +180,78 @@ function unixAddress(path: string, raw: string): string {
 }
 
 /**
- * tokenSource picks where the token comes from: `token`, else `tokenFile`,
- * else env `GATEKEEPER_TOKEN`, else env `GATEKEEPER_TOKEN_FILE`. Files are
- * read when the returned function is called (once per connection) and
- * trimmed. It throws GatekeeperConfigError when there is no source at all.
+ * defaultTokenFile is `gatekeeper serve`'s default --token-file, as
+ * cmd/gatekeeper's defaultTokenFile computes it: `$XDG_CONFIG_HOME/gatekeeper/token`,
+ * else `$HOME/.config/gatekeeper/token`.
  */
-export function tokenSource(opts: Pick<GatekeeperOptions, 'token' | 'tokenFile'>, env: NodeJS.ProcessEnv = process.env): () => string {
-  const literal = (t: string, where: string): (() => string) => {
+export function defaultTokenFile(env: NodeJS.ProcessEnv = process.env): string {
+  if (env.XDG_CONFIG_HOME) return join(env.XDG_CONFIG_HOME, 'gatekeeper', 'token');
+  return join(env.HOME || homedir(), '.config', 'gatekeeper', 'token');
+}
+
+/** TokenSource returns the token (reading a file on every call) and says where it comes from. */
+export interface TokenSource {
+  (): string;
+  /** Where the token comes from, for messages. */
+  origin: string;
+}
+
+/**
+ * tokenSource picks where the token comes from: `token`, else `tokenFile`,
+ * else env `GATEKEEPER_TOKEN`, else env `GATEKEEPER_TOKEN_FILE`, else
+ * serve's default token file (defaultTokenFile). Files are read when the
+ * returned function is called (once per connection) and trimmed; a file
+ * that cannot be read or is empty throws then. An empty literal token
+ * throws GatekeeperConfigError at once.
+ */
+export function tokenSource(opts: Pick<GatekeeperOptions, 'token' | 'tokenFile'>, env: NodeJS.ProcessEnv = process.env): TokenSource {
+  const literal = (t: string, where: string): TokenSource => {
     const v = t.trim();
     if (v === '') throw new GatekeeperConfigError(`gatekeeper token from ${where} is empty`);
-    return () => v;
+    return Object.assign(() => v, { origin: where });
   };
-  const file = (path: string, where: string): (() => string) => () => {
-    let text: string;
-    try {
-      text = readFileSync(path, 'utf8');
-    } catch (err) {
-      throw new Error(`cannot read the token file ${path} (${where}): ${(err as Error).message}`);
-    }
-    const v = text.trim();
-    if (v === '') throw new Error(`the token file ${path} (${where}) is empty`);
-    return v;
-  };
+  const file = (path: string, where: string): TokenSource =>
+    Object.assign(
+      () => {
+        let text: string;
+        try {
+          text = readFileSync(path, 'utf8');
+        } catch (err) {
+          throw new Error(`cannot read the token file ${path} (${where}): ${(err as Error).message}`);
+        }
+        const v = text.trim();
+        if (v === '') throw new Error(`the token file ${path} (${where}) is empty`);
+        return v;
+      },
+      { origin: `${where} (${path})` },
+    );
   if (opts.token !== undefined) return literal(opts.token, 'options.gatekeeper.token');
   if (opts.tokenFile !== undefined) return file(opts.tokenFile, 'options.gatekeeper.tokenFile');
-  if (env.GATEKEEPER_TOKEN) return literal(env.GATEKEEPER_TOKEN, 'GATEKEEPER_TOKEN');
-  if (env.GATEKEEPER_TOKEN_FILE) return file(env.GATEKEEPER_TOKEN_FILE, 'GATEKEEPER_TOKEN_FILE');
-  throw new GatekeeperConfigError(
-    'gatekeeper has no token: set options.gatekeeper.token or tokenFile, or env GATEKEEPER_TOKEN or GATEKEEPER_TOKEN_FILE',
-  );
+  if (env.GATEKEEPER_TOKEN) return literal(env.GATEKEEPER_TOKEN, 'env GATEKEEPER_TOKEN');
+  if (env.GATEKEEPER_TOKEN_FILE) return file(env.GATEKEEPER_TOKEN_FILE, 'env GATEKEEPER_TOKEN_FILE');
+  return file(defaultTokenFile(env), "serve's default token file");
+}
+
+/**
+ * stderrLogger is the default logger: warnings and errors, one line each,
+ * to stderr (`gatekeeper: <message> {fields as JSON}`); debug and info are
+ * dropped.
+ */
+export const stderrLogger: GatekeeperLogger = {
+  warn: (message, fields) => writeStderr('warn', message, fields),
+  error: (message, fields) => writeStderr('error', message, fields),
+};
+
+function writeStderr(level: string, message: string, fields?: Record<string, unknown>): void {
+  let extra = '';
+  if (fields !== undefined && Object.keys(fields).length > 0) {
+    try {
+      extra = ` ${JSON.stringify(fields)}`;
+    } catch {
+      extra = ' (fields not printable)';
+    }
+  }
+  process.stderr.write(`[${level}] ${message}${extra}\n`);
 }
 
 /** resolveConfig applies env and defaults; it throws GatekeeperConfigError. */
@@ -205,12 +261,14 @@ export function resolveConfig(opts: GatekeeperOptions = {}, env: NodeJS.ProcessE
   if (!Number.isFinite(timeout) || timeout <= 0) {
     throw new GatekeeperConfigError(`gatekeeper decisionTimeoutMs must be a positive number of milliseconds, got ${String(timeout)}`);
   }
+  const token = tokenSource(opts, env);
   const cfg: ResolvedConfig = {
     address: parseUrl(display),
     display,
-    token: tokenSource(opts, env),
+    token,
+    tokenOrigin: token.origin,
     decisionTimeoutMs: timeout,
-    logger: opts.logger ?? {},
+    logger: opts.logger ?? stderrLogger,
   };
   if (opts.createSocket) cfg.createSocket = opts.createSocket;
   return cfg;

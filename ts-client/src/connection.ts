@@ -26,6 +26,77 @@ export class UnavailableError extends Error {
   override name = 'UnavailableError';
 }
 
+/**
+ * GatekeeperUnavailableError is thrown when a query opens and the sidecar
+ * cannot be asked: `code` is `"unauthorized"` when it refused the token
+ * (HTTP 401), `"no_token"` when the token file cannot be read or is
+ * empty, `"unreachable"` for anything else (no socket, nothing listening,
+ * no answer in time). The message names the address, the token's origin
+ * and what to check. Nothing has reached the model when it is thrown.
+ */
+export class GatekeeperUnavailableError extends Error {
+  override name = 'GatekeeperUnavailableError';
+  /** `"unauthorized"` (HTTP 401), `"no_token"` or `"unreachable"`. */
+  readonly code: UnavailableCode;
+  /** The sidecar's address as configured (`unix:///…/gatekeeper.sock`, `ws://…`). */
+  readonly url: string;
+  /** Why the client could not connect, as it saw it. */
+  readonly reason: string;
+
+  constructor(code: UnavailableCode, url: string, reason: string, message: string) {
+    super(message);
+    this.code = code;
+    this.url = url;
+    this.reason = reason;
+  }
+}
+
+/** Why a query could not open: see GatekeeperUnavailableError. */
+export type UnavailableCode = 'unauthorized' | 'no_token' | 'unreachable';
+
+/** What made the last connection attempt fail, besides its reason. */
+export interface AttemptFailure {
+  /** The HTTP status of a refused upgrade. */
+  status?: number;
+  /** The token could not be had (its file unreadable or empty). */
+  token?: boolean;
+}
+
+/**
+ * unavailableAtOpen is the error a query's first open throws when the
+ * sidecar could not be asked: `reason` is what the open saw, `failure`
+ * what made the last connection attempt fail.
+ */
+export function unavailableAtOpen(cfg: ResolvedConfig, reason: string, failure: AttemptFailure): GatekeeperUnavailableError {
+  if (failure.token === true) {
+    return new GatekeeperUnavailableError(
+      'no_token',
+      cfg.display,
+      reason,
+      `gatekeeper: no token to send to ${cfg.display} (${reason}). gatekeeper serve writes its token to its --token-file ` +
+        '(default ~/.config/gatekeeper/token) when it first starts; point options.gatekeeper.tokenFile or env GATEKEEPER_TOKEN_FILE at that file.',
+    );
+  }
+  if (failure.status === 401) {
+    return new GatekeeperUnavailableError(
+      'unauthorized',
+      cfg.display,
+      reason,
+      `gatekeeper at ${cfg.display} refused the token (HTTP 401). The client sent the token from ${cfg.tokenOrigin}; ` +
+        'it must be the one that gatekeeper serve reads from its --token-file (default ~/.config/gatekeeper/token). ' +
+        'Point options.gatekeeper.tokenFile or env GATEKEEPER_TOKEN_FILE at that file.',
+    );
+  }
+  return new GatekeeperUnavailableError(
+    'unreachable',
+    cfg.display,
+    reason,
+    `gatekeeper is not reachable at ${cfg.display} (${reason}). Check that gatekeeper serve is running and that options.gatekeeper.url ` +
+      'or env GATEKEEPER_URL is the GATEKEEPER_URL it printed; the token comes from ' +
+      `${cfg.tokenOrigin}.`,
+  );
+}
+
 /** How long the WebSocket handshake plus hello may take. */
 const HANDSHAKE_TIMEOUT_MS = 5000;
 const BACKOFF_MIN_MS = 100;
@@ -79,6 +150,7 @@ export class Connection {
   private readonly pending = new Map<string, Pending>();
   private readonly waiters = new Set<Waiter>();
   private lastError = 'not connected yet';
+  private lastFailure: AttemptFailure = {};
   private onServerFrame: ((f: ServerFrame, generation: number) => void) | undefined;
 
   constructor(cfg: ResolvedConfig) {
@@ -88,6 +160,15 @@ export class Connection {
   /** The settings this connection was made with. */
   get config(): ResolvedConfig {
     return this.cfg;
+  }
+
+  /**
+   * failure says what made the last connection attempt fail besides its
+   * reason (a refused upgrade's HTTP status, a token that could not be
+   * had); empty after a success.
+   */
+  get failure(): AttemptFailure {
+    return this.lastFailure;
   }
 
   /** hold keeps the connection up (reconnecting) until the matching release. */
@@ -225,7 +306,7 @@ export class Connection {
     try {
       token = this.cfg.token();
     } catch (err) {
-      queueMicrotask(() => this.onClosed(gen, (err as Error).message));
+      queueMicrotask(() => this.onClosed(gen, (err as Error).message, { token: true }));
       return;
     }
     this.cfg.logger.debug?.('gatekeeper: connecting', { url: this.cfg.display, generation: gen });
@@ -254,6 +335,7 @@ export class Connection {
                 clearTimeout(handshake);
                 this.state = 'ready';
                 this.failures = 0;
+                this.lastFailure = {};
                 this.cfg.logger.info?.('gatekeeper: connected', { url: this.cfg.display, server: reply.server, generation: gen });
                 for (const w of this.waiters) {
                   clearTimeout(w.timer);
@@ -271,9 +353,9 @@ export class Connection {
             if (!current()) return;
             this.onMessage(data, binary);
           },
-          onClose: (reason) => {
+          onClose: (reason, status) => {
             clearTimeout(handshake);
-            this.onClosed(gen, failure ?? reason);
+            this.onClosed(gen, failure ?? reason, status === undefined ? {} : { status });
           },
         },
       );
@@ -337,11 +419,12 @@ export class Connection {
     p.resolve(reply);
   }
 
-  private onClosed(gen: number, reason: string): void {
+  private onClosed(gen: number, reason: string, why: AttemptFailure = {}): void {
     if (gen !== this.generation || this.state === 'closed') return;
     const wasReady = this.state === 'ready';
     this.socket = undefined;
     this.lastError = reason;
+    this.lastFailure = why;
     this.failAll(reason);
     if (wasReady) this.cfg.logger.warn?.('gatekeeper: connection lost', { reason });
     else this.cfg.logger.warn?.('gatekeeper: cannot connect', { url: this.cfg.display, reason });

@@ -7,6 +7,7 @@ export { connect } from './client.js';
 export type { GatekeeperClient, GatekeeperClientQueryOptions } from './client.js';
 export { GatekeeperError } from './session.js';
 export { GatekeeperConfigError } from './config.js';
+export { GatekeeperUnavailableError } from './connection.js';
 export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';
 export type { SandboxRun, SandboxFile, SandboxRunReport, SandboxReportFile } from './sandboxed-code.js';
 export type { RunSessionReply, StateLostReply, SessionEndReason } from './protocol.js';

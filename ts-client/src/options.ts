@@ -25,8 +25,10 @@ import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 /**
  * SandboxPolicy is a per-query override: a partial `sandbox` section of the
  * operator's policy file, merged over the operator's base policy by the
- * sidecar. Anything beyond the operator's `ceilings` refuses the whole
- * query (nothing is clamped). Lists replace the base list.
+ * sidecar, and a `code_calls` key that narrows the policy's code mode.
+ * Anything beyond the operator's `ceilings` (or wider than its
+ * `code_calls`) refuses the whole query (nothing is clamped). Lists
+ * replace the base list.
  */
 export interface SandboxPolicy {
   /** The sandbox's file system. */
@@ -112,6 +114,32 @@ export interface SandboxPolicy {
     max_files?: number;
     /** Most bytes of file content a run returns, all files together (and may send in): bytes, or a string such as `"4m"`. */
     max_files_bytes?: number | string;
+  };
+  /**
+   * Code mode for this query: which tools of the operator's `mcp_servers`
+   * and of your in-process servers (`createSdkMcpServer`) the model's code
+   * may call, and how much. It may only narrow the policy's top-level
+   * `code_calls` section (docs/SANDBOX.md, "Calls from code"); anything
+   * wider refuses the query, naming the field.
+   */
+  code_calls?: {
+    /**
+     * Per server, globs of tool names code may call (`*` is the only
+     * wildcard). Given, it replaces the policy's map; each entry must be one
+     * of the policy's globs for that server, written as it is there, or a
+     * plain tool name one of them matches.
+     */
+    callable?: Record<string, string[]>;
+    /** Most calls one run may make, every outcome counted; at most the policy's. */
+    max_calls?: number;
+    /** Most calls of one run at once; at most the policy's. */
+    max_in_flight?: number;
+    /** Largest arguments of one call, as JSON: bytes, or a string such as `"64k"`; at most the policy's. */
+    max_argument_bytes?: number | string;
+    /** Largest result of one call, as JSON: bytes, or a string such as `"1m"`; at most the policy's. */
+    max_result_bytes?: number | string;
+    /** Time for one call, decision and server together: milliseconds, or a string such as `"10s"`; at most the policy's. */
+    timeout?: number | string;
   };
 }
 

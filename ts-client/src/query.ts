@@ -4,7 +4,7 @@
 
 import { query as sdkQuery, type McpServerConfig, type Options, type PermissionMode, type Query } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError, resolveConfig, type GatekeeperOptions } from './config.js';
-import { Connection } from './connection.js';
+import { Connection, unavailableAtOpen } from './connection.js';
 import { askingShell, checkSettings } from './agent-config.js';
 import { buildOptions, checkCallerOptions, type Built, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
@@ -77,8 +77,14 @@ void everyMethodHandled;
  * method) connects to the sidecar and opens the query there, and only then
  * starts the SDK. An override the sidecar rejects makes that first step
  * throw a GatekeeperError listing the violations, and nothing reaches the
- * model. An unreachable sidecar does not stop the query: every tool call is
- * denied until the client reconnects (and Bash is left out). The sidecar
+ * model. A sidecar that cannot be asked then (it refuses the token with
+ * HTTP 401, nothing listens at the address, no answer within
+ * max(decisionTimeoutMs, 2 s), a token file that cannot be read) makes it
+ * throw a GatekeeperUnavailableError naming the address and what to check,
+ * again before anything reaches the model. A connection lost after that
+ * fails closed instead: every tool call is denied with the reason (rule
+ * `client.gatekeeper_unavailable`) until the client has reconnected and
+ * opened the query again. The sidecar
  * query is closed when the iteration ends, throws, is returned from, or the
  * query is closed or aborted.
  *
@@ -133,9 +139,7 @@ export function query(params: GatekeeperQueryParams): Query {
       const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined, tools);
       sq = s;
       const first = await s.firstOpen(Math.max(cfg.decisionTimeoutMs, FIRST_OPEN_MIN_MS));
-      if (first.unavailable !== undefined) {
-        cfg.logger.warn?.('gatekeeper: sidecar unavailable at start; every tool call is denied until it is back', { reason: first.unavailable });
-      }
+      if (first.unavailable !== undefined) throw unavailableAtOpen(cfg, first.unavailable, conn.failure);
       if (finished || signal?.aborted) throw new Error('gatekeeper: the query was closed before it started');
       built = buildOptions({ sq: s, caller: sdkOptions, first, logger: cfg.logger, decisionTimeoutMs: cfg.decisionTimeoutMs, trust, onSandboxRun });
       inner = sdkQuery({ prompt: params.prompt, options: built.options });

@@ -85,7 +85,7 @@ export class SdkTools {
    * declare lists the tools of every `type: "sdk"` server of mcpServers
    * (but gatekeeper's own), as their tools/list answers. A server whose
    * name the protocol does not accept, or whose instance has no
-   * handlers, is left out with a log line: code cannot call it, and the
+   * handlers, is left out with a warning: code cannot call it, and the
    * model still calls its tools directly, through the gate.
    */
   static async declare(mcpServers: Record<string, McpServerConfig> | undefined, logger: GatekeeperLogger): Promise<SdkTools> {
@@ -93,7 +93,7 @@ export class SdkTools {
     const servers = new Map<string, { call: RequestHandler; tools: Set<string> }>();
     for (const [name, cfg] of Object.entries(mcpServers ?? {})) {
       if (cfg.type !== 'sdk' || name === SANDBOX_SERVER) continue;
-      const skip = (why: string): void => logger.info?.('gatekeeper: an in-process MCP server is not callable from sandboxed code', { server: name, why });
+      const skip = (why: string): void => logger.warn?.('gatekeeper: an in-process MCP server is not callable from sandboxed code', { server: name, why });
       if (declared.length >= MAX_SERVERS) {
         skip(`a query declares at most ${String(MAX_SERVERS)} servers`);
         continue;

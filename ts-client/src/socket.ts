@@ -14,10 +14,10 @@ const HANDSHAKE_TIMEOUT_MS = 5000;
 /** wsSocket is the default CreateSocket. */
 export const wsSocket: CreateSocket = ({ address, headers }, handlers): GatekeeperSocket => {
   let closed = false;
-  const closeOnce = (reason: string): void => {
+  const closeOnce = (reason: string, status?: number): void => {
     if (closed) return;
     closed = true;
-    handlers.onClose(reason);
+    handlers.onClose(reason, status);
   };
   let ws: WebSocket;
   try {
@@ -38,7 +38,7 @@ export const wsSocket: CreateSocket = ({ address, headers }, handlers): Gatekeep
     handlers.onMessage(text, isBinary);
   });
   ws.on('unexpected-response', (_req, res) => {
-    closeOnce(`the sidecar refused the WebSocket upgrade: HTTP ${String(res.statusCode)}${res.statusCode === 401 ? ' (wrong or missing token)' : ''}`);
+    closeOnce(`the sidecar refused the WebSocket upgrade: HTTP ${String(res.statusCode)}${res.statusCode === 401 ? ' (wrong or missing token)' : ''}`, res.statusCode);
     res.resume();
     ws.terminate();
   });

@@ -1,9 +1,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GatekeeperConfigError, defaultUrl, parseUrl, resolveConfig, tokenSource } from '../src/config.js';
+import { GatekeeperConfigError, defaultTokenFile, defaultUrl, parseUrl, resolveConfig, stderrLogger, tokenSource } from '../src/config.js';
+import { GATEKEEPER_BIN } from './helpers/sidecar.js';
 
 test('parseUrl turns each GATEKEEPER_URL form into the address ws dials', () => {
   const cases: { name: string; url: string; want: string }[] = [
@@ -40,7 +42,7 @@ test('defaultUrl is the sidecar default socket', () => {
   assert.equal(defaultUrl({}), `unix:///tmp/gatekeeper-${String(uid)}/gatekeeper.sock`);
 });
 
-test('the token comes from token, else tokenFile, else GATEKEEPER_TOKEN, else GATEKEEPER_TOKEN_FILE', () => {
+test('the token comes from token, else tokenFile, else GATEKEEPER_TOKEN, else GATEKEEPER_TOKEN_FILE, else serve\'s default file', () => {
   const dir = mkdtempSync(join(tmpdir(), 'gk-token-'));
   const optFile = join(dir, 'opt');
   const envFile = join(dir, 'env');
@@ -51,9 +53,13 @@ test('the token comes from token, else tokenFile, else GATEKEEPER_TOKEN, else GA
     { name: 'token wins over everything', opts: { token: 'literal', tokenFile: optFile }, env, want: 'literal' },
     { name: 'tokenFile is read and trimmed', opts: { tokenFile: optFile }, env, want: 'from-option-file' },
     { name: 'GATEKEEPER_TOKEN wins over GATEKEEPER_TOKEN_FILE', opts: {}, env, want: 'from-env' },
-    { name: 'GATEKEEPER_TOKEN_FILE is the last resort', opts: {}, env: { GATEKEEPER_TOKEN_FILE: envFile }, want: 'from-env-file' },
+    { name: 'GATEKEEPER_TOKEN_FILE wins over the default file', opts: {}, env: { GATEKEEPER_TOKEN_FILE: envFile, HOME: dir }, want: 'from-env-file' },
+    { name: "serve's default file under HOME is the last resort", opts: {}, env: { HOME: dir }, want: 'from-default-file' },
   ];
+  mkdirSync(join(dir, '.config', 'gatekeeper'), { recursive: true });
+  writeFileSync(join(dir, '.config', 'gatekeeper', 'token'), 'from-default-file\n');
   for (const c of cases) assert.equal(tokenSource(c.opts, c.env)(), c.want, c.name);
+  assert.equal(tokenSource({}, { HOME: dir }).origin, `serve's default token file (${join(dir, '.config', 'gatekeeper', 'token')})`);
 });
 
 test('a token file is read on every connection, so a rotated token is used', () => {
@@ -66,9 +72,10 @@ test('a token file is read on every connection, so a rotated token is used', () 
   assert.equal(token(), 'two');
 });
 
-test('token problems are reported: none configured at once, a bad file when read', () => {
-  assert.throws(() => tokenSource({}, {}), GatekeeperConfigError);
-  assert.throws(() => tokenSource({ token: '  ' }, {}), /empty/);
+test('token problems are reported: an empty literal at once, a missing or empty file when read', () => {
+  assert.throws(() => tokenSource({ token: '  ' }, {}), (err: unknown) => err instanceof GatekeeperConfigError && /empty/.test(err.message));
+  const noDefault = tokenSource({}, { HOME: '/nonexistent/home' });
+  assert.throws(() => noDefault(), /cannot read the token file \/nonexistent\/home\/\.config\/gatekeeper\/token \(serve's default token file\)/);
   const missing = tokenSource({ tokenFile: '/nonexistent/gk/token' }, {});
   assert.throws(() => missing(), /cannot read the token file \/nonexistent\/gk\/token/);
   const dir = mkdtempSync(join(tmpdir(), 'gk-token-'));
@@ -82,4 +89,51 @@ test('resolveConfig takes the URL from the options, else GATEKEEPER_URL', () => 
   assert.equal(resolveConfig({ url: 'unix:///a.sock' }, env).address, 'ws+unix:///a.sock:/v1/ws');
   assert.equal(resolveConfig({}, env).decisionTimeoutMs, 2000);
   assert.throws(() => resolveConfig({ decisionTimeoutMs: 0 }, env), /decisionTimeoutMs/);
+});
+
+/** serveDefaults reads serve's --token-file and --listen defaults from its --help, run with env. */
+function serveDefaults(env: NodeJS.ProcessEnv): { tokenFile: string; listen: string } {
+  const r = spawnSync(GATEKEEPER_BIN, ['serve', '--help'], { encoding: 'utf8', env });
+  const help = `${r.stdout}${r.stderr}`;
+  const flag = (name: string): string => {
+    const m = new RegExp(`--${name} \\(env [A-Z_]+\\)\\n[^\\n]*\\(default "([^"]*)"\\)`).exec(help);
+    assert.ok(m?.[1], `serve --help shows a default for --${name}:\n${help}`);
+    return m[1];
+  };
+  return { tokenFile: flag('token-file'), listen: flag('listen') };
+}
+
+test("the client's default token file and address are serve's defaults (serve --help of the real binary)", () => {
+  const home = mkdtempSync(join(tmpdir(), 'gk-home-'));
+  const cases: { name: string; env: NodeJS.ProcessEnv }[] = [
+    { name: 'HOME only', env: { HOME: home } },
+    { name: 'XDG_CONFIG_HOME and XDG_RUNTIME_DIR set', env: { HOME: home, XDG_CONFIG_HOME: join(home, 'cfg'), XDG_RUNTIME_DIR: join(home, 'run') } },
+  ];
+  for (const c of cases) {
+    const serve = serveDefaults(c.env);
+    assert.equal(defaultTokenFile(c.env), serve.tokenFile, c.name);
+    assert.equal(defaultUrl(c.env), serve.listen, c.name);
+  }
+  assert.equal(defaultTokenFile({ HOME: home }), join(home, '.config', 'gatekeeper', 'token'), 'the README\'s ~/.config/gatekeeper/token');
+});
+
+test('the default logger writes warnings and errors to stderr, and nothing else', () => {
+  const logger = resolveConfig({ token: 't' }, {}).logger;
+  assert.equal(logger, stderrLogger);
+  assert.equal(logger.debug, undefined);
+  assert.equal(logger.info, undefined);
+  const written: string[] = [];
+  const write = process.stderr.write.bind(process.stderr);
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    written.push(String(chunk));
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    logger.warn?.('gatekeeper: connection lost', { reason: 'x' });
+    logger.error?.('gatekeeper: broken');
+  } finally {
+    process.stderr.write = write;
+  }
+  assert.deepEqual(written, ['[warn] gatekeeper: connection lost {"reason":"x"}\n', '[error] gatekeeper: broken\n']);
+  assert.deepEqual(resolveConfig({ token: 't', logger: {} }, {}).logger, {}, 'a logger given replaces it');
 });

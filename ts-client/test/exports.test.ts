@@ -38,12 +38,15 @@ import type {
 } from '@gatekeeper/client/testing';
 import type { Query } from '@anthropic-ai/claude-agent-sdk';
 
-test('the package exports exactly query, connect and the two error classes', () => {
-  assert.deepEqual(Object.keys(client).sort(), ['GatekeeperConfigError', 'GatekeeperError', 'connect', 'query']);
+test('the package exports exactly query, connect and the three error classes', () => {
+  assert.deepEqual(Object.keys(client).sort(), ['GatekeeperConfigError', 'GatekeeperError', 'GatekeeperUnavailableError', 'connect', 'query']);
   assert.equal(typeof client.query, 'function');
   assert.equal(typeof client.connect, 'function');
   assert.ok(new client.GatekeeperError('policy_override_rejected', 'm', ['v']) instanceof Error);
   assert.ok(new client.GatekeeperConfigError('m') instanceof Error);
+  const unavailable = new client.GatekeeperUnavailableError('unauthorized', 'unix:///gk.sock', 'HTTP 401', 'm');
+  assert.ok(unavailable instanceof Error);
+  assert.deepEqual([unavailable.name, unavailable.code, unavailable.url, unavailable.reason], ['GatekeeperUnavailableError', 'unauthorized', 'unix:///gk.sock', 'HTTP 401']);
 });
 
 test('the testing subpath exports the fake model', () => {

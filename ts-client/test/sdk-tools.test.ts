@@ -49,9 +49,20 @@ test('a real in-process server is declared as the shared open_query has it', asy
   assert.equal(JSON.stringify(frame), JSON.stringify(shared.open_query));
 });
 
-test('a server the sidecar could not take is left out, not sent', async () => {
-  const tools = await SdkTools.declare({ 'My-Notes': notesServer(), sandboxed_code: notesServer(), remote: { type: 'http', url: 'http://127.0.0.1:1/mcp' } }, quiet);
+test('a server the sidecar could not take is left out, not sent, with a warning naming it', async () => {
+  const warned: unknown[] = [];
+  const info: unknown[] = [];
+  const logger = { warn: (m: string, f?: Record<string, unknown>) => warned.push({ m, ...f }), info: (m: string) => info.push(m) };
+  const tools = await SdkTools.declare({ 'My-Notes': notesServer(), sandboxed_code: notesServer(), remote: { type: 'http', url: 'http://127.0.0.1:1/mcp' } }, logger);
   assert.deepEqual(tools.declared, []);
+  assert.deepEqual(warned, [
+    {
+      m: 'gatekeeper: an in-process MCP server is not callable from sandboxed code',
+      server: 'My-Notes',
+      why: 'its name is not a lower-case name of at most 32 letters, digits and _ starting with a letter',
+    },
+  ]);
+  assert.deepEqual(info, []);
 });
 
 test('a declared tool runs with its own handler; an undeclared one and bad arguments fail', async () => {

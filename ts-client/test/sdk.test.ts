@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { createSdkMcpServer, query as sdkQuery, tool } from '@anthropic-ai/claude-agent-sdk';
 import { z } from 'zod';
-import { connect, GatekeeperConfigError, GatekeeperError, query } from '../src/index.js';
+import { connect, GatekeeperConfigError, GatekeeperError, GatekeeperUnavailableError, query } from '../src/index.js';
 import { drain, initTools, makeSandbox, resultOf, spawnWatch } from './helpers/agent.js';
 import { DEFAULT_POLICY, startFakeSidecar, type FakeSidecarOptions } from './helpers/fake-sidecar.js';
 
@@ -343,28 +343,20 @@ test('control methods start the query lazily and reach the SDK Query', async () 
   }
 });
 
-test('a sidecar unreachable at start: the query runs, Bash is left out, and every call is denied as unavailable', async () => {
-  let file = '';
-  const box = await makeSandbox([() => ({ type: 'tool_use', name: 'Read', input: { file_path: file }, id: 'toolu_r' }), { type: 'text', text: 'done' }]);
-  file = join(box.ws, 'a.txt');
+test('a sidecar unreachable at start: the first step throws GatekeeperUnavailableError naming the socket, and Claude Code never starts', async () => {
+  const box = await makeSandbox([{ type: 'tool_use', name: 'Read', input: { file_path: '/etc/hostname' }, id: 'toolu_r' }, { type: 'text', text: 'done' }]);
+  const watch = spawnWatch();
+  const sock = join(box.root, 'no-such.sock');
   try {
-    const warnings: string[] = [];
-    const run = await drain(
-      query({
-        prompt: 'read',
-        options: {
-          ...box.sdkOptions(),
-          gatekeeper: { url: `unix://${join(box.root, 'no-such.sock')}`, token: 't', logger: { warn: (m) => warnings.push(m) } },
-        },
-      }),
-    );
-    assert.equal(run.error, undefined, String(run.error));
-    assert.equal(initTools(run).includes('Bash'), false);
-    const r = box.fake.toolResult('toolu_r');
-    assert.ok(r);
-    assert.equal(r.is_error, true);
-    assert.match(r.text, /gatekeeper is unavailable \(.*ENOENT.*\), so this tool call is denied \[gatekeeper rule: client.gatekeeper_unavailable\]/);
-    assert.ok(warnings.some((w) => /unavailable at start/.test(w)), warnings.join('\n'));
+    const run = await drain(query({ prompt: 'read', options: { ...box.sdkOptions(), spawnClaudeCodeProcess: watch.spawnClaudeCodeProcess, gatekeeper: { url: `unix://${sock}`, token: 't', logger: {} } } }));
+    assert.ok(run.error instanceof GatekeeperUnavailableError, `a GatekeeperUnavailableError, not ${String(run.error)}`);
+    assert.equal(run.error.code, 'unreachable');
+    assert.equal(run.error.url, `unix://${sock}`);
+    assert.ok(run.error.message.includes(`gatekeeper is not reachable at unix://${sock} (`), run.error.message);
+    assert.match(run.error.reason, /ENOENT/);
+    assert.match(run.error.message, /gatekeeper serve is running/);
+    assert.deepEqual(watch.spawned, [], 'Claude Code was not started');
+    assert.equal(box.fake.requests.length, 0, 'nothing reached the model');
   } finally {
     await box.cleanup();
   }

@@ -1,4 +1,4 @@
-// Runs the nine walkthroughs in order, each in its own process, and fails
+// Runs the ten walkthroughs in order, each in its own process, and fails
 // when any of them fails. `npm run all`.
 
 import { spawnSync } from 'node:child_process';
@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { bold, green, red } from './transcript.js';
 
 const build = join(dirname(fileURLToPath(import.meta.url)), '..');
-const scripts = readdirSync(build).filter((f) => /^0\d-.*\.js$/.test(f)).sort();
+const scripts = readdirSync(build).filter((f) => /^\d\d-.*\.js$/.test(f)).sort();
 const results: { name: string; ok: boolean; secs: number }[] = [];
 const started = Date.now();
 for (const s of scripts) {
@@ -21,8 +21,8 @@ console.log(bold('━━ Walkthroughs ' + '━'.repeat(62)));
 for (const r of results) console.log(`   ${r.ok ? green('✔') : red('✘')} ${r.name.padEnd(26)} ${r.secs.toFixed(1).padStart(5)} s`);
 const failed = results.filter((r) => !r.ok);
 const total = ((Date.now() - started) / 1000).toFixed(1);
-if (scripts.length !== 9) {
-  console.log(red(`expected 9 walkthroughs in ${build}, found ${String(scripts.length)}`));
+if (scripts.length !== 10) {
+  console.log(red(`expected 10 walkthroughs in ${build}, found ${String(scripts.length)}`));
   process.exit(1);
 }
 console.log(failed.length === 0 ? green(bold(`all ${String(results.length)} walkthroughs passed (${total} s)`)) : red(bold(`${String(failed.length)} of ${String(results.length)} walkthroughs failed (${total} s)`)));
