@@ -10,4 +10,5 @@ export { GatekeeperConfigError } from './config.js';
 export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';
 export type { SandboxRun, SandboxFile, SandboxRunReport, SandboxReportFile } from './sandboxed-code.js';
 export type { RunSessionReply, StateLostReply, SessionEndReason } from './protocol.js';
+export type { NestedCall } from './approvals.js';
 export type { GatekeeperOptions, GatekeeperLogger, GatekeeperSocket, SocketHandlers, CreateSocket } from './config.js';
