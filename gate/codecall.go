@@ -60,8 +60,12 @@ type CodeCallerConfig struct {
 	// code_calls section and its revision's Rego decide every nested call
 	// of the run, whatever reloads since (as the run's other limits do).
 	Effective *Effective
-	// RunID, QueryID and ToolUseID name the run.
-	RunID, QueryID, ToolUseID string
+	// RunID, QueryID and ToolUseID name the run; Language is its
+	// program's.
+	RunID, QueryID, ToolUseID, Language string
+	// Approver answers the policy's asks on the run's calls; nil denies
+	// each (AnsweredByNoHandler).
+	Approver Approver
 	// Servers are the operator's MCP servers.
 	Servers ToolServers
 	// Auditor receives one line per nested call.
@@ -116,7 +120,7 @@ func (eff *Effective) CodeCaller(r RunRequest, servers ToolServers, a Auditor) r
 	if servers == nil || a == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
 		return nil
 	}
-	return NewCodeCaller(CodeCallerConfig{Effective: eff, RunID: r.RunID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Servers: servers, Auditor: a})
+	return NewCodeCaller(CodeCallerConfig{Effective: eff, RunID: r.RunID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Approver: r.Approver, Servers: servers, Auditor: a})
 }
 
 // CallTool decides call, makes it when allowed, and audits it. It fails
@@ -288,11 +292,11 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	case Allow:
 		rec.Decision = Allow
 	case Ask:
-		// No human can answer inside a program: the model may call the
-		// tool itself, where the ask reaches one.
-		rec.Decision = Deny
-		rec.Reason = fmt.Sprintf("%s; a program cannot ask a human for approval, so call %s directly (as a tool call of your own, not from code) if you need it", d.Reason, mcpToolName(call.Server, call.Tool))
-		return toolError(runner.ToolDenied, d.Rule, rec.Reason)
+		// A human, reached through the query's client, may allow it
+		// (approval.go); every other answer is a deny.
+		if res := c.ask(ctx, call, forward, d, rec); res != nil {
+			return *res
+		}
 	default:
 		rec.Decision = Deny
 		return toolError(runner.ToolDenied, d.Rule, d.Reason)

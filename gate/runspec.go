@@ -35,6 +35,9 @@ type RunRequest struct {
 	// (Effective.CodeCaller). Without them the run has none.
 	ToolServers ToolServers
 	Auditor     Auditor
+	// Approver answers the policy's asks on the run's nested calls; nil
+	// denies them.
+	Approver Approver
 	// Wrappers, when set and the run has a bridge, makes the Spec's
 	// ToolFiles: the typed wrappers of the tools its code may call.
 	Wrappers *Wrappers

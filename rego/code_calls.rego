@@ -32,9 +32,9 @@
 #                  code_calls.callable[server] that match tool (matched by
 #                  the sidecar's one tool glob matcher)}
 # Default deny: a call is allowed only when a callable glob names the tool
-# and no deny or ask finding holds. An ask is a deny for code (no human can
-# answer inside a program): the sidecar answers it with the ask's rule and a
-# reason telling the model to call the tool directly.
+# and no deny or ask finding holds. An ask is relayed to the query's client
+# (its canUseTool) while the call waits; without an answer that allows it,
+# it is a deny with the ask's rule (gate/approval.go).
 package gatekeeper
 
 deny contains {

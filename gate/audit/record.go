@@ -157,6 +157,9 @@ type Record struct {
 	// that got no line of their own, by rule (by error kind for one
 	// without a rule). It has no call_seq.
 	Omitted map[string]int `json:"omitted,omitempty"`
+	// Approval is on the line of a call the policy asked about: who
+	// answered the ask, how, and when. Decision is then the answer's.
+	Approval *Approval `json:"approval,omitempty"`
 
 	// Session fields (Kind "session", with Event, QueryID, and Reason on
 	// a session_end; SessionID is on the runs of the session too).
@@ -183,6 +186,24 @@ type Record struct {
 	// Pruned names the oldest files this rotation removes to keep
 	// Options.Keep; a verifier accepts their absence.
 	Pruned []string `json:"pruned,omitempty"`
+}
+
+// Approval is a code_call line's answer to the policy's ask
+// (docs/SANDBOX.md, "Asks from code").
+type Approval struct {
+	// ID is the approval_request frame's id; "" when none was sent.
+	ID string `json:"id,omitempty"`
+	// By is who answered: "client" (the query's client's handler),
+	// "no_handler", "timeout", "connection_lost" or "cancelled".
+	By string `json:"by"`
+	// Decision is "allow" or "deny"; only "client" allows.
+	Decision string `json:"decision"`
+	// Message is the handler's message, or why no one answered.
+	Message string `json:"message,omitempty"`
+	// AskedAt and AnsweredAt bound the wait; WaitMS is its length.
+	AskedAt    time.Time `json:"asked_at"`
+	AnsweredAt time.Time `json:"answered_at"`
+	WaitMS     int64     `json:"wait_ms"`
 }
 
 // StateLost is a run line's state_lost, as the run_result frame has it

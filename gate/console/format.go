@@ -222,6 +222,10 @@ func codeCallText(rec *audit.Record) string {
 		parts = append(parts, res)
 	}
 	parts = append(parts, fmt.Sprintf("%d ms", rec.DurationMS))
+	if a := rec.Approval; a != nil {
+		// The policy asked: who answered, how, and how long the call waited.
+		parts = append(parts, safe(fmt.Sprintf("asked: %s %s after %d ms", a.By, a.Decision, a.WaitMS)))
+	}
 	if rec.ErrorKind != "" && rec.Error != "" {
 		parts = append(parts, safe(rec.ErrorKind+": "+rec.Error))
 	}

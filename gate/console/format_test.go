@@ -113,6 +113,10 @@ func TestFormatIndentsANestedCallUnderItsRun(t *testing.T) {
 		{"a failed call shows its error", audit.Record{Seq: 9, Time: at, Kind: audit.KindCodeCall, Decision: "allow", Rule: "code_calls.callable",
 			RunID: "r_9", CallSeq: 5, Server: "crm", Tool: "get_customer", ErrorKind: "server", Error: "connection reset"},
 			[]string{"  ↳ ▲ SERVER ", "server: connection reset\n"}},
+		{"an asked call shows who answered, how and after how long", audit.Record{Seq: 10, Time: at, Kind: audit.KindCodeCall, Decision: "deny", Rule: "tools.ask_list",
+			Reason: "needs approval; the user denied this call from code: no", RunID: "r_9", CallSeq: 6, Server: "crm", Tool: "delete", ErrorKind: "denied",
+			Approval: &audit.Approval{By: "client", Decision: "deny", Message: "no", WaitMS: 1200}},
+			[]string{"  ↳ ✘ DENY ", "run r_9 call 6 · args 0 B · 0 ms · asked: client deny after 1200 ms · needs approval; the user denied this call from code: no\n"}},
 	} {
 		var b strings.Builder
 		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {

@@ -96,7 +96,10 @@ type conn struct {
 
 	// toolCalls are the tool_call frames of the connection's queries
 	// waiting for the client's tool_result (sdkTools).
-	toolCalls toolCalls
+	toolCalls waiters[*wire.ToolResult]
+	// approvals are the approval_request frames waiting for the client's
+	// approval (relayApprover).
+	approvals waiters[*wire.Approval]
 
 	mu      sync.Mutex
 	queries map[string]*query
@@ -116,6 +119,9 @@ type query struct {
 	// (open_query's sdk_servers); nil when it declared none. Set before
 	// the query is published.
 	sdk *sdkTools
+	// approvals is open_query's: the client answers asks on the nested
+	// calls of the query's runs. Set before the query is published.
+	approvals bool
 	// closed is set when a session's query is closed under its attached
 	// connections; they then treat its id as unknown.
 	closed atomic.Bool
@@ -374,6 +380,8 @@ func (c *conn) dispatch(data []byte) {
 		c.startRun(r)
 	case *wire.ToolResult:
 		c.toolResult(r)
+	case *wire.Approval:
+		c.approval(r)
 	}
 }
 

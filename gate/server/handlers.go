@@ -70,6 +70,7 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 		}
 		q.sdk = newSDKTools(c, q.q.ID, r.SDKServers)
 	}
+	q.approvals = r.Approvals
 	c.mu.Lock()
 	if r.ClaudeCodeSession != "" {
 		c.attached = append(c.attached, q)
@@ -120,6 +121,16 @@ func (c *conn) toolDescription(q *query, eff *gate.Effective, wrappers *gate.Wra
 		return ""
 	}
 	return desc
+}
+
+// approver relays the asks on nested calls of q's runs to this
+// connection's client, which may answer them if it declared approvals.
+func (c *conn) approver(q *query, servers gate.ToolServers) gate.Approver {
+	a := &relayApprover{c: c, queryID: q.q.ID, declared: q.approvals}
+	if s, ok := servers.(gate.ToolSources); ok {
+		a.source = s.Source
+	}
+	return a
 }
 
 // tools are the MCP servers a run of q under eff may reach, and what
@@ -293,6 +304,7 @@ func (c *conn) run(r *wire.Run) {
 		RunID: runID, QueryID: r.QueryID, ToolUseID: r.ToolUseID, Language: r.Language, Code: r.Code,
 		Files: files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs,
 		ToolServers: servers, Auditor: c.s.cfg.Auditor, Wrappers: wrappers,
+		Approver:  c.approver(q, servers),
 		SessionID: q.session.id, SessionEvents: c.s.sessionEvents(r.QueryID, c.client),
 	})
 	var refused *gate.RunRequestError

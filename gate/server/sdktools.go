@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
@@ -27,57 +26,11 @@ const maxPendingToolCalls = 256
 // code_calls.timeout).
 const defaultToolCallTimeout = 30 * time.Second
 
-// toolCalls are a connection's tool_call frames still waiting for their
-// tool_result, by call id. An answer is handed over at most once: the
-// waiter that removes the entry, or the reader that finds it, owns it.
-type toolCalls struct {
-	mu      sync.Mutex
-	pending map[string]chan *wire.ToolResult
-}
-
-// add registers a call; false when the connection already waits on
-// maxPendingToolCalls.
-func (t *toolCalls) add(id string) (chan *wire.ToolResult, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if len(t.pending) >= maxPendingToolCalls {
-		return nil, false
-	}
-	if t.pending == nil {
-		t.pending = map[string]chan *wire.ToolResult{}
-	}
-	ch := make(chan *wire.ToolResult, 1)
-	t.pending[id] = ch
-	return ch, true
-}
-
-// drop forgets a call; true when it was still waiting.
-func (t *toolCalls) drop(id string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, ok := t.pending[id]
-	delete(t.pending, id)
-	return ok
-}
-
-// answer hands r to its waiting call; false when none waits for it (an
-// unknown id, or one answered, timed out or cancelled already).
-func (t *toolCalls) answer(r *wire.ToolResult) bool {
-	t.mu.Lock()
-	ch, ok := t.pending[r.ID]
-	delete(t.pending, r.ID)
-	t.mu.Unlock()
-	if ok {
-		ch <- r // buffered, and this is its only send
-	}
-	return ok
-}
-
 // toolResult takes a client's tool_result on the reader goroutine. A late
 // or unknown answer is dropped without a reply: the call it answers has
 // already been answered for the program (timeout, cancelled).
 func (c *conn) toolResult(r *wire.ToolResult) {
-	if !c.toolCalls.answer(r) {
+	if !c.toolCalls.answer(r.ID, r) {
 		c.s.log.Debug("dropped a tool_result no call waits for", "call_id", r.ID)
 	}
 }
@@ -156,7 +109,7 @@ func (t *sdkTools) CallTool(ctx context.Context, server, tool string, arguments 
 		return nil, fmt.Errorf("the client declared no tool %q of server %q for this query", tool, server)
 	}
 	id := newID("t_")
-	ch, ok := t.c.toolCalls.add(id)
+	ch, ok := t.c.toolCalls.add(id, maxPendingToolCalls)
 	if !ok {
 		return nil, fmt.Errorf("the client's connection already waits on %d calls of its own tools", maxPendingToolCalls)
 	}

@@ -63,6 +63,16 @@ func (r *callingRunner) answers() []runner.ToolResult {
 	return append([]runner.ToolResult(nil), r.got...)
 }
 
+// awaitAnswers waits up to 10 s for the program to have n answers, and
+// returns what it has.
+func (r *callingRunner) awaitAnswers(n int) []runner.ToolResult {
+	deadline := time.Now().Add(10 * time.Second)
+	for len(r.answers()) < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r.answers()
+}
+
 // openWithTools opens a query declaring servers and returns its id and
 // query_opened frame.
 func (c *client) openWithTools(servers string) (string, map[string]any) {
@@ -201,11 +211,7 @@ func TestRelayedCallsFailClosed(t *testing.T) {
 			t.Fatalf("got %v", call)
 		}
 		c.ws.Close()
-		deadline := time.Now().Add(10 * time.Second)
-		for len(rn.answers()) == 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		got := rn.answers()
+		got := rn.awaitAnswers(1)
 		if len(got) != 1 || got[0].Err == nil || got[0].Result != nil {
 			t.Fatalf("answers = %+v; want one error", got)
 		}

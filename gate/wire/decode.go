@@ -82,6 +82,8 @@ func Decode(data []byte) (Request, *Error) {
 		req = decodeCloseQuery(r)
 	case TypeToolResult:
 		req = decodeToolResult(r)
+	case TypeApproval:
+		req = decodeApproval(r)
 	}
 	if r.err != nil {
 		return nil, r.err
@@ -155,7 +157,7 @@ func DecodeDryRun(data []byte, events ...string) (*DryRun, *Error) {
 
 func isRequestType(t string) bool {
 	switch t {
-	case TypeHello, TypeOpenQuery, TypeDecide, TypeRun, TypeCloseQuery, TypeToolResult:
+	case TypeHello, TypeOpenQuery, TypeDecide, TypeRun, TypeCloseQuery, TypeToolResult, TypeApproval:
 		return true
 	}
 	return false
@@ -164,7 +166,7 @@ func isRequestType(t string) bool {
 // The keys each frame type defines; read-only lookup tables.
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
-	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session", "sdk_servers"}
+	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session", "sdk_servers", "approvals"}
 	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
@@ -210,6 +212,12 @@ func decodeOpenQuery(r *reader) Request {
 		q.SDKServers = r.sdkServers(m)
 		if r.err == nil && q.ClaudeCodeSession != "" {
 			r.fail(CodeInvalidField, `field "claude_code_session" excludes "sdk_servers": a Claude Code session has no in-process servers of this connection`)
+		}
+	}
+	if m := r.field("approvals", false, kindBool); m != nil {
+		q.Approvals = string(m.raw) == "true"
+		if r.err == nil && q.Approvals && q.ClaudeCodeSession != "" {
+			r.fail(CodeInvalidField, `field "claude_code_session" excludes "approvals": the Claude Code CLI has no handler for asks from code`)
 		}
 	}
 	return q

@@ -237,6 +237,8 @@ const (
 	CodeRunDenied              = "run_denied"
 	CodeRunnerUnavailable      = "runner_unavailable"
 	CodeInternal               = "internal"
+	// CodeUnknownApproval answers an approval whose id no ask waits for.
+	CodeUnknownApproval = "unknown_approval"
 )
 
 // Error is the error frame: the answer to a request that had no effect, or

@@ -34,6 +34,10 @@ type OpenQuery struct {
 	// code_calls.callable names them), at most MaxSDKServers; nil when
 	// absent. It excludes ClaudeCodeSession.
 	SDKServers []SDKServer `json:"sdk_servers,omitzero"`
+	// Approvals says that the client answers the policy's asks on the
+	// nested calls of the query's runs (ApprovalRequest → Approval); when
+	// false, such an ask is a deny at once. It excludes ClaudeCodeSession.
+	Approvals bool `json:"approvals,omitempty"`
 }
 
 // Decide asks for a decision on one tool call.

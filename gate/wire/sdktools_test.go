@@ -14,7 +14,14 @@ import (
 // sdk-tools.test.ts reads too: each frame's compact bytes, by name.
 func sdkFrames(t *testing.T) map[string][]byte {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("testdata", "sdk-tools.json"))
+	return sharedFrames(t, "sdk-tools.json")
+}
+
+// sharedFrames reads a file of frames under testdata that the TypeScript
+// client's tests read too: each frame's compact bytes, by name.
+func sharedFrames(t *testing.T, file string) map[string][]byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}

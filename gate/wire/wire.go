@@ -37,6 +37,7 @@ const (
 	TypeRun        = "run"
 	TypeCloseQuery = "close_query"
 	TypeToolResult = "tool_result"
+	TypeApproval   = "approval"
 )
 
 // Frame types of replies.
@@ -50,6 +51,10 @@ const (
 	TypeError       = "error"
 	TypeToolCall    = "tool_call"
 	TypeToolCancel  = "tool_cancel"
+	// TypeApprovalRequest and TypeApprovalCancel are sent unasked, as
+	// TypeToolCall is.
+	TypeApprovalRequest = "approval_request"
+	TypeApprovalCancel  = "approval_cancel"
 )
 
 // Values of Decide.Event: which SDK callback asks.

@@ -9,14 +9,17 @@ import {
   PROTOCOL_VERSION,
   type OutputReply,
   type Reply,
+  type ApprovalCancelReply,
+  type ApprovalFrame,
+  type ApprovalRequestReply,
   type ToolCallReply,
   type ToolCancelReply,
   type ToolResultFrame,
   type UnsentFrame,
 } from './protocol.js';
 
-/** A frame the sidecar sends on its own: a relayed call to an in-process tool, or its cancellation. */
-export type ServerFrame = ToolCallReply | ToolCancelReply;
+/** A frame the sidecar sends on its own: a relayed call to an in-process tool, an ask on a nested call, or their cancellations. */
+export type ServerFrame = ToolCallReply | ToolCancelReply | ApprovalRequestReply | ApprovalCancelReply;
 
 /** The client name sent in `hello`. */
 export const CLIENT_NAME = `@gatekeeper/client/0.1.0 (node ${process.versions.node})`;
@@ -251,12 +254,12 @@ export class Connection {
    * `generation`; an answer for a lost connection is dropped, as the
    * sidecar dropped its call.
    */
-  answer(frame: ToolResultFrame, generation: number): void {
+  answer(frame: ToolResultFrame | ApprovalFrame, generation: number): void {
     if (this.state !== 'ready' || this.socket === undefined || generation !== this.generation) return;
     try {
       this.socket.send(JSON.stringify(frame));
     } catch (err) {
-      this.cfg.logger.warn?.('gatekeeper: a tool_result could not be sent', { id: frame.id, error: (err as Error).message });
+      this.cfg.logger.warn?.(`gatekeeper: a ${frame.type} could not be sent`, { id: frame.id, error: (err as Error).message });
     }
   }
 
@@ -395,9 +398,10 @@ export class Connection {
       }
       return;
     }
-    if (reply.type === 'tool_call' || reply.type === 'tool_cancel') {
+    if (reply.type === 'tool_call' || reply.type === 'tool_cancel' || reply.type === 'approval_request' || reply.type === 'approval_cancel') {
       if (this.onServerFrame !== undefined) this.onServerFrame(reply, this.generation);
       else if (reply.type === 'tool_call') this.answer({ type: 'tool_result', id: reply.id, error: 'this client declared no in-process tools' }, this.generation);
+      else if (reply.type === 'approval_request') this.answer({ type: 'approval', id: reply.id, decision: 'deny', message: 'this client has no handler for asks' }, this.generation);
       return;
     }
     const p = this.pending.get(reply.id);

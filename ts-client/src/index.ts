@@ -11,4 +11,5 @@ export { GatekeeperUnavailableError } from './connection.js';
 export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';
 export type { SandboxRun, SandboxFile, SandboxRunReport, SandboxReportFile } from './sandboxed-code.js';
 export type { RunSessionReply, StateLostReply, SessionEndReason } from './protocol.js';
+export type { NestedCall } from './approvals.js';
 export type { GatekeeperOptions, GatekeeperLogger, GatekeeperSocket, SocketHandlers, CreateSocket } from './config.js';

@@ -53,6 +53,8 @@ export interface OpenQueryFrame {
   sandbox_policy?: Record<string, unknown>;
   /** The caller's in-process MCP servers whose tools sandboxed code may call (if the policy lets it). */
   sdk_servers?: SdkServerDecl[];
+  /** This client answers the policy's asks on the nested calls of the query's runs (approval_request → approval). */
+  approvals?: boolean;
 }
 
 /** One in-process MCP server in open_query's sdk_servers (gate/wire's SDKServer). */
@@ -117,7 +119,16 @@ export interface CloseQueryFrame {
   query_id: string;
 }
 
-export type RequestFrame = HelloFrame | OpenQueryFrame | DecideFrame | RunFrame | CloseQueryFrame | ToolResultFrame;
+/** The answer to an approval_request: allow or deny, with the handler's message. */
+export interface ApprovalFrame {
+  type: 'approval';
+  id: string;
+  decision: 'allow' | 'deny';
+  /** At most 4096 characters; a deny's message reaches the model. */
+  message?: string;
+}
+
+export type RequestFrame = HelloFrame | OpenQueryFrame | DecideFrame | RunFrame | CloseQueryFrame | ToolResultFrame | ApprovalFrame;
 
 /** A request frame before the connection gives it an id. */
 export type UnsentFrame = RequestFrame extends infer F ? (F extends RequestFrame ? Omit<F, 'id'> : never) : never;
@@ -371,6 +382,41 @@ export interface ToolCancelReply {
   query_id: string;
 }
 
+/**
+ * The policy asked before a nested call of sandboxed code: the sidecar asks
+ * this client, which answers with an approval of the same id within
+ * timeout_ms (docs/protocol.md, "Asks from code").
+ */
+export interface ApprovalRequestReply {
+  type: 'approval_request';
+  id: string;
+  query_id: string;
+  /** The run whose program made the call. */
+  run_id: string;
+  /** The model's tool use of that sandboxed_code run. */
+  tool_use_id: string;
+  language: string;
+  server: string;
+  tool: string;
+  /** The tool's MCP name, mcp__server__tool. */
+  tool_name: string;
+  /** "policy" (an operator's server) or "sdk" (one of this client's in-process servers). */
+  server_source: string;
+  arguments: Record<string, unknown>;
+  /** The call's 1-based number within its run. */
+  call_seq: number;
+  rule: string;
+  reason: string;
+  timeout_ms: number;
+}
+
+/** The sidecar no longer waits for the approval_request of this id: the call was denied. */
+export interface ApprovalCancelReply {
+  type: 'approval_cancel';
+  id: string;
+  query_id: string;
+}
+
 export interface ErrorReply {
   type: 'error';
   id: string;
@@ -389,7 +435,9 @@ export type Reply =
   | QueryClosedReply
   | ErrorReply
   | ToolCallReply
-  | ToolCancelReply;
+  | ToolCancelReply
+  | ApprovalRequestReply
+  | ApprovalCancelReply;
 
 /** MalformedReplyError says a frame from the sidecar broke the protocol. */
 export class MalformedReplyError extends Error {
@@ -489,6 +537,15 @@ export function parseReply(text: string): Reply {
       check(v, { query_id: 'string', server: 'string', tool: 'string', arguments: 'object', timeout_ms: 'number' });
       break;
     case 'tool_cancel':
+      check(v, { query_id: 'string' });
+      break;
+    case 'approval_request':
+      check(v, {
+        query_id: 'string', run_id: 'string', tool_use_id: 'string', language: 'string', server: 'string', tool: 'string', tool_name: 'string',
+        server_source: 'string', arguments: 'object', call_seq: 'number', rule: 'string', reason: 'string', timeout_ms: 'number',
+      });
+      break;
+    case 'approval_cancel':
       check(v, { query_id: 'string' });
       break;
     default:

@@ -9,6 +9,7 @@ import { askingShell, checkSettings } from './agent-config.js';
 import { buildOptions, checkCallerOptions, type Built, type GatekeeperOwnOptions } from './options.js';
 import { SidecarQuery } from './session.js';
 import { SdkTools } from './sdk-tools.js';
+import { canUseToolApprover } from './approvals.js';
 
 /** GatekeeperQueryOptions are the SDK's Options plus gatekeeper's own. */
 export interface GatekeeperQueryOptions extends Options, GatekeeperOwnOptions {
@@ -136,7 +137,10 @@ export function query(params: GatekeeperQueryParams): Query {
       // may call their tools where the policy lets it (each call decided
       // by the gate, and run here with the tool's own handler).
       const tools = await SdkTools.declare(sdkOptions.mcpServers, cfg.logger);
-      const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined, tools);
+      // The caller's canUseTool also answers the policy's asks on calls
+      // that sandboxed code makes; without one, the sidecar denies them.
+      const approver = sdkOptions.canUseTool === undefined ? undefined : canUseToolApprover(sdkOptions.canUseTool);
+      const s = new SidecarQuery(conn, sandboxPolicy as Record<string, unknown> | undefined, tools, approver);
       sq = s;
       const first = await s.firstOpen(Math.max(cfg.decisionTimeoutMs, FIRST_OPEN_MIN_MS));
       if (first.unavailable !== undefined) throw unavailableAtOpen(cfg, first.unavailable, conn.failure);

@@ -3,6 +3,7 @@
 
 import { Connection, UnavailableError, type ServerFrame } from './connection.js';
 import type { SdkTools } from './sdk-tools.js';
+import type { Approver } from './approvals.js';
 import {
   MalformedReplyError,
   type DecideEvent,
@@ -109,19 +110,23 @@ export class SidecarQuery {
   private readonly tools: SdkTools | undefined;
   /** The relayed calls running, by the sidecar's call id. */
   private readonly calls = new Map<string, AbortController>();
+  private readonly approver: Approver | undefined;
+  /** The asks being answered, by the sidecar's ask id. */
+  private readonly asks = new Map<string, AbortController>();
 
   /**
    * tools are the caller's in-process servers that sandboxed code may
    * call: declared in every open_query of this query, and run when the
-   * sidecar relays a call to one.
+   * sidecar relays a call to one. approver, when given, answers the
+   * policy's asks on the calls of this query's programs: every open_query
+   * says so (approvals), and without one the sidecar denies such an ask.
    */
-  constructor(conn: Connection, override: Record<string, unknown> | undefined, tools?: SdkTools) {
+  constructor(conn: Connection, override: Record<string, unknown> | undefined, tools?: SdkTools, approver?: Approver) {
     this.conn = conn;
     this.override = override;
-    if (tools !== undefined && tools.declared.length > 0) {
-      this.tools = tools;
-      conn.serve((f, gen) => this.onServerFrame(f, gen));
-    }
+    this.approver = approver;
+    if (tools !== undefined && tools.declared.length > 0) this.tools = tools;
+    if (this.tools !== undefined || approver !== undefined) conn.serve((f, gen) => this.onServerFrame(f, gen));
     conn.hold();
   }
 
@@ -222,8 +227,9 @@ export class SidecarQuery {
     const id = this.queryId;
     const gen = this.queryGen;
     this.queryId = undefined;
-    for (const c of this.calls.values()) c.abort();
+    for (const c of [...this.calls.values(), ...this.asks.values()]) c.abort();
     this.calls.clear();
+    this.asks.clear();
     try {
       if (id !== undefined) {
         await this.conn.request({ type: 'close_query', query_id: id }, { deadline: Date.now() + CLOSE_TIMEOUT_MS, generation: gen });
@@ -243,6 +249,10 @@ export class SidecarQuery {
    * declare, is answered with an error: the sidecar fails it closed.
    */
   private onServerFrame(f: ServerFrame, gen: number): void {
+    if (f.type === 'approval_request' || f.type === 'approval_cancel') {
+      this.onAsk(f, gen);
+      return;
+    }
     if (f.type === 'tool_cancel') {
       this.calls.get(f.id)?.abort();
       this.calls.delete(f.id);
@@ -270,6 +280,36 @@ export class SidecarQuery {
       .finally(() => {
         clearTimeout(timer);
         if (this.calls.get(f.id) === ctl) this.calls.delete(f.id);
+      });
+  }
+
+  /**
+   * onAsk answers an approval_request with the approver, on the connection
+   * it came on, bounded by its timeout_ms; an approval_cancel (or close)
+   * aborts the handler's signal, and nothing is sent after that. An ask
+   * for another query, or with no approver, is denied.
+   */
+  private onAsk(f: Extract<ServerFrame, { type: 'approval_request' | 'approval_cancel' }>, gen: number): void {
+    if (f.type === 'approval_cancel') {
+      this.asks.get(f.id)?.abort();
+      this.asks.delete(f.id);
+      return;
+    }
+    const approver = this.approver;
+    if (approver === undefined || this.closed || f.query_id !== this.queryId || gen !== this.queryGen) {
+      this.conn.answer({ type: 'approval', id: f.id, decision: 'deny', message: `query ${JSON.stringify(f.query_id)} has no handler for asks on this connection` }, gen);
+      return;
+    }
+    const ctl = new AbortController();
+    this.asks.set(f.id, ctl);
+    const timer = setTimeout(() => ctl.abort(), Math.max(1, f.timeout_ms));
+    approver(f, ctl.signal)
+      .then((a) => {
+        if (!ctl.signal.aborted) this.conn.answer({ type: 'approval', id: f.id, decision: a.decision, ...(a.message ? { message: a.message } : {}) }, gen);
+      })
+      .finally(() => {
+        clearTimeout(timer);
+        if (this.asks.get(f.id) === ctl) this.asks.delete(f.id);
       });
   }
 
@@ -314,6 +354,7 @@ export class SidecarQuery {
       type: 'open_query' as const,
       ...(this.override !== undefined ? { sandbox_policy: this.override } : {}),
       ...(this.tools !== undefined ? { sdk_servers: this.tools.declared } : {}),
+      ...(this.approver !== undefined ? { approvals: true } : {}),
     };
     const reply = await this.conn.request(frame, { deadline, generation: gen });
     if (reply.type === 'query_opened') {

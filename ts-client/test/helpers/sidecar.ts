@@ -187,9 +187,12 @@ export interface AuditRecord {
   /** The MCP server of a code_call line. */
   server?: string;
   tool_use_id?: string;
+  run_id?: string;
   decision?: string;
   rule?: string;
   outcome?: string;
+  /** A code_call line's answer to the policy's ask. */
+  approval?: { id?: string; by: string; decision: string; message?: string; asked_at: string; answered_at: string; wait_ms: number };
   tool_input?: { file_path?: string };
 }
 

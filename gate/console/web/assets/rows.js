@@ -51,6 +51,7 @@ export function codeCall(rec) {
   const parts = [`run ${rec.run_id ?? '?'} call ${rec.call_seq ?? '?'}`, `args ${bytes(rec.arguments_bytes ?? 0)}`];
   if (rec.result_sha256) parts.push(`result ${bytes(rec.result_bytes ?? 0)}${rec.result_is_error ? ' (isError)' : ''}`);
   parts.push(`${rec.duration_ms ?? 0} ms`);
+  if (rec.approval) parts.push(`asked: ${rec.approval.by} ${rec.approval.decision} after ${rec.approval.wait_ms ?? 0} ms`);
   if (rec.error_kind && rec.error) parts.push(`${rec.error_kind}: ${rec.error}`);
   if (rec.reason && rec.decision !== 'allow') parts.push(rec.reason);
   return parts.join(' · ');
