@@ -32,14 +32,16 @@ print("base64 in call()", base64.b64encode(open(png["path"], "rb").read()).decod
 // TestCodeModeResultsLandAsFiles: an image, an embedded blob and an
 // embedded text resource that a real MCP server returns reach a program in
 // a real sandbox as files under /tmp/gatekeeper-results holding their
-// bytes, with their MIME types; a resource_link stays a link.
+// bytes, with their MIME types; a resource_link stays a link. And a call
+// whose arguments the tool's schema refuses raises ToolCallBadRequest with
+// the schema's short form.
 func TestCodeModeResultsLandAsFiles(t *testing.T) {
 	t.Parallel()
 	bin, err := mcptest.Build(t.TempDir())
 	must(t, err)
 	h := startCodeMode(t, codeModeRego, `code_calls:
   callable:
-    people: [media]
+    people: [media, records]
 `, mcptest.Stdio(bin, "people", 10, nil))
 	c := h.connect(t)
 	res, out := runCode(t, c, c.open(""), "toolu_media", mediaProgram)
@@ -57,6 +59,22 @@ func TestCodeModeResultsLandAsFiles(t *testing.T) {
 		"link https://files.example/people.csv people.csv text/csv\n" +
 		"base64 in call() False\n"
 	if out != want {
+		t.Errorf("output:\n%s\nwant:\n%s", out, want)
+	}
+
+	// A call with arguments its schema refuses is refused before the
+	// server, with the schema's short form.
+	res, out = runCode(t, c, c.open(""), "toolu_bad_args", `import gatekeeper_tools as gk
+from gatekeeper_tools import people
+try:
+    people.records(page="1", size=10)
+except gk.ToolCallBadRequest as e:
+    print(e.kind, e.rule, e.message.split("; it takes ")[-1])
+`)
+	if res["reason"] != "exited" || res["exit_code"] != float64(0) {
+		t.Fatalf("run: %v\noutput: %s", res, out)
+	}
+	if want := "bad_request code_calls.bad_arguments {page: int, size: int}\n"; out != want {
 		t.Errorf("output:\n%s\nwant:\n%s", out, want)
 	}
 }
