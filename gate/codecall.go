@@ -301,6 +301,10 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 		rec.Decision = Deny
 		return toolError(runner.ToolDenied, d.Rule, d.Reason)
 	}
+	if reason, msg := badArguments(call.Server, call.Tool, info, forward); reason != "" {
+		rec.Decision, rec.Rule, rec.Reason = Deny, RuleBadArguments, reason
+		return toolError(runner.ToolBadRequest, RuleBadArguments, msg)
+	}
 	out, err := c.cfg.Servers.CallTool(ctx, call.Server, call.Tool, forward)
 	if err != nil {
 		// The program gets the error's own text, which a ServerError

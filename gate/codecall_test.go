@@ -69,13 +69,16 @@ type fakeServers struct {
 var (
 	yes, no  = true, false
 	crmTools = map[string]runner.ToolInfo{
-		"get_customer":    {Name: "get_customer", ReadOnly: &yes, Destructive: &no},
-		"get_and_reset":   {Name: "get_and_reset"}, // no hints: MCP's default is destructive
-		"get_secrets":     {Name: "get_secrets", ReadOnly: &yes},
-		"get_everything":  {Name: "get_everything", ReadOnly: &yes},
-		"get_broken":      {Name: "get_broken", ReadOnly: &yes},
-		"get_slowly":      {Name: "get_slowly", ReadOnly: &yes},
-		"get_garbled":     {Name: "get_garbled", ReadOnly: &yes},
+		"get_customer":   {Name: "get_customer", ReadOnly: &yes, Destructive: &no},
+		"get_and_reset":  {Name: "get_and_reset"}, // no hints: MCP's default is destructive
+		"get_secrets":    {Name: "get_secrets", ReadOnly: &yes},
+		"get_everything": {Name: "get_everything", ReadOnly: &yes},
+		"get_broken":     {Name: "get_broken", ReadOnly: &yes},
+		"get_slowly":     {Name: "get_slowly", ReadOnly: &yes},
+		"get_garbled":    {Name: "get_garbled", ReadOnly: &yes},
+		"get_order": {Name: "get_order", ReadOnly: &yes, InputSchema: json.RawMessage(`{"type":"object","properties":{
+			"order_id":{"type":"string"},"lines":{"type":"integer"}},"required":["order_id"],"additionalProperties":false}`)},
+		"get_remote":      {Name: "get_remote", ReadOnly: &yes, InputSchema: json.RawMessage(`{"$ref":"https://schemas.example/order.json"}`)},
 		"delete_customer": {Name: "delete_customer", Destructive: &yes},
 	}
 )
@@ -238,7 +241,7 @@ func TestCodeCallCases(t *testing.T) {
 				if sum := sha256.Sum256(s.res.Result); rec.ResultSHA256 != hex.EncodeToString(sum[:]) || rec.ResultBytes != int64(len(s.res.Result)) {
 					t.Errorf("result sha256 %s size %d; want those of the result returned", rec.ResultSHA256, rec.ResultBytes)
 				}
-			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message && c.Want.AuditError == "") || (rec.ResultSHA256 != "") != (s.res.Err.Rule == "code_calls.max_result_bytes") {
+			} else if rec.ErrorKind != s.res.Err.Kind || (rec.Error != s.res.Err.Message && rec.Reason != s.res.Err.Message && !strings.HasPrefix(s.res.Err.Message, rec.Reason+": ") && c.Want.AuditError == "") || (rec.ResultSHA256 != "") != (s.res.Err.Rule == "code_calls.max_result_bytes") {
 				t.Errorf("audit error %q %q, result %q; want the error returned, and the result's hash only when it was withheld for its size", rec.ErrorKind, rec.Error, rec.ResultSHA256)
 			}
 			if a := c.Want.AuditError; a != "" && (!strings.Contains(rec.Error, a) || s.res.Err == nil || strings.Contains(s.res.Err.Message, a)) {

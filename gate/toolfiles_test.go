@@ -105,7 +105,7 @@ func modules(files map[string][]byte) []string {
 // tools returns which of the test server's tools a module in files calls.
 func tools(files map[string][]byte, server string) []string {
 	var out []string
-	for _, tool := range []string{"records", "lookup", "delete_record", "sleep", "hang", "crash", "big", "fail", "secret_digest", "pid", "spawn"} {
+	for _, tool := range []string{"records", "lookup", "delete_record", "sleep", "hang", "crash", "big", "fail", "secret_digest", "pid", "spawn", "media"} {
 		if bytes.Contains(files[pyDir+server+".py"], []byte(`"`+tool+`"`)) {
 			out = append(out, tool)
 		}

@@ -47,7 +47,7 @@ func TestServeConnectsMCPServers(t *testing.T) {
 	t.Run("serve", func(t *testing.T) {
 		revision, logs := serveInProcess(t, dir, file)
 		waitFor(t, "the sidecar", revision, func(r string) bool { return r != "" }, logs)
-		connected := regexp.MustCompile(`msg="mcp server connected" mcp_server=records transport=stdio tools=11 pid=(\d+)`)
+		connected := regexp.MustCompile(`msg="mcp server connected" mcp_server=records transport=stdio tools=12 pid=(\d+)`)
 		deadline := time.Now().Add(30 * time.Second)
 		for ; time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
 			log := logs.String()

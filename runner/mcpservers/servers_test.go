@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,7 +145,7 @@ func TestListToolsOverStdioAndHTTP(t *testing.T) {
 			names = append(names, tool.Name)
 			tools[tool.Name] = tool
 		}
-		if got := strings.Join(names, ","); got != "big,crash,delete_record,fail,hang,lookup,pid,records,secret_digest,sleep,spawn" {
+		if got := strings.Join(names, ","); got != "big,crash,delete_record,fail,hang,lookup,media,pid,records,secret_digest,sleep,spawn" {
 			t.Errorf("%s: tools = %s", st.Name, got)
 		}
 		rec := tools["records"]
@@ -231,6 +232,7 @@ func TestCallPagesAndLooksUp(t *testing.T) {
 		if r := call(t, s, server, "big", `{"bytes": 4000000}`); len(r.Content) != 1 || len(r.Content[0].Text) != 4000000 {
 			t.Errorf("%s: big returned %d content items", server, len(r.Content))
 		}
+		checkMedia(t, s, server)
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		_, err := s.CallTool(ctx, server, "no_such_tool", json.RawMessage(`{}`))
 		cancel()
@@ -240,6 +242,45 @@ func TestCallPagesAndLooksUp(t *testing.T) {
 	}
 	if _, err := s.CallTool(t.Context(), "nope", "lookup", nil); !errors.Is(err, mcpservers.ErrUnknownServer) {
 		t.Errorf("unknown server: %v", err)
+	}
+}
+
+// checkMedia checks that a result's items that are not text reach the
+// caller whole, as the server sent them: the image's and the blob's bytes
+// (in base64, as MCP carries them; the wrappers write them to files), the
+// text resource, and the link, which the client does not fetch.
+func checkMedia(t *testing.T, s *mcpservers.Servers, server string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	raw, err := s.CallTool(ctx, server, "media", json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatalf("%s: media: %v", server, err)
+	}
+	var r struct {
+		Content []map[string]any `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || len(r.Content) != 5 {
+		t.Fatalf("%s: media returned %s (%v), want 5 items", server, raw, err)
+	}
+	b64 := base64.StdEncoding.EncodeToString
+	res := func(i int) map[string]any { m, _ := r.Content[i]["resource"].(map[string]any); return m }
+	for _, c := range []struct {
+		what      string
+		got, want any
+	}{
+		{"the image's type", r.Content[1]["type"], "image"},
+		{"the image's bytes", r.Content[1]["data"], b64(mcptest.MediaPNG)},
+		{"the image's MIME type", r.Content[1]["mimeType"], "image/png"},
+		{"the blob's bytes", res(2)["blob"], b64(mcptest.MediaPDF)},
+		{"the blob's MIME type", res(2)["mimeType"], "application/pdf"},
+		{"the text resource", res(3)["text"], "notes of " + server},
+		{"the link's type", r.Content[4]["type"], "resource_link"},
+		{"the link's URI", r.Content[4]["uri"], "https://files.example/" + server + ".csv"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: media: %s is %v, want %v", server, c.what, c.got, c.want)
+		}
 	}
 }
 
@@ -392,7 +433,7 @@ func TestCrashedServerRestarts(t *testing.T) {
 		t.Errorf("billing: %+v", r)
 	}
 	log := logs.String()
-	for _, want := range []string{`msg="mcp server disconnected" mcp_server=crm`, `msg="mcp server connected" mcp_server=crm transport=stdio tools=11 pid=` + fmt.Sprint(second) + ` restart=1`, "crash: exiting mid-call"} {
+	for _, want := range []string{`msg="mcp server disconnected" mcp_server=crm`, `msg="mcp server connected" mcp_server=crm transport=stdio tools=12 pid=` + fmt.Sprint(second) + ` restart=1`, "crash: exiting mid-call"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("log lacks %q:\n%s", want, log)
 		}
@@ -419,7 +460,7 @@ func TestDownServerFailsAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if list[0].Name != "crm" || list[0].Err != nil || len(list[0].Tools) != 11 || list[1].Err == nil || list[2].Err == nil {
+	if list[0].Name != "crm" || list[0].Err != nil || len(list[0].Tools) != 12 || list[1].Err == nil || list[2].Err == nil {
 		t.Errorf("list = %+v", list)
 	}
 	if !strings.Contains(logs.String(), `msg="mcp server connect failed" mcp_server=gone`) {
@@ -461,8 +502,8 @@ func TestListDoesNotWaitForAConnectingServer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("List failed as a whole: %v", err)
 	}
-	if len(list) != 2 || list[0].Name != "crm" || list[0].Err != nil || len(list[0].Tools) != 11 {
-		t.Fatalf("crm is not listed with its 11 tools: %+v", list)
+	if len(list) != 2 || list[0].Name != "crm" || list[0].Err != nil || len(list[0].Tools) != 12 {
+		t.Fatalf("crm is not listed with its 12 tools: %+v", list)
 	}
 	if st := list[1]; st.Name != "slow" || !errors.Is(st.Err, mcpservers.ErrUnavailable) || !strings.Contains(st.Err.Error(), `mcp server "slow"`) ||
 		!strings.Contains(st.Err.Error(), "still connecting") || len(st.Tools) != 0 {
@@ -490,7 +531,7 @@ func TestListDoesNotWaitForAConnectingServer(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(list[1].Tools) != 11 || list[1].Hash == "" {
+	if len(list[1].Tools) != 12 || list[1].Hash == "" {
 		t.Errorf("slow, once started, is listed as %+v", list[1])
 	}
 }

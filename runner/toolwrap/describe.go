@@ -99,3 +99,51 @@ func oneLine(s string, max int) string {
 }
 
 func isRuneStart(c byte) bool { return c&0xC0 != 0x80 }
+
+// MaxSignatureBytes bounds Signature's text.
+const MaxSignatureBytes = 600
+
+// Signature returns a short form of a tool's input schema for an error
+// that tells a program how to call the tool: its properties in the
+// schema's order, each with its type as the Python wrapper hints it, an
+// optional one marked "?", as {page: int, size?: int, order?:
+// Literal["asc", "desc"]}. Past MaxSignatureBytes the properties that do
+// not fit are left out, which "…" says. A schema that names no property
+// is "{...}" (any object).
+func Signature(t runner.ToolInfo) string {
+	in := parseSchema(t.InputSchema)
+	if !in.isObject() {
+		return "{...}"
+	}
+	var b strings.Builder
+	b.WriteString("{")
+	for i, p := range in.Properties {
+		part := quoteKey(p.Name)
+		if !in.Required[p.Name] {
+			part += "?"
+		}
+		part += ": " + p.Schema.python()
+		if i > 0 {
+			part = ", " + part
+		}
+		if b.Len()+len(part)+len(", …}") > MaxSignatureBytes {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("…")
+			break
+		}
+		b.WriteString(part)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// quoteKey writes a property name as it is when it is an identifier,
+// quoted as a JSON string otherwise.
+func quoteKey(name string) string {
+	if pyIdent.MatchString(name) {
+		return name
+	}
+	return literal(name)
+}

@@ -179,3 +179,39 @@ func TestDescribeNamesAnUnavailableServer(t *testing.T) {
 		t.Errorf("Generate gave class_ no module class_: %v", err)
 	}
 }
+
+func TestSignature(t *testing.T) {
+	t.Parallel()
+	var many strings.Builder
+	many.WriteString(`{"type":"object","properties":{`)
+	for i := range 200 {
+		if i > 0 {
+			many.WriteString(",")
+		}
+		fmt.Fprintf(&many, `"field_%d":{"type":"string"}`, i)
+	}
+	many.WriteString(`},"required":["field_0"]}`)
+	for _, c := range []struct {
+		name, schema, want string
+	}{
+		{"required, optional, enum and a key that is not an identifier",
+			`{"type":"object","properties":{"page":{"type":"integer"},"order":{"enum":["asc","desc"]},"page-size":{"type":"integer"}},"required":["page"]}`,
+			`{page: int, order?: Literal["asc", "desc"], "page-size"?: int}`},
+		{"no properties is any object", `{"type":"object"}`, `{...}`},
+		{"no schema is any object", ``, `{...}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			if got := toolwrap.Signature(runner.ToolInfo{InputSchema: json.RawMessage(c.schema)}); got != c.want {
+				t.Errorf("Signature = %s, want %s", got, c.want)
+			}
+		})
+	}
+	t.Run("a long schema is cut at a property, and says so", func(t *testing.T) {
+		t.Parallel()
+		got := toolwrap.Signature(runner.ToolInfo{InputSchema: json.RawMessage(many.String())})
+		if len(got) > toolwrap.MaxSignatureBytes || !strings.HasPrefix(got, "{field_0: str, field_1?: str") || !strings.HasSuffix(got, "?: str, …}") {
+			t.Errorf("Signature of 200 properties (%d bytes) = %s", len(got), got)
+		}
+	})
+}

@@ -51,7 +51,8 @@ func ExampleGenerate() {
 	// node/gatekeeper-tools/index.js
 	// python/gatekeeper_tools/__init__.py
 	// python/gatekeeper_tools/crm.py
-	// def find_customers(*, city: str, limit: int | None = None) -> str:
-	// export declare function find_customers(args: FindCustomersInput): Promise<string>;
+	// def find_customers(*, city: str, limit: int | None = None) -> str | list[Any]:
+	// def __dir__():
+	// export declare function find_customers(args: FindCustomersInput): Promise<ToolContent>;
 	// 64
 }

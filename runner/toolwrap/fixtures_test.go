@@ -158,6 +158,8 @@ type request struct {
 type bridge struct {
 	barrierN int
 
+	results string // the program's results directory (GATEKEEPER_RESULTS, or the default)
+
 	mu       sync.Mutex
 	requests []request
 	barrier  []func()
@@ -175,7 +177,7 @@ func serveBridge(t *testing.T, dir string, barrierN int) *bridge {
 	if err := os.Chmod(path, 0o777); err != nil { // the sandbox's user connects
 		t.Fatal(err)
 	}
-	b := &bridge{barrierN: barrierN}
+	b := &bridge{barrierN: barrierN, results: "/tmp/gatekeeper-results"}
 	var wg sync.WaitGroup
 	t.Cleanup(func() { l.Close(); wg.Wait() })
 	wg.Add(1)
@@ -254,9 +256,16 @@ func (b *bridge) serve(c net.Conn) {
 				"structuredContent": map[string]any{"records": []any{map[string]any{"id": "r1", "name": "Ada"}}, "next_page": a.Page + 1},
 			})
 		case "lookup":
+			if strings.Contains(string(r.Arguments), `"media"`) {
+				ok(map[string]any{"content": mediaContent})
+				break
+			}
+			if strings.Contains(string(r.Arguments), `"not-base64"`) {
+				ok(map[string]any{"content": []any{map[string]string{"type": "image", "data": "not base64!", "mimeType": "image/png"}}})
+				break
+			}
 			ok(map[string]any{"content": []any{
 				map[string]string{"type": "text", "text": "Ada Lovelace"},
-				map[string]string{"type": "image", "data": "AAAA", "mimeType": "image/png"},
 				map[string]string{"type": "text", "text": "London"},
 			}})
 		case "count": // declares an output schema, answers with text only (older servers)
@@ -279,6 +288,18 @@ func (b *bridge) serve(c net.Conn) {
 			ok(map[string]any{"content": []any{map[string]string{"type": "text", "text": string(r.Arguments)}}, "structuredContent": json.RawMessage(r.Arguments)})
 		}
 	}
+}
+
+// mediaContent is the content of lookup(id="media"): one item of each
+// kind that is not text, between two texts.
+var mediaContent = []any{
+	map[string]any{"type": "text", "text": "Ada"},
+	map[string]any{"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"},
+	map[string]any{"type": "audio", "data": "UklGRg==", "mimeType": "audio/wav"},
+	map[string]any{"type": "resource", "resource": map[string]any{"uri": "file:///../../etc/passwd", "mimeType": "application/pdf", "blob": "JVBERi0x"}},
+	map[string]any{"type": "resource", "resource": map[string]any{"uri": "crm://c-7/notes", "text": "notes of c-7"}},
+	map[string]any{"type": "resource_link", "uri": "https://files.example/c-7.csv", "name": "c-7.csv", "mimeType": "text/csv"},
+	map[string]any{"type": "text", "text": "London"},
 }
 
 // sent returns the arguments of every request for server/tool, in order.

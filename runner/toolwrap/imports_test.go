@@ -18,7 +18,7 @@ func TestPythonImportsAreTheWrappers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imp := regexp.MustCompile(`(?m)^\s*(?:import ([a-z_.]+)(?: as \w+)?|from ([a-z_.]+) import .*)$`)
+	imp := regexp.MustCompile(`(?m)^\s*(?:import ([a-z0-9_.]+)(?: as \w+)?|from ([a-z0-9_.]+) import .*)$`)
 	var got []string
 	for name, data := range files {
 		if !strings.HasSuffix(name, ".py") {

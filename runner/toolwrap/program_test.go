@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -26,21 +27,33 @@ const barrierN = 8
 
 // programOutput is what testdata/program.{py,js} print.
 type programOutput struct {
-	Page         map[string]any            `json:"page"`
-	PageDefaults map[string]any            `json:"page_defaults"`
-	Lookup       string                    `json:"lookup"`
-	Count        any                       `json:"count"`
-	Update       map[string]any            `json:"update"`
-	AB           map[string]any            `json:"a_b"`
-	Dict         map[string]any            `json:"dict"`
-	Class        map[string]any            `json:"class_"`
-	GetRecords   []map[string]any          `json:"get_records"`
-	AnyTool      map[string]any            `json:"any"`
-	Constructor  any                       `json:"constructor"`
-	Then         map[string]any            `json:"then"`
-	Imported     *bool                     `json:"imported_not_thenable"`
-	Modules      []map[string]any          `json:"modules"`
-	CallIsFunc   bool                      `json:"call_is_function"`
+	Page         map[string]any   `json:"page"`
+	PageDefaults map[string]any   `json:"page_defaults"`
+	Lookup       string           `json:"lookup"`
+	Media        []any            `json:"media"`
+	MediaBytes   []*string        `json:"media_bytes"`
+	MediaBase64  bool             `json:"media_call_has_base64"`
+	NotBase64    *string          `json:"not_base64"`
+	Count        any              `json:"count"`
+	Update       map[string]any   `json:"update"`
+	AB           map[string]any   `json:"a_b"`
+	Dict         map[string]any   `json:"dict"`
+	Class        map[string]any   `json:"class_"`
+	GetRecords   []map[string]any `json:"get_records"`
+	AnyTool      map[string]any   `json:"any"`
+	Constructor  any              `json:"constructor"`
+	Then         map[string]any   `json:"then"`
+	Imported     *bool            `json:"imported_not_thenable"`
+	Modules      []map[string]any `json:"modules"`
+	CallIsFunc   bool             `json:"call_is_function"`
+	DirRecords   []string         `json:"dir_records"`
+	Typed        *struct {
+		Return     string            `json:"return"`
+		Records    string            `json:"records"`
+		Item       map[string]string `json:"item"`
+		EvilKeysOK bool              `json:"evil_keys_ok"`
+	} `json:"typed"`
+	DirPackage   []string                  `json:"dir_package"`
 	Servers      map[string]serverManifest `json:"servers"`
 	DocKept      *bool                     `json:"doc_kept"`
 	RequiredReq  *bool                     `json:"required_is_required"`
@@ -104,7 +117,7 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 		want         []string
 	}{
 		{"records", "get-records", []string{`{"page":2,"size":10}`, `{"page":1}`}},
-		{"records", "lookup", []string{`{"id":"c-7"}`, `{"id":"again"}`}},
+		{"records", "lookup", []string{`{"id":"c-7"}`, `{"id":"media"}`, `{"id":"media"}`, `{"id":"not-base64"}`, `{"id":"again"}`}},
 		{"records", "count", []string{`{}`}},
 		{"records", "update", []string{`{"record":{"id":"c-7","fields":{"name":"Ada"}},"tags":["a","b"],"dry_run":false}`}},
 		{"evil", "a.b", []string{`{"not an identifier":"x","from":1,"_args":"y","_gk":"z","page-size":3,"page_size":4,"9lives":"*/ x /*"}`}},
@@ -153,6 +166,7 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 	if out.Lookup != "Ada Lovelace\nLondon" {
 		t.Errorf("%s: lookup returned %q, want its text items joined by a newline", lang, out.Lookup)
 	}
+	checkMedia(t, lang, out, b.results)
 	if j(out.Count) != "42" {
 		t.Errorf("%s: count (output schema, text only) returned %v, want 42 read from its text", lang, j(out.Count))
 	}
@@ -164,6 +178,29 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 	}
 	if len(out.Modules) != 3 || !out.CallIsFunc {
 		t.Errorf("%s: modules %v, call is a function: %v", lang, out.Modules, out.CallIsFunc)
+	}
+
+	// Typed results (Python): TypedDicts from the output schema.
+	if strings.HasPrefix(lang, "python") {
+		ty := out.Typed
+		switch {
+		case ty == nil:
+			t.Errorf("%s: no typed results reported", lang)
+		case ty.Return != "GetRecordsOutput" || ty.Records != "list[gatekeeper_tools.records.GetRecordsOutputRecordsItem]":
+			t.Errorf("%s: get_records returns %s with records %s, want GetRecordsOutput of GetRecordsOutputRecordsItem", lang, ty.Return, ty.Records)
+		case !reflect.DeepEqual(ty.Item, map[string]string{"id": "<class 'str'>", "name": "<class 'str'>", "balance": "typing.NotRequired[float]"}):
+			t.Errorf("%s: a record is typed %s, want id and name str and balance NotRequired[float]", lang, j(ty.Item))
+		case !ty.EvilKeysOK:
+			t.Errorf("%s: the hostile output schema's TypedDict does not have the hostile key as its one key", lang)
+		}
+	}
+
+	// A module shows its tools only, the package its public names only.
+	if got := strings.Join(out.DirRecords, ","); got != "count,get_records,lookup,update" {
+		t.Errorf("%s: the records module shows %s, want its tools only", lang, got)
+	}
+	if got := strings.Join(out.DirPackage, ","); got != "ToolCallBadRequest,ToolCallCancelled,ToolCallDenied,ToolCallError,ToolCallLimit,ToolCallTimeout,ToolServerError,call,servers" {
+		t.Errorf("%s: the package shows %s, want its public names only", lang, got)
 	}
 
 	// servers() lists what is there.
@@ -227,6 +264,55 @@ func checkProgram(t *testing.T, lang string, b *bridge, stdout []byte) {
 	}
 }
 
+// checkMedia checks what lookup(id="media") returned: its items in order,
+// each image, audio and embedded resource as a file under the results
+// directory holding its decoded bytes, the link as the server sent it.
+func checkMedia(t *testing.T, lang string, out programOutput, dir string) {
+	t.Helper()
+	if len(out.Media) != 7 || len(out.MediaBytes) != 7 {
+		t.Fatalf("%s: lookup(media) returned %v, want its 7 items", lang, out.Media)
+	}
+	wantFiles := []struct {
+		i               int
+		kind, mime, ext string
+		hex, uri        string
+	}{
+		{1, "image", "image/png", ".png", "89504e470d0a1a0a", ""},
+		{2, "audio", "audio/wav", ".wav", "52494646", ""},
+		{3, "resource", "application/pdf", ".pdf", "255044462d31", "file:///../../etc/passwd"},
+		{4, "resource", "text/plain", ".txt", hex.EncodeToString([]byte("notes of c-7")), "crm://c-7/notes"},
+	}
+	for _, w := range wantFiles {
+		item, _ := out.Media[w.i].(map[string]any)
+		path, _ := item["path"].(string)
+		if item["type"] != "file" || item["kind"] != w.kind || item["mimeType"] != w.mime ||
+			item["size"] != float64(len(w.hex)/2) || (w.uri != "" && item["uri"] != w.uri) {
+			t.Errorf("%s: item %d is %v, want a %s file of %s, %d bytes", lang, w.i, item, w.kind, w.mime, len(w.hex)/2)
+		}
+		if filepath.Dir(path) != dir || !strings.HasSuffix(path, w.ext) {
+			t.Errorf("%s: item %d was written to %q, want a file of its own under the results directory ending %s", lang, w.i, path, w.ext)
+		}
+		if got := out.MediaBytes[w.i]; got == nil || *got != w.hex {
+			t.Errorf("%s: item %d's file holds %v, want %s", lang, w.i, got, w.hex)
+		}
+		if _, has := item["data"]; has {
+			t.Errorf("%s: item %d still carries its base64", lang, w.i)
+		}
+	}
+	if out.Media[0] != "Ada" || out.Media[6] != "London" {
+		t.Errorf("%s: the text items came back as %v, %v", lang, out.Media[0], out.Media[6])
+	}
+	if got, _ := json.Marshal(out.Media[5]); string(got) != `{"mimeType":"text/csv","name":"c-7.csv","type":"resource_link","uri":"https://files.example/c-7.csv"}` {
+		t.Errorf("%s: the resource_link came back as %s, want it as the server sent it", lang, got)
+	}
+	if out.MediaBase64 {
+		t.Errorf("%s: call() returned the base64 of the image", lang)
+	}
+	if out.NotBase64 == nil || *out.NotBase64 != "server" {
+		t.Errorf("%s: an image whose data is not base64 raised %v, want kind server", lang, out.NotBase64)
+	}
+}
+
 func TestPythonWrappersAgainstABridge(t *testing.T) {
 	t.Parallel()
 	python := lookPath(t, "python3")
@@ -236,7 +322,8 @@ func TestPythonWrappersAgainstABridge(t *testing.T) {
 	if err := os.WriteFile(prog, programPy, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout := runProgram(t, []string{python, "-B", prog}, "GATEKEEPER_TOOLS="+dir, "PYTHONPATH="+filepath.Join(dir, "python"),
+	b.results = filepath.Join(t.TempDir(), "results")
+	stdout := runProgram(t, []string{python, "-B", prog}, "GATEKEEPER_TOOLS="+dir, "PYTHONPATH="+filepath.Join(dir, "python"), "GATEKEEPER_RESULTS="+b.results,
 		"HOSTILE="+jsonString(hostile), "BARRIER="+strconv.Itoa(barrierN))
 	checkProgram(t, "python", b, stdout)
 }
@@ -250,7 +337,8 @@ func TestNodeWrappersAgainstABridge(t *testing.T) {
 	if err := os.WriteFile(prog, programJS, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	stdout := runProgram(t, []string{node, prog}, "GATEKEEPER_TOOLS="+dir, "NODE_PATH="+filepath.Join(dir, "node"),
+	b.results = filepath.Join(t.TempDir(), "results")
+	stdout := runProgram(t, []string{node, prog}, "GATEKEEPER_TOOLS="+dir, "NODE_PATH="+filepath.Join(dir, "node"), "GATEKEEPER_RESULTS="+b.results,
 		"BARRIER="+strconv.Itoa(barrierN))
 	checkProgram(t, "node", b, stdout)
 }

@@ -9,9 +9,47 @@ export interface ContentItem {
   [key: string]: unknown;
 }
 
+/**
+ * An image, audio or embedded resource of a result, written to a new file
+ * under /tmp/gatekeeper-results: no base64 reaches the program.
+ */
+export interface FileItem {
+  type: 'file';
+  /** The MCP content type it came as. */
+  kind: 'image' | 'audio' | 'resource';
+  /** Where it was written. */
+  path: string;
+  /** Its MIME type, as the server gave it. */
+  mimeType: string;
+  /** Its size in bytes. */
+  size: number;
+  /** The embedded resource's URI (kind 'resource'). */
+  uri?: string;
+}
+
+/**
+ * A link to a resource, as the server gave it; gatekeeper never fetches it
+ * (call a tool that reads it, if the policy lets the program).
+ */
+export interface ResourceLinkItem {
+  type: 'resource_link';
+  uri: string;
+  name: string;
+  mimeType?: string;
+  description?: string;
+  size?: number;
+  [key: string]: unknown;
+}
+
+/**
+ * What a tool without an output schema resolves to: its text when its
+ * content is all text, else its content items in order, text as a string.
+ */
+export type ToolContent = string | Array<string | FileItem | ResourceLinkItem | ContentItem>;
+
 /** A tool's whole MCP result, as call() resolves to it. */
 export interface CallToolResult {
-  content: ContentItem[];
+  content: Array<ContentItem | FileItem | ResourceLinkItem>;
   structuredContent?: unknown;
   isError?: boolean;
   [key: string]: unknown;

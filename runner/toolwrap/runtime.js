@@ -8,11 +8,15 @@
 //   const customers = await crm.find_customers({ city: 'London', limit: 100 });
 //
 // Their types and docs are in crm.d.ts. call(server, tool, args) calls a
-// tool by its MCP name and resolves to the whole MCP result. Every call is
+// tool by its MCP name and resolves to the whole MCP result. No base64
+// reaches the program: an image, audio or embedded resource is written to
+// a new file under /tmp/gatekeeper-results and stands as { type: 'file',
+// kind, path, mimeType, size } (see FileItem in index.d.ts). Every call is
 // decided by gatekeeper's policy and written to its audit log; a call that
 // gets no result rejects with a ToolCallError (kind, rule, message), as
 // does a tool that reports an error (kind "tool_error").
 
+const fs = require('fs');
 const net = require('net');
 const path = require('path');
 
@@ -110,6 +114,83 @@ function connect() {
   return c;
 }
 
+// RESULTS is where an image, audio or embedded resource of a result is
+// written, one file each, so that no base64 reaches the program's values.
+const RESULTS = process.env.GATEKEEPER_RESULTS || '/tmp/gatekeeper-results';
+
+// EXTENSIONS names a file by its MIME type; any other type is .bin. The
+// server's names and URIs never name a file.
+const EXTENSIONS = {
+  'image/png': '.png', 'image/jpeg': '.jpg', 'image/gif': '.gif', 'image/webp': '.webp',
+  'image/svg+xml': '.svg', 'audio/wav': '.wav', 'audio/x-wav': '.wav', 'audio/mpeg': '.mp3',
+  'audio/ogg': '.ogg', 'application/pdf': '.pdf', 'application/json': '.json',
+  'text/plain': '.txt', 'text/csv': '.csv', 'text/html': '.html', 'text/markdown': '.md',
+  'application/zip': '.zip', 'application/gzip': '.gz',
+};
+let nextFile = 1;
+
+function save(data, mime) {
+  fs.mkdirSync(RESULTS, { recursive: true, mode: 0o700 });
+  const key = mime.split(';')[0].trim().toLowerCase();
+  const ext = Object.prototype.hasOwnProperty.call(EXTENSIONS, key) ? EXTENSIONS[key] : '.bin';
+  const file = path.join(RESULTS, `${process.pid}-${nextFile++}${ext}`);
+  fs.writeFileSync(file, data, { flag: 'wx', mode: 0o600 });
+  return file;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+function decode(b64, what) {
+  if (typeof b64 !== 'string' || b64.length % 4 !== 0 || !BASE64.test(b64)) {
+    throw toolError('server', '', `the tool's ${what} is not base64`);
+  }
+  return Buffer.from(b64, 'base64');
+}
+
+// file writes an image, audio or embedded resource item to a file and
+// returns the small object that stands for it.
+function file(item) {
+  let data;
+  let mime;
+  let out;
+  if (item.type === 'resource') {
+    const res = item.resource && typeof item.resource === 'object' ? item.resource : {};
+    mime = String(res.mimeType || '');
+    if (typeof res.blob === 'string') {
+      data = decode(res.blob, 'embedded resource');
+      mime = mime || 'application/octet-stream';
+    } else {
+      data = Buffer.from(String(res.text || ''), 'utf8');
+      mime = mime || 'text/plain';
+    }
+    out = { type: 'file', kind: 'resource', uri: String(res.uri || '') };
+  } else {
+    mime = String(item.mimeType || 'application/octet-stream');
+    data = decode(item.data, item.type);
+    out = { type: 'file', kind: item.type };
+  }
+  return Object.assign(out, { path: save(data, mime), mimeType: mime, size: data.length });
+}
+
+// filesOf replaces each image, audio and embedded resource item of
+// result's content by the file it is written to; a resource_link stays as
+// it is, never fetched.
+function filesOf(result) {
+  if (!Array.isArray(result.content)) return result;
+  result.content = result.content.map((item) =>
+    item && (item.type === 'image' || item.type === 'audio' || item.type === 'resource') ? file(item) : item);
+  return result;
+}
+
+// content is what a tool without an output schema resolves to: its text
+// when its content is all text, else its items in order (text as a string,
+// files and links as objects).
+function content(result) {
+  const items = (Array.isArray(result.content) ? result.content : []).filter((i) => i && typeof i === 'object');
+  if (items.every((i) => i.type === 'text')) return text(result);
+  return items.map((i) => (i.type === 'text' && typeof i.text === 'string' ? i.text : i));
+}
+
 function text(result) {
   const parts = [];
   for (const item of Array.isArray(result.content) ? result.content : []) {
@@ -144,6 +225,7 @@ async function call(server, tool, args) {
   if (result === null || typeof result !== 'object') {
     throw toolError('bridge', '', "gatekeeper's bridge sent an answer with no result");
   }
+  filesOf(result);
   if (result.isError) {
     throw new ToolCallError('tool_error', '', text(result) || 'the tool reported an error', result);
   }
@@ -152,7 +234,7 @@ async function call(server, tool, args) {
 
 async function _invoke(server, tool, args, structured) {
   const result = await call(server, tool, args);
-  if (!structured) return text(result);
+  if (!structured) return content(result);
   if ('structuredContent' in result) return result.structuredContent;
   try {
     return JSON.parse(text(result));
@@ -176,5 +258,7 @@ module.exports = {
   ToolServerError,
   ToolCallCancelled,
   ToolCallBadRequest,
-  _invoke,
 };
+// The server modules reach _invoke by a symbol, so that the package's
+// keys, and a program's completion, show only the public names.
+Object.defineProperty(module.exports, Symbol.for('gatekeeper-tools.invoke'), { value: _invoke });

@@ -11,6 +11,17 @@ help(gatekeeper_tools.<server>) lists a server's tools; servers() lists the
 servers. call(server, tool, arguments) calls a tool by its MCP name and
 returns the whole MCP result (content, structuredContent, isError).
 
+A function returns the tool's structured result (structuredContent) when
+the tool declares an output schema. Otherwise it returns the tool's text
+when its content is all text, and else a list of its content items in
+order: text as a str, and a dict for each other item. No base64 reaches the
+program: an image, audio or embedded resource (blob or text) is written to
+a new file under /tmp/gatekeeper-results and stands as {"type": "file",
+"kind": "image"|"audio"|"resource", "path", "mimeType", "size"} (a
+resource's "uri" too); a resource_link stays {"type": "resource_link",
+"uri", "name", "mimeType"?, ...}, which gatekeeper never fetches. call()'s
+content holds the same items.
+
 Every call is decided by gatekeeper's policy and written to its audit log.
 A call that gets no result raises ToolCallError, or one of its subclasses,
 with .kind, .rule (the policy rule or the bound that refused it, or "") and
@@ -22,6 +33,8 @@ answer; past the number of calls in flight the policy allows, a call
 waits its turn, in order, within its timeout.
 """
 
+import base64 as _base64
+import binascii as _binascii
 import itertools as _itertools
 try:
     import json as _json
@@ -214,6 +227,78 @@ def _connection():
         return c
 
 
+# _RESULTS is where an image, audio or embedded resource of a result is
+# written, one file each, so that no base64 reaches the program's values.
+_RESULTS = _os.environ.get("GATEKEEPER_RESULTS") or "/tmp/gatekeeper-results"
+
+# _EXTENSIONS names a file by its MIME type; any other type is .bin. The
+# server's names and URIs never name a file.
+_EXTENSIONS = {
+    "image/png": ".png", "image/jpeg": ".jpg", "image/gif": ".gif", "image/webp": ".webp",
+    "image/svg+xml": ".svg", "audio/wav": ".wav", "audio/x-wav": ".wav", "audio/mpeg": ".mp3",
+    "audio/ogg": ".ogg", "application/pdf": ".pdf", "application/json": ".json",
+    "text/plain": ".txt", "text/csv": ".csv", "text/html": ".html", "text/markdown": ".md",
+    "application/zip": ".zip", "application/gzip": ".gz",
+}
+_files = _itertools.count(1)
+
+
+def _save(data, mime):
+    """Write data (bytes) to a new file under _RESULTS and return its path."""
+    _os.makedirs(_RESULTS, mode=0o700, exist_ok=True)
+    ext = _EXTENSIONS.get(mime.split(";")[0].strip().lower(), ".bin")
+    path = _os.path.join(_RESULTS, "%d-%d%s" % (_os.getpid(), next(_files), ext))
+    fd = _os.open(path, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL, 0o600)
+    with _os.fdopen(fd, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _decode(b64, what):
+    try:
+        return _base64.b64decode(b64, validate=True)
+    except (_binascii.Error, ValueError, TypeError):
+        raise ToolCallError("server", "", "the tool's %s is not base64" % what) from None
+
+
+def _file(item):
+    """The file that stands for an image, audio or embedded resource item:
+    written under _RESULTS, and described by a small dict."""
+    kind = item.get("type")
+    if kind == "resource":
+        res = item.get("resource") if isinstance(item.get("resource"), dict) else {}
+        mime = str(res.get("mimeType") or "")
+        if isinstance(res.get("blob"), str):
+            data = _decode(res["blob"], "embedded resource")
+            mime = mime or "application/octet-stream"
+        else:
+            data = str(res.get("text") or "").encode("utf-8")
+            mime = mime or "text/plain"
+        out = {"type": "file", "kind": "resource", "uri": str(res.get("uri") or "")}
+    else:
+        mime = str(item.get("mimeType") or "application/octet-stream")
+        data = _decode(item.get("data"), kind)
+        out = {"type": "file", "kind": kind}
+    out.update({"path": _save(data, mime), "mimeType": mime, "size": len(data)})
+    return out
+
+
+def _files_of(result):
+    """Replace each image, audio and embedded resource item of result's
+    content by the file it is written to; a resource_link stays as it is,
+    never fetched."""
+    content = result.get("content")
+    if not isinstance(content, list):
+        return result
+    items = []
+    for item in content:
+        if isinstance(item, dict) and item.get("type") in ("image", "audio", "resource"):
+            item = _file(item)
+        items.append(item)
+    result["content"] = items
+    return result
+
+
 def _text(result):
     parts = []
     for item in result.get("content") or []:
@@ -222,11 +307,23 @@ def _text(result):
     return "\n".join(parts)
 
 
+def _content(result):
+    """What a tool without an output schema returns: its text when its
+    content is all text, else a list of its items in order (text as str,
+    files and links as dicts)."""
+    content = [i for i in (result.get("content") or []) if isinstance(i, dict)]
+    if all(i.get("type") == "text" for i in content):
+        return _text(result)
+    return [i["text"] if i.get("type") == "text" and isinstance(i.get("text"), str) else i for i in content]
+
+
 def call(server, tool, arguments=None):
     """Call tool of server with arguments (a dict) and return its MCP result.
 
-    The result is a dict: "content" (a list of text, image, resource...
-    items), "structuredContent" when the tool returns structured data. Raises
+    The result is a dict: "content" (a list of text, file and resource_link
+    items: each image, audio or embedded resource is written to a file, see
+    the package's docs), "structuredContent" when the tool returns
+    structured data. Raises
     ToolCallError (or a subclass) when the call gets no result, and with kind
     "tool_error" when the tool reports an error (isError).
     """
@@ -255,6 +352,7 @@ def call(server, tool, arguments=None):
     result = answer.get("result")
     if not isinstance(result, dict):
         raise ToolCallError("bridge", "", "gatekeeper's bridge sent an answer with no result")
+    _files_of(result)
     if result.get("isError"):
         raise ToolCallError("tool_error", "", _text(result) or "the tool reported an error", result)
     return result
@@ -263,7 +361,7 @@ def call(server, tool, arguments=None):
 def _invoke(server, tool, arguments, structured):
     result = call(server, tool, arguments)
     if not structured:
-        return _text(result)
+        return _content(result)
     if "structuredContent" in result:
         return result["structuredContent"]
     try:

@@ -25,6 +25,9 @@ type schema struct {
 	AdditionalAny bool
 	AnyOf         []*schema // anyOf / oneOf
 	Default       json.RawMessage
+	// pyName is the Python TypedDict that stands for this object schema
+	// in a generated module, or "" (see pyTypedDicts).
+	pyName string
 }
 
 type property struct {
@@ -144,6 +147,9 @@ func (s *schema) isObject() bool {
 func (s *schema) python() string {
 	if s == nil {
 		return "Any"
+	}
+	if s.pyName != "" {
+		return s.pyName
 	}
 	if len(s.Enum) > 0 {
 		var lits []string

@@ -264,9 +264,9 @@ var (
 	// index.js.
 	moduleReserved = append(slices.Clone(keywords), "call", "servers", "index")
 	// toolReserved: names a generated server module defines itself.
-	toolReserved = append(slices.Clone(keywords), "annotations", "Any", "Literal", "Optional", "_gk")
+	toolReserved = append(slices.Clone(keywords), "annotations", "_annotations", "Any", "Literal", "NotRequired", "Optional", "TypedDict", "_gk", "_invoke")
 	// paramReserved: names a generated Python function's body uses.
 	paramReserved = append(slices.Clone(keywords), "_gk", "_args")
 	// typeReserved: names a generated .d.ts declares or imports.
-	typeReserved = append(slices.Clone(keywords), "CallToolResult")
+	typeReserved = append(slices.Clone(keywords), "CallToolResult", "ToolContent")
 )

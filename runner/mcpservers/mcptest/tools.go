@@ -187,8 +187,24 @@ func NewServer(o Options) *mcp.Server {
 			go cmd.Wait()
 			return nil, pidOut{PID: cmd.Process.Pid}, nil
 		})
+	mcp.AddTool(s, &mcp.Tool{Name: "media", Description: "Returns one content item of each kind that is not text: MediaPNG as an image, MediaPDF as an embedded blob resource, a text resource and a resource link."},
+		func(context.Context, *mcp.CallToolRequest, empty) (*mcp.CallToolResult, any, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{
+				&mcp.TextContent{Text: "the media of " + o.Name},
+				&mcp.ImageContent{Data: MediaPNG, MIMEType: "image/png"},
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://" + o.Name + "/report.pdf", MIMEType: "application/pdf", Blob: MediaPDF}},
+				&mcp.EmbeddedResource{Resource: &mcp.ResourceContents{URI: "test://" + o.Name + "/notes", MIMEType: "text/plain", Text: "notes of " + o.Name}},
+				&mcp.ResourceLink{URI: "https://files.example/" + o.Name + ".csv", Name: o.Name + ".csv", MIMEType: "text/csv"},
+			}}, nil, nil
+		})
 	return s
 }
+
+// The bytes the media tool returns.
+var (
+	MediaPNG = []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR fake image")
+	MediaPDF = []byte("%PDF-1.4\n% a fake report\n%%EOF\n")
+)
 
 // Digest is the hex sha256 that secret_digest reports for value.
 func Digest(value string) string {

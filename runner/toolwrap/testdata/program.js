@@ -14,6 +14,17 @@ async function main() {
   out.page = await records.get_records({ page: 2, size: 10 });
   out.page_defaults = await records.get_records({ page: 1 });
   out.lookup = await records.lookup({ id: 'c-7' });
+  // Files, not base64: each non-text item is written to a file.
+  const media = await records.lookup({ id: 'media' });
+  out.media = media;
+  out.media_bytes = media.map((i) => (i && i.type === 'file' ? require('fs').readFileSync(i.path).toString('hex') : null));
+  out.media_call_has_base64 = JSON.stringify(await gk.call('records', 'lookup', { id: 'media' })).includes('iVBORw0KGgo');
+  try {
+    await records.lookup({ id: 'not-base64' });
+    out.not_base64 = null;
+  } catch (e) {
+    out.not_base64 = e.kind;
+  }
   out.count = await records.count();
   out.update = await records.update({ record: { id: 'c-7', fields: { name: 'Ada' } }, tags: ['a', 'b'], dry_run: false });
   out.a_b = JSON.parse(await evil.a_b({ 'not an identifier': 'x', from: 1, _args: 'y', _gk: 'z', 'page-size': 3, page_size: 4, '9lives': '*/ x /*' }));
@@ -28,6 +39,8 @@ async function main() {
   out.modules = [];
   for (const m of [class_, call_, json_server]) out.modules.push(JSON.parse(await m.ping()));
   out.call_is_function = typeof gk.call === 'function';
+  out.dir_records = Object.getOwnPropertyNames(records).sort();
+  out.dir_package = Object.keys(gk).sort();
   out.servers = gk.servers();
 
   const errors = {};

@@ -6,6 +6,7 @@ import json
 import os
 import sys
 import threading
+import typing
 
 import gatekeeper_tools as gk
 import gatekeeper_tools.records as records
@@ -18,6 +19,17 @@ out = {}
 out["page"] = records.get_records(page=2, size=10)
 out["page_defaults"] = records.get_records(page=1)
 out["lookup"] = records.lookup(id="c-7")
+# Files, not base64: each non-text item is written to a file.
+media = records.lookup(id="media")
+out["media"] = media
+out["media_bytes"] = [open(i["path"], "rb").read().hex() if isinstance(i, dict) and i.get("type") == "file" else None
+                      for i in media]
+out["media_call_has_base64"] = "iVBORw0KGgo" in json.dumps(gk.call("records", "lookup", {"id": "media"}))
+try:
+    records.lookup(id="not-base64")
+    out["not_base64"] = None
+except gk.ToolCallError as e:
+    out["not_base64"] = e.kind
 out["count"] = records.count()
 out["update"] = records.update(record={"id": "c-7", "fields": {"name": "Ada"}}, tags=["a", "b"], dry_run=False)
 out["a_b"] = json.loads(evil.a_b(not_an_identifier="x", from_=1, _args_="y", _gk_="z", page_size=3, page_size_=4, x9lives="*/ x /*"))
@@ -29,6 +41,19 @@ out["constructor"] = evil.constructor_()
 out["then"] = json.loads(evil.then_())
 out["modules"] = [json.loads(m.ping()) for m in (class_, call_, json_server)]
 out["call_is_function"] = callable(gk.call)
+# Typed results: the return annotation is the output schema's TypedDict,
+# whose hints resolve; a hostile key takes TypedDict's functional form.
+hints = typing.get_type_hints(records.get_records)
+item = typing.get_type_hints(records.GetRecordsOutputRecordsItem, include_extras=True)
+out["typed"] = {
+    "return": hints["return"].__name__,
+    "records": str(typing.get_type_hints(hints["return"])["records"]),
+    "item": {k: str(v) for k, v in item.items()},
+    "evil_keys_ok": [list(typing.get_type_hints(c)) for c in vars(evil).values()
+                     if isinstance(c, type) and typing.is_typeddict(c)] == [[json.loads(os.environ["HOSTILE"])]],
+}
+out["dir_records"] = [n for n in dir(records) if not n.startswith("__")]
+out["dir_package"] = [n for n in dir(gk) if not n.startswith("_") and not inspect.ismodule(getattr(gk, n))]
 out["servers"] = gk.servers()
 
 hostile = json.loads(os.environ["HOSTILE"]).replace("\r\n", "\n").strip()

@@ -4,7 +4,7 @@
 // unused directive.
 import { count, get_records, lookup, update, type GetRecordsOutput } from 'gatekeeper-tools/records';
 import * as evil from 'gatekeeper-tools/evil';
-import { call, servers, ToolCallDenied, ToolCallError } from 'gatekeeper-tools';
+import { call, servers, ToolCallDenied, ToolCallError, type FileItem } from 'gatekeeper-tools';
 
 declare const console: { log(...args: unknown[]): void };
 
@@ -13,10 +13,15 @@ export async function main(): Promise<void> {
   const next: number | null = page.next_page;
   const name: string = page.records[0].name;
   const balance: number | undefined = page.records[0].balance;
-  const text: string = await lookup({ id: 'c-7' });
+  const looked = await lookup({ id: 'c-7' });
+  // A tool with no output schema: its text, or its items when it returned files or links.
+  const text: string = typeof looked === 'string' ? looked : looked.filter((i) => typeof i === 'string').join('\n');
+  const files: FileItem[] = typeof looked === 'string' ? [] : looked.filter((i): i is FileItem => typeof i !== 'string' && i.type === 'file');
+  const where: string | undefined = files[0]?.path;
+  const size: number | undefined = files[0]?.size;
   const n: number = await count();
   const updated: boolean = (await update({ record: { id: 'c-7', fields: { name: 'Ada' } }, priority: 'high', limit: 3 })).updated;
-  const t: string = await evil.a_b({ 'not an identifier': 'x', from: 1, '9lives': '*/ x /*', __proto__: 'p' });
+  const t = await evil.a_b({ 'not an identifier': 'x', from: 1, '9lives': '*/ x /*', __proto__: 'p' });
   const ctor: object = await evil.constructor_();
   await evil.Any_({ anything: [1, 2] });
 
@@ -30,8 +35,10 @@ export async function main(): Promise<void> {
   await update({ record: { id: 'c-7', fields: { name: 1 } } });
   // @ts-expect-error limit is the constant 3
   await update({ record: { id: 'c-7', fields: {} }, limit: 4 });
-  // @ts-expect-error lookup resolves to its text
+  // @ts-expect-error lookup resolves to its text or its items
   const wrong: number = await lookup({ id: 'c-7' });
+  // @ts-expect-error it may be items, not text
+  const notOnlyText: string = await lookup({ id: 'c-7' });
   // @ts-expect-error the required property's name is not an identifier
   await evil.a_b({ not_an_identifier: 'x' });
 
@@ -49,5 +56,5 @@ export async function main(): Promise<void> {
     }
   }
   const tools: { [tool: string]: string } = servers()['records'].tools;
-  console.log(next, name, balance, text, n, updated, t, ctor, wrong, kind, tools);
+  console.log(next, name, balance, text, where, size, n, updated, t, ctor, wrong, notOnlyText, kind, tools);
 }
