@@ -246,7 +246,7 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 	if call.ToolUseID != "" {
 		q.decided(call.ToolUseID, id, d.Decision)
 	}
-	s.metrics.decisions.WithLabelValues(d.Decision, d.Rule).Inc()
+	s.metrics.decided(d.Decision, d.Rule, call.Event)
 	s.metrics.latency.Observe(time.Since(start).Seconds())
 	return id, d
 }
