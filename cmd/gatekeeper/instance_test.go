@@ -177,6 +177,12 @@ func TestASecondSidecarOfOneInstanceRefusesToStart(t *testing.T) {
 	// SIGKILL: the first sidecar removes nothing of its own.
 	must(t, first.cmd.Process.Signal(syscall.SIGKILL))
 	<-first.done
+	// The engine finishes a removal the killed sidecar had begun (its
+	// run's container): wait for it, so that what is left is what no one
+	// is removing.
+	for deadline := time.Now().Add(30 * time.Second); removing(t, cli, instance) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+	}
 	left, _ := instanceContainers(t, cli, instance)
 	if len(left) == 0 {
 		t.Fatalf("no leftovers after SIGKILL: the test would not show that the next sidecar removes them")
@@ -196,6 +202,15 @@ func TestASecondSidecarOfOneInstanceRefusesToStart(t *testing.T) {
 			t.Errorf("leftover container %s of the killed sidecar is still there", id[:12])
 		}
 	}
+}
+
+// removing reports whether a container of instance is being removed.
+func removing(t *testing.T, cli *client.Client, instance string) bool {
+	t.Helper()
+	list, err := cli.ContainerList(context.Background(), container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", runner.LabelInstance+"="+instance), filters.Arg("status", "removing"))})
+	must(t, err)
+	return len(list) > 0
 }
 
 // read reads the next frame.
