@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -39,12 +40,20 @@ func startWSSidecar(t *testing.T, policyFile string, extra ...string) *wsSidecar
 			t.Errorf("serve: %v", err)
 		}
 	})
+	return dialSidecar(t, sock, filepath.Join(dir, "token"), 10*time.Second, nil)
+}
+
+// dialSidecar connects to the sidecar listening on the Unix socket sock
+// with the token in tokenFile, waiting up to wait for both, says hello and
+// opens a query; log, when not nil, is shown if it cannot connect.
+func dialSidecar(t *testing.T, sock, tokenFile string, wait time.Duration, log fmt.Stringer) *wsSidecar {
+	t.Helper()
 	d := websocket.Dialer{NetDialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
 	}}
 	var ws *websocket.Conn
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		token, err := os.ReadFile(filepath.Join(dir, "token"))
+	for deadline := time.Now().Add(wait); ; time.Sleep(20 * time.Millisecond) {
+		token, err := os.ReadFile(tokenFile)
 		if err == nil {
 			ws, _, err = d.DialContext(t.Context(), "ws://gk/v1/ws", http.Header{"Authorization": {"Bearer " + strings.TrimSpace(string(token))}})
 		}
@@ -52,7 +61,7 @@ func startWSSidecar(t *testing.T, policyFile string, extra ...string) *wsSidecar
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("connect to the sidecar: %v", err)
+			t.Fatalf("connect to the sidecar: %v\n%v", err, log)
 		}
 	}
 	t.Cleanup(func() { ws.Close() })

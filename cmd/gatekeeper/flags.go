@@ -72,6 +72,15 @@ func defaultSocket() string {
 	return fmt.Sprintf("unix:///tmp/gatekeeper-%d/gatekeeper.sock", os.Getuid())
 }
 
+// defaultLockDir holds the sidecars' instance locks: the user's runtime
+// directory, where the default socket is too.
+func defaultLockDir() string {
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "gatekeeper", "instances")
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("gatekeeper-%d", os.Getuid()), "instances")
+}
+
 func xdgDir(envVar, fallback string) string {
 	if d := os.Getenv(envVar); d != "" {
 		return filepath.Join(d, "gatekeeper")

@@ -43,7 +43,7 @@ func TestKubeEgressFlags(t *testing.T) {
 
 func TestServeRefusesAnUnknownRunner(t *testing.T) {
 	t.Parallel()
-	_, err := newSandboxRunner(t.Context(), runnerOptions{backend: "podman", log: slog.New(slog.DiscardHandler)})
+	_, err := newSandboxRunner(t.Context(), runnerOptions{backend: "podman", lockDir: t.TempDir(), log: slog.New(slog.DiscardHandler)})
 	if err == nil || !strings.Contains(err.Error(), `--runner "podman": want docker or kube`) {
 		t.Fatalf("newSandboxRunner = %v; want the unknown runner named", err)
 	}

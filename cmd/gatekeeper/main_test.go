@@ -82,6 +82,7 @@ func TestCLI(t *testing.T) {
 		{"policy_check_unknown_key", strings.Replace(cliPolicy, "  fs: {", "  proc: {memroy: 1g}\n  fs: {", 1), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
 		{"policy_check_over_ceiling", strings.Replace(cliPolicy, "  fs: {", "  proc: {memory: 2g}\n  fs: {", 1), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
 		{"policy_check_public_suffix", strings.NewReplacer("  fs: {", "  net: {allow: [\"pypi.org\", \"*.co.uk\", \"*.nip.io\", \"203.0.113.7.nip.io\"], deny: [\"*.com\"]}\n  fs: {", "{memory: 1g}", "{memory: 1g, net_hosts: [\"*.github.io\", \"PyPI.org\", \"*.dev.sslip.io\"]}").Replace(cliPolicy), "", func(_, f string) []string { return []string{"policy", "check", f} }, 1},
+		{"policy_check_callable_not_configured", cliPolicy + "mcp_servers:\n  crm: {url: \"http://127.0.0.1:9/mcp\"}\ncode_calls:\n  callable:\n    crm: [\"get_*\"]\n    notes: [read]\n", "", func(_, f string) []string { return []string{"policy", "check", f} }, 0},
 		{"decide_allow", cliPolicy, `{"tool_name":"Read","tool_input":{"file_path":"a.txt"}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 0},
 		{"decide_deny_ssh", cliPolicy, `{"tool_name":"Read","tool_input":{"file_path":"~/.ssh/id_rsa"}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 1},
 		{"decide_override_rejected", cliPolicy, `{"tool_name":"Read","tool_input":{},"sandbox_policy":{"proc":{"memory":"8g"}}}`, func(_, f string) []string { return []string{"decide", "--policy", f} }, 1},

@@ -18,7 +18,11 @@ func cmdPolicyCheck(ctx context.Context, args []string, env envLookup, stdout, s
 
 Loads the policy as serve loads it (the same flags, the same modules) and
 prints every problem with its location, or the revision serve, run and
-decide report for the same flags. FILE, when given, is the policy file.`, stderr)
+decide report for the same flags. FILE, when given, is the policy file.
+A valid policy may also get warnings, each with its location: a
+code_calls.callable server that is not one of mcp_servers (fine for an
+in-process SDK server a client brings; otherwise a misspelt name). They
+do not change the exit status.`, stderr)
 	engineOpts := engineFlags(fs, false)
 	if err := parse(fs, args, env); err != nil {
 		return err
@@ -38,6 +42,13 @@ decide report for the same flags. FILE, when given, is the policy file.`, stderr
 		return exitError(1)
 	}
 	fmt.Fprintf(stdout, "%s: ok (revision %s)\n", engineOpts.in.PolicyFile, eng.Revision())
+	eff, err := baseEffective(ctx, eng)
+	if err != nil {
+		return err
+	}
+	for _, w := range eff.Policy.Warnings() {
+		fmt.Fprintln(stdout, w)
+	}
 	return nil
 }
 
@@ -63,6 +74,16 @@ sidecar's own strict decoder; event (default PreToolUse, or canUseTool, or
 run for the sidecar's re-decision of a run) and tool_use_id are optional,
 and sandbox_policy is an open_query override. The policy is loaded as
 serve loads it, from the same flags.
+
+With "event": "code_call" it reads a program's nested call instead, e.g.
+  {"event": "code_call", "server": "crm", "tool": "delete_customer", "arguments": {"id": 7},
+   "annotations": {"readOnlyHint": false, "destructiveHint": true}}
+and decides it as the sidecar decides a call through code mode's bridge
+(code_calls, the Rego policy, the run's bounds; an ask is a deny, as in a
+run). A hint left out takes MCP's default, as a server's silence does;
+optional: "tool_known": false (the server does not list the tool),
+"source": "sdk" (an in-process server; default "policy"), "calls": N (the
+call's number in its run, default 1) and sandbox_policy.
 Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	engineOpts := engineFlags(fs, true)
 	if err := parse(fs, args, env); err != nil {
@@ -76,6 +97,9 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	if len(data) > server.DefaultMaxFrameBytes {
 		fmt.Fprintf(stderr, "gatekeeper decide: the call is larger than %d bytes\n", server.DefaultMaxFrameBytes)
 		return exitError(2)
+	}
+	if isCodeCall(data) {
+		return decideNested(ctx, engineOpts, data, stdout, stderr)
 	}
 	req, werr := wire.DecodeDryRun(data, wire.EventPreToolUse, wire.EventCanUseTool, gate.EventRun)
 	if werr != nil {
@@ -100,14 +124,45 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	if err != nil {
 		res.Error = err.Error()
 	}
+	return writeDecision(stdout, res)
+}
+
+// writeDecision prints res and returns decide's exit status for it.
+func writeDecision(stdout io.Writer, res decideResult) error {
 	if err := writeJSON(stdout, res); err != nil {
 		return err
 	}
-	switch d.Decision {
+	switch res.Decision {
 	case gate.Allow:
 		return nil
 	case gate.Ask:
 		return exitError(3)
 	}
 	return exitError(1)
+}
+
+// decideNested is decide for a program's nested call (event code_call).
+func decideNested(ctx context.Context, engineOpts *engineOptions, data []byte, stdout, stderr io.Writer) error {
+	in, err := decodeCodeCall(data)
+	if err != nil {
+		fmt.Fprintf(stderr, "gatekeeper decide: %s\n", untrusted.Terminal(err.Error()))
+		return exitError(2)
+	}
+	eng, err := engineOpts.open(ctx, quietLogger())
+	if err != nil {
+		return err
+	}
+	q, err := eng.OpenQuery(ctx, "cli", in.SandboxPolicy)
+	if err == nil {
+		var eff *gate.Effective
+		if eff, err = q.Effective(ctx); err == nil {
+			return writeDecision(stdout, decideCodeCall(ctx, eff, in))
+		}
+	}
+	var oe *gate.OverrideError
+	if errors.As(err, &oe) {
+		_ = writeJSON(stdout, decideResult{Decision: gate.Deny, Rule: "override.rejected", Reason: oe.Error(), PolicyRevision: eng.Revision(), Violations: oe.Violations})
+		return exitError(1)
+	}
+	return err
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/console"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/instancelock"
 	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/docker"
@@ -37,10 +38,13 @@ type runnerOptions struct {
 	backend  string // docker or kube
 	kube     kubeOptions
 	instance string
-	maxRuns  int
-	egress   egressOptions
-	pool     poolOptions
-	log      *slog.Logger
+	// lockDir holds the instance locks (internal/instancelock): the
+	// sidecar that removes the instance's leftovers holds its lock.
+	lockDir string
+	maxRuns int
+	egress  egressOptions
+	pool    poolOptions
+	log     *slog.Logger
 }
 
 // poolOptions are the warm pool's flags and the sandbox it keeps warm.
@@ -208,6 +212,7 @@ type sandboxRunner struct {
 	collectors []prometheus.Collector
 	status     func(context.Context) console.RunnerStatus
 	warmed     chan struct{} // closed when the start-up checks and the pool's warm-up returned
+	lock       *instancelock.Lock
 }
 
 // cleanupAtStartTimeout bounds the removal of a predecessor's leftovers at
@@ -242,13 +247,25 @@ func openBackend(o runnerOptions) (s *sandboxRunner, checks func(context.Context
 
 // newSandboxRunner makes the runner of o.backend (openBackend) behind a
 // FIFO queue of o.maxRuns, and removes the sandboxes a killed predecessor
-// of the same instance left. A Docker engine or cluster that is down is
-// not an error: decisions are served and runs answer runner_unavailable.
+// of the same instance left. First it takes the instance's lock in
+// o.lockDir: while a live sidecar holds the instance, the error says so
+// and how to name another, and nothing is removed. A Docker engine or
+// cluster that is down is not an error: decisions are served and runs
+// answer runner_unavailable.
 func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, error) {
-	s, checks, err := openBackend(o)
+	if o.lockDir == "" {
+		return nil, errors.New("no instance lock directory") // never remove leftovers unguarded
+	}
+	lock, err := instancelock.Acquire(o.lockDir, o.backend, o.instance)
 	if err != nil {
 		return nil, err
 	}
+	s, checks, err := openBackend(o)
+	if err != nil {
+		lock.Release()
+		return nil, err
+	}
+	s.lock = lock
 	s.queue, s.warmed = runner.NewQueue(s.backend, o.maxRuns), make(chan struct{})
 	cctx, cancel := context.WithTimeout(ctx, cleanupAtStartTimeout)
 	defer cancel()
@@ -311,6 +328,7 @@ func openWorkspaces(stateDir, instance string, log *slog.Logger) (*workspace.Sto
 func (s *sandboxRunner) close() {
 	<-s.warmed
 	_ = s.backend.Close()
+	s.lock.Release()
 }
 
 func cmdRun(ctx context.Context, args []string, env envLookup, stdin io.Reader, stdout, stderr io.Writer) error {

@@ -37,7 +37,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	maxRuns := fs.Int("max-runs", 4, "sandboxed runs at once; more wait in order")
 	caps := capFlags(fs)
 	debugEndpoints := fs.Bool("debug-endpoints", false, "serve Go's runtime profiles at /debug/pprof/ (goroutines, heap, CPU), behind the token")
-	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start")
+	instance := fs.String("instance", "default", "name labelling this sidecar's containers; leftovers of the same name are removed at start, and a second sidecar of the same name on this host refuses to start while the first runs")
 	watch := fs.Duration("watch-interval", time.Second, "how often to check the policy file and rego dir for changes (0 disables)")
 	noRunner := fs.Bool("no-runner", false, "serve decisions only; every run answers runner_unavailable")
 	backend := runnerFlag(fs)
@@ -134,7 +134,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 				kubeOpts.checkImage = refs[0] // the base policy's image
 			}
 		}
-		rs, err := newSandboxRunner(ctx, runnerOptions{backend: *backend, kube: *kubeOpts, instance: *instance, maxRuns: *maxRuns, egress: *egressOpts, pool: *poolOpts, log: log})
+		rs, err := newSandboxRunner(ctx, runnerOptions{backend: *backend, kube: *kubeOpts, instance: *instance, lockDir: defaultLockDir(), maxRuns: *maxRuns, egress: *egressOpts, pool: *poolOpts, log: log})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 )
 
 // openQuery opens a query unless a cap on open queries is hit. It runs on
@@ -82,11 +83,7 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 	}
 	servers, wrappers := c.tools(q, eff)
 	if servers == nil || wrappers == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
-		if eff.Policy.Sandbox.Session.On() {
-			opened(wire.SandboxDescription + "\n\n" + wire.SessionDescription)
-			return
-		}
-		opened("") // its code may call no tool: the plain description
+		opened(plainDescription(eff, runDescription(eff))) // its code may call no tool
 		return
 	}
 	// The description lists the servers, which may wait up to
@@ -109,11 +106,26 @@ func (c *conn) openQuery(r *wire.OpenQuery) {
 func (c *conn) toolDescription(q *query, eff *gate.Effective, wrappers *gate.Wrappers) string {
 	// Wrappers bounds the listing (gate.DefaultListWait): a server still
 	// connecting by then is described as unavailable.
-	desc, err := wrappers.Description(c.ctx, eff, wire.SandboxDescription)
+	base := runDescription(eff)
+	desc, err := wrappers.Description(c.ctx, eff, base)
 	if err != nil {
 		c.s.log.Warn("the query's tool description names no server", "query_id", q.q.ID, "err", err)
-		desc = wire.SandboxDescription
+		desc = base
 	}
+	return plainDescription(eff, desc)
+}
+
+// runDescription is the run tool's description for a query under eff,
+// naming only the languages its image has (every one for an image that
+// is not one of the profiles).
+func runDescription(eff *gate.Effective) string {
+	return wire.SandboxDescriptionFor(profile.Languages(eff.Policy.Sandbox.FS.Image))
+}
+
+// plainDescription is desc followed by SessionDescription for a query
+// that keeps a session, or "" when that is wire.SandboxDescription,
+// which the clients show by themselves.
+func plainDescription(eff *gate.Effective, desc string) string {
 	if eff.Policy.Sandbox.Session.On() {
 		desc += "\n\n" + wire.SessionDescription
 	}
@@ -257,7 +269,7 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 	if call.ToolUseID != "" {
 		q.decided(call.ToolUseID, id, d.Decision)
 	}
-	s.metrics.decisions.WithLabelValues(d.Decision, d.Rule).Inc()
+	s.metrics.decided(d.Decision, d.Rule, call.Event)
 	s.metrics.latency.Observe(time.Since(start).Seconds())
 	return id, d
 }

@@ -18,14 +18,7 @@ import (
 // metric reads one sample of the sidecar's /metrics, as its text.
 func (h *harness) metric(t *testing.T, name string) string {
 	t.Helper()
-	req, _ := http.NewRequest("GET", "http://gatekeeper/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := h.httpClient().Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	must(t, err)
-	for _, line := range strings.Split(string(body), "\n") {
+	for _, line := range strings.Split(scrapeMetrics(t, h), "\n") {
 		if v, ok := strings.CutPrefix(line, name+" "); ok {
 			return v
 		}

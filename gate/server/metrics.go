@@ -2,6 +2,9 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gatekeeper-ai/gatekeeper/gate"
+	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 )
 
 // metrics are one server's Prometheus collectors, on a registry of its own.
@@ -25,8 +28,8 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		reg: reg,
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gatekeeper_decisions_total", Help: "Tool-call decisions by result and rule.",
-		}, []string{"decision", "rule"}),
+			Name: "gatekeeper_decisions_total", Help: "Tool-call decisions by result, rule and event (PreToolUse, canUseTool, a hook's event, or code_call for a program's nested call, the bridge's refusals included).",
+		}, []string{"decision", "rule", "event"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "gatekeeper_decision_duration_seconds",
 			Help:    "Time to decide one tool call, from frame decoded to reply queued.",
@@ -62,4 +65,38 @@ func (s *Server) Register(cs ...prometheus.Collector) error {
 		}
 	}
 	return nil
+}
+
+// decided counts one decision of event.
+func (m *metrics) decided(decision, rule, event string) {
+	m.decisions.WithLabelValues(decision, rule, event).Inc()
+}
+
+// codeCallCounter is the server's Auditor as a run's nested calls reach
+// it: it counts each code_call line's decision in
+// gatekeeper_decisions_total under event code_call, the calls the bridge
+// refused included (a line of omitted refusals counts each by its rule),
+// then writes the line. A call whose line cannot be written counts as
+// the deny the program gets.
+type codeCallCounter struct {
+	Auditor
+	m *metrics
+}
+
+func (c codeCallCounter) Write(rec audit.Record) error {
+	err := c.Auditor.Write(rec)
+	if rec.Kind != audit.KindCodeCall {
+		return err
+	}
+	switch {
+	case len(rec.Omitted) > 0:
+		for rule, n := range rec.Omitted {
+			c.m.decisions.WithLabelValues(gate.Deny, rule, gate.EventCodeCall).Add(float64(n))
+		}
+	case err != nil && rec.Decision != gate.Deny:
+		c.m.decided(gate.Deny, gate.RuleError, gate.EventCodeCall)
+	default:
+		c.m.decided(rec.Decision, rec.Rule, gate.EventCodeCall)
+	}
+	return err
 }

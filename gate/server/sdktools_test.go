@@ -107,7 +107,7 @@ func TestAnInProcessToolIsRelayedToItsClientDecidedAndAudited(t *testing.T) {
 	c := h.connect(t)
 	q, opened := c.openWithTools(notesServers)
 	desc, _ := opened["tool_description"].(string)
-	if !strings.HasPrefix(desc, wire.SandboxDescription+"\n\nCode mode:") || !strings.Contains(desc, "\n- notes (1 tool): the team's notes\n") {
+	if !strings.HasPrefix(desc, pythonImageDescription+"\n\nCode mode:") || !strings.Contains(desc, "\n- notes (1 tool): the team's notes\n") {
 		t.Errorf("tool_description = %q; want the plain description, then the notes server with its one callable tool", desc)
 	}
 	c.startRun(q, "toolu_1")
@@ -238,14 +238,24 @@ func TestAnInProcessServerMayNotTakeAnOperatorServersName(t *testing.T) {
 	}
 }
 
-// TestAQueryWithoutServersGetsTodaysDescription: no callable server, no
-// tool_description: the clients show wire.SandboxDescription unchanged.
-func TestAQueryWithoutServersGetsTodaysDescription(t *testing.T) {
+// pythonImageDescription is the run tool's description under the
+// default image (python), which has no Node.
+var pythonImageDescription = wire.SandboxDescriptionFor([]string{"python", "sh"})
+
+// TestAQueryWithoutServersGetsItsImagesLanguages: no callable server: the
+// tool_description is the plain description naming only the languages of
+// the query's image (the default, python, has no Node).
+func TestAQueryWithoutServersGetsItsImagesLanguages(t *testing.T) {
 	t.Parallel()
 	c := start(t, options{policy: testPolicy}).connect(t)
 	_, r := c.openWithTools(notesServers)
-	if d, ok := r["tool_description"]; ok {
-		t.Errorf("tool_description = %q; want none when code_calls.callable names no server", d)
+	if d, _ := r["tool_description"].(string); d != pythonImageDescription || strings.Contains(d, `"node"`) {
+		t.Errorf("tool_description = %q; want the plain description naming python and sh only", d)
+	}
+	// An image with every language: none, the clients' own text.
+	node := start(t, options{policy: strings.Replace(testPolicy, "ceilings: {", "ceilings: {images: [node], ", 1)}).connect(t)
+	if r := node.do(`{"type":"open_query","id":"o","sandbox_policy":{"fs":{"image":"node"}}}`); r["type"] != "query_opened" || r["tool_description"] != nil {
+		t.Errorf("a query under the node image: %v; want no tool_description", r)
 	}
 }
 

@@ -210,6 +210,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.FloodGCPercent = 25
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, metrics: newMetrics(cfg.Registry), conns: map[*conn]struct{}{}}
+	s.cfg.Auditor = codeCallCounter{cfg.Auditor, s.metrics} // nested calls' lines count as decisions
 	s.floods = floods{normal: cfg.GCPercent, flooding: cfg.FloodGCPercent}
 	if l, ok := cfg.ToolServers.(gate.ToolLister); ok {
 		s.wrappers = gate.NewWrappers(l, gate.WrapperOptions{Logger: cfg.Logger})

@@ -403,14 +403,9 @@ func TestMetricsCountDecisions(t *testing.T) {
 	c := h.connect(t)
 	q := c.open("")
 	c.decide(q, "Bash", `{}`, "t", "")
-	req, _ := http.NewRequest("GET", "http://gatekeeper/metrics", nil)
-	req.Header.Set("Authorization", "Bearer "+h.token)
-	resp, err := h.httpClient().Do(req)
-	must(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	for _, want := range []string{`gatekeeper_decisions_total{decision="deny",rule="tools.deny_list"} 1`, `gatekeeper_connections_open 1`, `gatekeeper_decision_duration_seconds_count 1`} {
-		if !strings.Contains(string(body), want) {
+	body := scrapeMetrics(t, h)
+	for _, want := range []string{`gatekeeper_decisions_total{decision="deny",event="PreToolUse",rule="tools.deny_list"} 1`, `gatekeeper_connections_open 1`, `gatekeeper_decision_duration_seconds_count 1`} {
+		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
 		}
 	}

@@ -314,8 +314,8 @@ func TestARunStillRunningAtCloseQueryIsEndedAgain(t *testing.T) {
 
 // TestTheModelIsToldThatASessionKeepsState: a query that keeps a session
 // describes the run tool with wire.SessionDescription after the plain
-// description; one that turned sessions off keeps the plain one (no
-// tool_description).
+// description of its image; one that turned sessions off keeps the plain
+// one.
 func TestTheModelIsToldThatASessionKeepsState(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{runner: &sessionRunner{}, policy: sessionPolicy})
@@ -323,8 +323,8 @@ func TestTheModelIsToldThatASessionKeepsState(t *testing.T) {
 	for _, tc := range []struct {
 		name, override, want string
 	}{
-		{"a query with a session", "", wire.SandboxDescription + "\n\n" + wire.SessionDescription},
-		{"a query that turned its session off", `{"session":{"idle_timeout":"0s"}}`, ""},
+		{"a query with a session", "", pythonImageDescription + "\n\n" + wire.SessionDescription},
+		{"a query that turned its session off", `{"session":{"idle_timeout":"0s"}}`, pythonImageDescription},
 	} {
 		f := `{"type":"open_query","id":"o"}`
 		if tc.override != "" {

@@ -14,6 +14,12 @@
 // then reads each field by its exact name.
 package wire
 
+import (
+	"slices"
+	"strconv"
+	"strings"
+)
+
 // Protocol limits.
 const (
 	// Version is the protocol version this package speaks (hello.v).
@@ -89,19 +95,43 @@ const (
 )
 
 // SandboxDescription is the description of SandboxTool that the model
-// reads when its code may call no MCP tool: the one text both clients
-// show (gate/client/claudecode and @gatekeeper/client, which
-// testdata/sandbox-tool.json pins to it). A query whose code may call
-// tools gets a longer one in QueryOpened.ToolDescription.
-const SandboxDescription = "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
-	"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). " +
-	`language: "python", "sh" or "node". ` +
-	"The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
-	"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
-	"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
-	`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
-	"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
-	"timeout_s: optional wall-clock limit in seconds, at most the policy's limit."
+// reads when its code may call no MCP tool and its image has every
+// language: the one text both clients show (gate/client/claudecode and
+// @gatekeeper/client, which testdata/sandbox-tool.json pins to it). A
+// query whose code may call tools, or whose image lacks a language, gets
+// another in QueryOpened.ToolDescription (SandboxDescriptionFor).
+const SandboxDescription = sandboxBefore + `language: "python", "sh" or "node". ` + sandboxAfter
+
+const (
+	sandboxBefore = "Run a short program in an isolated sandbox (a container with no access to the host, resource limits, and " +
+		"usually no network) and get back its stdout, stderr, exit code and the files it wrote (images are shown to you). "
+	sandboxAfter = "The working directory is /workspace; what a run leaves there is there for the next run of this conversation " +
+		"(a run that times out keeps none of its changes). Install packages into it (pip install --user, npm install) when " +
+		"the network policy allows their registry. files: optional files to create first, path relative to /workspace → " +
+		`text, or {"base64": "..."} for binary content. outputs: optional paths under /workspace whose files to return; ` +
+		"by default the files the run created or changed come back (except hidden directories, node_modules and __pycache__). " +
+		"timeout_s: optional wall-clock limit in seconds, at most the policy's limit."
+)
+
+// SandboxDescriptionFor is SandboxTool's description naming only
+// languages, the ones the query's image has (in Languages' order; none or
+// unknown: all of them, which is SandboxDescription).
+func SandboxDescriptionFor(languages []string) string {
+	var names []string
+	for _, l := range Languages() {
+		if slices.Contains(languages, l) {
+			names = append(names, strconv.Quote(l))
+		}
+	}
+	if len(names) == 0 {
+		return SandboxDescription
+	}
+	list := names[0]
+	if n := len(names); n > 1 {
+		list = strings.Join(names[:n-1], ", ") + " or " + names[n-1]
+	}
+	return sandboxBefore + "language: " + list + ". " + sandboxAfter
+}
 
 // SessionDescription follows the run tool's description (SandboxDescription,
 // or the longer one of a query whose code may call tools) in

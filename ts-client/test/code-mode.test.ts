@@ -26,6 +26,9 @@ export function notes(): ReturnType<typeof createSdkMcpServer> {
 /** CALLABLE lets code call notes.search, and nothing else. */
 export const CALLABLE = 'code_calls:\n  callable:\n    notes: [search]\n';
 
+/** PYTHON_IMAGE is the run tool's plain description under the default image, which has no Node. */
+const PYTHON_IMAGE = SANDBOX_DESCRIPTION.replace('language: "python", "sh" or "node". ', 'language: "python" or "sh". ');
+
 /** runDescription is the run tool's description in the model's first request. */
 function runDescription(box: Sandbox): string {
   const body = box.fake.turns[0]?.body as { tools?: { name: string; description?: string }[] } | undefined;
@@ -39,7 +42,7 @@ test('the model reads which in-process servers its code may call, and how to fin
   try {
     const { box } = await agent(w, [{ type: 'text', text: 'done' }], { mcpServers: { notes: notes() } });
     const desc = runDescription(box);
-    assert.ok(desc.startsWith(`${SANDBOX_DESCRIPTION}\n\nCode mode:`), desc);
+    assert.ok(desc.startsWith(`${PYTHON_IMAGE}\n\nCode mode:`), desc);
     assert.match(desc, /\n- notes \(1 tool\): the team's notes\n/, 'one callable tool of two; the server says what it is for');
     assert.match(desc, /gatekeeper_tools\.<module>/);
     assert.doesNotMatch(desc, /Search the notes|"q"/, 'no tool description or schema: the model reads the wrappers when it needs them');
@@ -49,11 +52,12 @@ test('the model reads which in-process servers its code may call, and how to fin
   }
 });
 
-test('without a callable server the description is today\'s, byte for byte', async () => {
+test('without a callable server the description is the plain one, naming the image\'s languages', async () => {
   const w = await world();
   try {
     const { box } = await agent(w, [{ type: 'text', text: 'done' }], { mcpServers: { notes: notes() } });
-    assert.equal(runDescription(box), SANDBOX_DESCRIPTION);
+    assert.notEqual(PYTHON_IMAGE, SANDBOX_DESCRIPTION);
+    assert.equal(runDescription(box), PYTHON_IMAGE);
   } finally {
     await closeWorld(w);
   }

@@ -70,6 +70,11 @@ type Profile struct {
 	// packages are in: the files that configure the tools.
 	Setup string
 
+	// Languages are the run languages (runner.Languages) the image has an
+	// interpreter for; the run tool's description of a query whose image
+	// is the profile names only these. Not part of the image's hash.
+	Languages []string
+
 	// What a warm sandbox of the profile does before its run arrives
 	// (runner/launch.Warm); none of it is part of the image or its hash.
 	//
@@ -99,6 +104,7 @@ func All() []Profile {
 			About:        "sh, coreutils and python3-minimal (no json, no urllib: the core interpreter only); the base of the others and the benchmarks' baseline",
 			Packages:     []string{"python3-minimal"},
 			Setup:        baseSetup,
+			Languages:    []string{"python", "sh"},
 			Interpreters: []string{"python"},
 		},
 		{
@@ -109,6 +115,7 @@ func All() []Profile {
 			// shell commands at least as often as "python3".
 			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
 			Setup:        pythonSetup,
+			Languages:    []string{"python", "sh"},
 			Interpreters: []string{"python"},
 			Stdlib:       true,
 		},
@@ -126,6 +133,7 @@ func All() []Profile {
 			},
 			Purge:        dataPurge,
 			Setup:        dataSetup,
+			Languages:    []string{"python", "sh"},
 			Interpreters: []string{"python"},
 			Preload:      []string{"numpy", "pandas", "matplotlib", "matplotlib.pyplot"},
 			Stdlib:       true,
@@ -140,6 +148,7 @@ func All() []Profile {
 			Parent:       "python",
 			Packages:     []string{"nodejs", "npm"},
 			Setup:        nodeSetup,
+			Languages:    []string{"python", "sh", "node"},
 			Interpreters: []string{"node", "python"},
 			Stdlib:       true,
 		},
@@ -173,6 +182,20 @@ func ByTag(ref string) (Profile, bool) {
 		}
 	}
 	return Profile{}, false
+}
+
+// Languages returns the run languages the image a policy's
+// sandbox.fs.image names has: a profile's (by name or by its current
+// tag), or nil for any other image, whose contents are not known.
+func Languages(image string) []string {
+	p, ok := Lookup(image)
+	if !ok {
+		p, ok = ByTag(image)
+	}
+	if !ok {
+		return nil
+	}
+	return slices.Clone(p.Languages)
 }
 
 // Chain returns p's layers from the base up to p itself.

@@ -202,3 +202,39 @@ func TestWarmStartIsNotPartOfTheImage(t *testing.T) {
 		t.Error("ByTag found a profile for a tag of none")
 	}
 }
+
+// TestLanguagesFollowTheRecipe pins each profile's Languages to what its
+// recipe installs: Python and sh in every image (the base's
+// python3-minimal and dash), Node exactly where a layer installs nodejs,
+// every warm interpreter among them; and Languages reads them by name or
+// tag, nil for an image that is no profile.
+func TestLanguagesFollowTheRecipe(t *testing.T) {
+	t.Parallel()
+	for _, p := range All() {
+		hasNode := false
+		for _, layer := range p.Chain() {
+			hasNode = hasNode || slices.Contains(layer.Packages, "nodejs")
+		}
+		want := []string{"python", "sh"}
+		if hasNode {
+			want = append(want, "node")
+		}
+		if !slices.Equal(p.Languages, want) {
+			t.Errorf("profile %s: Languages %v, want %v from its recipe", p.Name, p.Languages, want)
+		}
+		for _, l := range p.Interpreters {
+			if !slices.Contains(p.Languages, l) {
+				t.Errorf("profile %s warms %s, which is not one of its Languages %v", p.Name, l, p.Languages)
+			}
+		}
+		if got := Languages(p.Name); !slices.Equal(got, want) {
+			t.Errorf("Languages(%q) = %v, want %v", p.Name, got, want)
+		}
+		if got := Languages(p.Tag()); !slices.Equal(got, want) {
+			t.Errorf("Languages(%q) = %v, want %v", p.Tag(), got, want)
+		}
+	}
+	if got := Languages("registry.example/custom:1"); got != nil {
+		t.Errorf("Languages of an image that is no profile = %v, want nil (unknown)", got)
+	}
+}
