@@ -14,7 +14,10 @@ import (
 )
 
 func TestASecondHolderIsRefusedUntilTheFirstReleases(t *testing.T) {
-	t.Parallel()
+	// Not parallel: a flock belongs to the open file, and a child that
+	// another test forks shares this process's files until its exec
+	// closes them (close-on-exec), so a lock released in that window is
+	// still held for a moment and the Acquire after Release would fail.
 	dir := t.TempDir()
 	first, err := instancelock.Acquire(dir, "docker", "default")
 	if err != nil {
