@@ -3,8 +3,6 @@ package gate
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +12,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
@@ -136,7 +135,7 @@ func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 			rec.Error = res.Err.Message
 		}
 	} else {
-		rec.ResultSHA256, rec.ResultBytes = sha256Hex(res.Result), int64(len(res.Result))
+		rec.ResultSHA256, rec.ResultBytes = digest.SHA256(res.Result), int64(len(res.Result))
 		rec.ResultIsError = resultIsError(res.Result)
 	}
 	rec.DurationMS = time.Since(start).Milliseconds()
@@ -187,7 +186,7 @@ func (c *CodeCaller) record(call runner.ToolCall) audit.Record {
 		Kind: audit.KindCodeCall, Event: EventCodeCall,
 		RunID: c.cfg.RunID, QueryID: c.cfg.QueryID, ToolUseID: c.cfg.ToolUseID,
 		Server: call.Server, Tool: call.Tool, CallSeq: call.Seq,
-		ArgumentsSHA256: sha256Hex(call.Arguments), ArgumentsBytes: int64(len(call.Arguments)),
+		ArgumentsSHA256: digest.SHA256(call.Arguments), ArgumentsBytes: int64(len(call.Arguments)),
 	}
 	if call.Server != "" {
 		rec.ServerSource = serverSource(c.cfg.Servers, call.Server)
@@ -258,7 +257,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	// bytes: a repeated key (the last wins here, the first in some
 	// parsers) or invalid UTF-8 cannot mean one thing to the policy and
 	// another to the server.
-	rec.ArgumentsSHA256, rec.ArgumentsBytes = sha256Hex(forward), int64(len(forward))
+	rec.ArgumentsSHA256, rec.ArgumentsBytes = digest.SHA256(forward), int64(len(forward))
 	// From here the call may reach its server: it takes one of the run's
 	// max_in_flight slots, waiting within its timeout for one.
 	select {
@@ -321,7 +320,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 	}
 	if int64(len(out)) > int64(lim.MaxResultBytes) {
 		// Withheld, but its size and hash are audited.
-		rec.ResultSHA256, rec.ResultBytes = sha256Hex(out), int64(len(out))
+		rec.ResultSHA256, rec.ResultBytes = digest.SHA256(out), int64(len(out))
 		return toolError(runner.ToolLimit, runner.RuleMaxResultBytes, fmt.Sprintf("the result is %d bytes, more than %s (%s)", len(out), runner.RuleMaxResultBytes, lim.MaxResultBytes))
 	}
 	return runner.ToolResult{Result: out}
@@ -440,11 +439,6 @@ func canonicalJSON(args ast.Object) (json.RawMessage, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
-}
-
-func sha256Hex(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }
 
 // resultIsError reports an MCP CallToolResult's isError.

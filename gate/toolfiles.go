@@ -2,8 +2,6 @@ package gate
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -12,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/toolwrap"
 )
@@ -205,8 +204,7 @@ func (w *Wrappers) callable(ctx context.Context, eff *Effective) (up, down []run
 	if err != nil {
 		return nil, nil, "", err
 	}
-	sum := sha256.Sum256(raw)
-	return up, down, hex.EncodeToString(sum[:]), nil
+	return up, down, digest.SHA256(raw), nil
 }
 
 // lookup returns the tree under key and makes it the most recently used.

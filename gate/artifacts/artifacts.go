@@ -9,8 +9,6 @@ package artifacts
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // StoreCode says when a run's code is kept in its artifact; its digest
@@ -74,8 +73,7 @@ type FileDigest struct {
 
 // Digest is the SHA-256 of b, in hex.
 func Digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
+	return digest.SHA256(b)
 }
 
 // Run is what a run gives its artifact: the run frame's input and the

@@ -1,13 +1,13 @@
 package audit
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // zeroHash is the prev of the first line.
@@ -128,8 +128,7 @@ func isLowerHex(s string) bool {
 
 // hashLine returns the hex SHA-256 of content.
 func hashLine(content []byte) string {
-	sum := sha256.Sum256(content)
-	return hex.EncodeToString(sum[:])
+	return digest.SHA256(content)
 }
 
 // Verify reads an audit log from r and checks its chain: every line is a

@@ -2,8 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,23 +54,9 @@ func newSDKTools(c *conn, queryID string, servers []wire.SDKServer) *sdkTools {
 		for _, tool := range s.Tools {
 			st.Tools = append(st.Tools, tool.Info())
 		}
-		slices.SortFunc(st.Tools, func(a, b runner.ToolInfo) int {
-			switch {
-			case a.Name < b.Name:
-				return -1
-			case a.Name > b.Name:
-				return 1
-			}
-			return 0
-		})
-		// The hash names the declaration for the wrapper cache, and keeps
-		// it apart from an operator's server of the same tools.
-		raw, _ := json.Marshal(struct {
-			Source string
-			runner.ServerTools
-		}{wire.SourceSDK, st})
-		sum := sha256.Sum256(raw)
-		st.Hash = hex.EncodeToString(sum[:])
+		// The source keeps a declaration of the client's process apart
+		// from an operator's server of the same tools.
+		st = st.Listed(wire.SourceSDK)
 		t.listed = append(t.listed, st)
 	}
 	return t

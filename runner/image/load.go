@@ -105,8 +105,7 @@ func writeArchive(w io.Writer, p profile.Profile, layers []cachedLayer) error {
 	if err != nil {
 		return err
 	}
-	sum := sha256.Sum256(cfgJSON)
-	cfgName := hex.EncodeToString(sum[:]) + ".json"
+	cfgName := digest.FromBytes(cfgJSON).Encoded() + ".json" // the config's name is its digest, as the image format names it
 	manifest, err := json.Marshal([]manifestEntry{{Config: cfgName, RepoTags: []string{p.Tag()}, Layers: paths}})
 	if err != nil {
 		return err

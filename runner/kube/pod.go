@@ -2,7 +2,6 @@ package kube
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"math"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
@@ -81,8 +81,7 @@ func labelValue(v string) string {
 	if len(validation.IsValidLabelValue(v)) == 0 {
 		return v
 	}
-	sum := sha256.Sum256([]byte(v))
-	return "h-" + hex.EncodeToString(sum[:12])
+	return "h-" + digest.SHA256([]byte(v))[:24]
 }
 
 // runLabels are the labels of a Pod that serves spec's run.

@@ -20,6 +20,7 @@
 package mcpservers
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -188,7 +189,7 @@ func (s *Servers) Tool(ctx context.Context, server, tool string) (runner.ToolInf
 	if err != nil {
 		return runner.ToolInfo{}, false, err
 	}
-	i, ok := slices.BinarySearchFunc(st.Tools, tool, func(t runner.ToolInfo, name string) int { return compare(t.Name, name) })
+	i, ok := slices.BinarySearchFunc(st.Tools, tool, func(t runner.ToolInfo, name string) int { return cmp.Compare(t.Name, name) })
 	if !ok {
 		return runner.ToolInfo{}, false, nil
 	}
@@ -257,16 +258,6 @@ func (s *Servers) deadline(ctx context.Context) (context.Context, context.Cancel
 		return context.WithCancel(ctx)
 	}
 	return context.WithTimeout(ctx, s.opts.CallTimeout)
-}
-
-func compare(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -2,12 +2,9 @@ package mcpservers
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -48,17 +45,7 @@ func (sess *session) list(ctx context.Context, cfg Config) (runner.ServerTools, 
 		}
 		tools = append(tools, info)
 	}
-	slices.SortFunc(tools, func(a, b runner.ToolInfo) int { return compare(a.Name, b.Name) })
-	st := runner.ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}
-	if st.Tools == nil {
-		st.Tools = []runner.ToolInfo{}
-	}
-	canon, err := json.Marshal(st)
-	if err != nil {
-		return runner.ServerTools{}, err
-	}
-	sum := sha256.Sum256(canon)
-	st.Hash = hex.EncodeToString(sum[:])
+	st := runner.ServerTools{Name: cfg.Name, Description: cfg.Description, Tools: tools}.Listed("")
 	sess.mu.Lock()
 	sess.tools = &st
 	sess.mu.Unlock()

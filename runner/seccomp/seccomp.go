@@ -20,12 +20,11 @@ package seccomp
 
 import (
 	"bytes"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	mobyseccomp "github.com/moby/profiles/seccomp"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 )
@@ -78,6 +77,5 @@ func Localhost() ([]byte, error) {
 // so that a node holding another version of the profile refuses the Pod
 // rather than running it under that version.
 func LocalhostProfile() string {
-	sum := sha256.Sum256([]byte(gvisor))
-	return "gatekeeper/gvisor-" + hex.EncodeToString(sum[:])[:12] + ".json"
+	return "gatekeeper/gvisor-" + digest.SHA256([]byte(gvisor))[:12] + ".json"
 }

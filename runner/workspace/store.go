@@ -2,14 +2,14 @@ package workspace
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // ErrRemoved is returned by a Workspace that was removed (its query
@@ -75,8 +75,7 @@ func (s *Store) Workspace(key string) (*Workspace, error) {
 	if w, ok := s.spaces[key]; ok {
 		return w, nil
 	}
-	sum := sha256.Sum256([]byte(key))
-	dir := filepath.Join(s.dir, hex.EncodeToString(sum[:12]))
+	dir := filepath.Join(s.dir, digest.SHA256([]byte(key))[:24])
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("workspace store: %w", err)
 	}

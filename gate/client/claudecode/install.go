@@ -1,8 +1,6 @@
 package claudecode
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // The files install writes into the managed settings directory, and the
@@ -269,7 +268,7 @@ func Install(o InstallOptions, force bool) ([]Change, error) {
 			return nil, err
 		}
 		fsOld := st.Files[name]
-		c := Change{Path: path, Old: old, New: files[name], NotOurs: old != nil && (fsOld == nil || digest(old) != fsOld.Written)}
+		c := Change{Path: path, Old: old, New: files[name], NotOurs: old != nil && (fsOld == nil || digest.SHA256(old) != fsOld.Written)}
 		if c.NotOurs {
 			notOurs = append(notOurs, path)
 		}
@@ -283,7 +282,7 @@ func Install(o InstallOptions, force bool) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		if old != nil && digest(old) != st.Binary {
+		if old != nil && digest.SHA256(old) != st.Binary {
 			notOurs = append(notOurs, o.Gatekeeper)
 		}
 	}
@@ -294,7 +293,7 @@ func Install(o InstallOptions, force bool) ([]Change, error) {
 		return nil, fmt.Errorf("managed settings directory: %w", err)
 	}
 	if bin != nil {
-		st.Binary = digest(bin)
+		st.Binary = digest.SHA256(bin)
 		if err := writeState(o.Dir, st); err != nil {
 			return nil, err
 		}
@@ -303,7 +302,7 @@ func Install(o InstallOptions, force bool) ([]Change, error) {
 		}
 	}
 	for _, c := range changes {
-		st.Files[filepath.Base(c.Path)].Written = digest(c.New)
+		st.Files[filepath.Base(c.Path)].Written = digest.SHA256(c.New)
 	}
 	// The record first: a crash between the writes leaves files uninstall
 	// can still recognise or restore.
@@ -340,7 +339,7 @@ func Uninstall(dir string, force bool) ([]Change, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := Change{Path: path, Old: cur, New: fst.Previous, NotOurs: cur != nil && digest(cur) != fst.Written}
+		c := Change{Path: path, Old: cur, New: fst.Previous, NotOurs: cur != nil && digest.SHA256(cur) != fst.Written}
 		if c.NotOurs {
 			notOurs = append(notOurs, path)
 		}
@@ -444,9 +443,4 @@ func writeFile(path string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
-}
-
-func digest(b []byte) string {
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

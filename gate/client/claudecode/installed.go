@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // InstalledPaths returns the absolute paths that Claude Code's managed
@@ -118,7 +120,7 @@ func Check(dir string) CheckReport {
 			note(true, "%s: %v", path, err)
 		case data == nil:
 			note(true, "%s: missing", path)
-		case st == nil || st.Files[name] == nil || digest(data) != st.Files[name].Written:
+		case st == nil || st.Files[name] == nil || digest.SHA256(data) != st.Files[name].Written:
 			note(true, "%s: changed since gatekeeper wrote it", path)
 		default:
 			note(false, "%s: as gatekeeper wrote it", path)

@@ -3,7 +3,6 @@ package claudecode
 import (
 	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"io"
 	"slices"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 	"unicode/utf16"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	"github.com/gatekeeper-ai/gatekeeper/internal/untrusted"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -129,8 +129,7 @@ func outputFence(parts []outputPart) string {
 	}
 	seed := h.Sum(nil)
 	return firstAbsent(parts, func(n int) string {
-		sum := sha256.Sum256(append(slices.Clip(seed), strconv.Itoa(n)...))
-		return hex.EncodeToString(sum[:8])
+		return digest.SHA256(append(slices.Clip(seed), strconv.Itoa(n)...))[:16]
 	})
 }
 

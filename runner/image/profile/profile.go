@@ -11,14 +11,13 @@
 package profile
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/distribution/reference"
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 )
 
 // Repository is the repository part of every profile's tag.
@@ -259,8 +258,7 @@ func (p Profile) Recipe() string {
 
 // Hash is the first 12 hex digits of the recipe's SHA-256.
 func (p Profile) Hash() string {
-	sum := sha256.Sum256([]byte(p.Recipe()))
-	return hex.EncodeToString(sum[:])[:12]
+	return digest.SHA256([]byte(p.Recipe()))[:12]
 }
 
 // Tag is the image tag of p: gatekeeper-sandbox:<name>-<hash>.

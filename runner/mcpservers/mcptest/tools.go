@@ -23,14 +23,13 @@ package mcptest
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"time"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/digest"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -208,8 +207,7 @@ var (
 
 // Digest is the hex sha256 that secret_digest reports for value.
 func Digest(value string) string {
-	sum := sha256.Sum256([]byte(value))
-	return hex.EncodeToString(sum[:])
+	return digest.SHA256([]byte(value))
 }
 
 func text(s string) *mcp.CallToolResult {
