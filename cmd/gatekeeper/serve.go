@@ -119,7 +119,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		if con, err = console.New(ccfg); err != nil {
 			return err
 		}
-		cfg.Registry, cfg.UI, cfg.RunObserver, cfg.Auditor = reg, con.Handler(), con, con.Auditor(alog)
+		cfg.Registry, cfg.UI, cfg.RunObserver, cfg.ApprovalObserver, cfg.Auditor = reg, con.Handler(), con, con, con.Auditor(alog)
 		go con.Run(ctx)
 	}
 	if !*noRunner {

@@ -251,6 +251,10 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 	hs, _ := c.hub.status()
 	ready, _ := json.Marshal(map[string]any{"backfilled": len(backfill), "gap": gap, "history_first_seq": hs.FirstSeq, "history_records": hs.Records})
 	fmt.Fprintf(w, "event: ready\ndata: %s\n\n", ready)
+	// The calls waiting for approval now, whatever the filter, and again
+	// on each change.
+	pending, changed := c.pending.snapshot(time.Now()) // the server's clock, as AskedAt
+	fmt.Fprintf(w, "event: pending\ndata: %s\n\n", pending)
 	if rc.Flush() != nil {
 		return
 	}
@@ -288,6 +292,12 @@ func (c *Console) stream(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 			if rc.Flush() != nil {
+				return
+			}
+		case <-changed:
+			pending, changed = c.pending.snapshot(time.Now()) // the server's clock, as AskedAt
+			deadline()
+			if _, err := fmt.Fprintf(w, "event: pending\ndata: %s\n\n", pending); err != nil || rc.Flush() != nil {
 				return
 			}
 		case <-tick.C:

@@ -9,7 +9,10 @@
 // for pages opened late and fans new lines out to subscribers over
 // server-sent events. Run output and code, which the audit log does not
 // hold, come from a bounded store of recent runs fed by the server as a
-// server.RunObserver. Everything shown is masked as the audit log masks.
+// server.RunObserver. Asks on nested calls that wait for a human, which
+// the log gets only once answered, come from the server too (as a
+// server.ApprovalObserver) and go out on the stream as `pending` events.
+// Everything shown is masked as the audit log masks.
 package console
 
 import (
@@ -85,6 +88,7 @@ type Console struct {
 	log     *slog.Logger
 	hub     *hub
 	runs    *runStore
+	pending *pendingSet
 	auth    *auth
 	started time.Time
 	status  *statusCache
@@ -128,6 +132,7 @@ func New(cfg Config) (*Console, error) {
 		cfg: cfg, log: cfg.Logger,
 		hub:     newHub(cfg.AuditPath, cfg.MaxRecords, cfg.MaxHistoryBytes, cfg.Poll),
 		runs:    newRunStore(cfg.MaxRuns, cfg.MaxRunBytes),
+		pending: newPendingSet(),
 		auth:    newAuth(cfg.Token, cfg.Now),
 		started: cfg.Now(),
 		status:  &statusCache{},
@@ -154,6 +159,14 @@ func (c *Console) Auditor(inner server.Auditor) server.Auditor {
 // ObserveRun keeps a finished run's details; it implements
 // server.RunObserver.
 func (c *Console) ObserveRun(info server.RunInfo) { c.runs.ObserveRun(info) }
+
+// ApprovalWaiting shows an ask on a nested call as waiting for its
+// client's answer; it implements server.ApprovalObserver.
+func (c *Console) ApprovalWaiting(p server.PendingApproval) { c.pending.ApprovalWaiting(p) }
+
+// ApprovalDone stops showing the ask id as waiting; it implements
+// server.ApprovalObserver.
+func (c *Console) ApprovalDone(id string) { c.pending.ApprovalDone(id) }
 
 // LoginURL returns a one-time path (/ui/login?code=…), valid for 15
 // minutes, that logs a browser in once; `serve --ui` prints one.

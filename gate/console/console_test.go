@@ -397,7 +397,19 @@ type sse struct{ r *bufio.Reader }
 
 type event struct{ id, name, data string }
 
+// next returns the next event other than a `pending` one (the calls
+// waiting for approval, which every stream gets after ready).
 func (s sse) next(t *testing.T) event {
+	t.Helper()
+	for {
+		if ev := s.any(t); ev.name != "pending" {
+			return ev
+		}
+	}
+}
+
+// any returns the next event.
+func (s sse) any(t *testing.T) event {
 	t.Helper()
 	var ev event
 	for {

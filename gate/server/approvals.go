@@ -112,6 +112,13 @@ func (a *relayApprover) Approve(ctx context.Context, r gate.ApprovalRequest) gat
 	if a.source != nil {
 		source = a.source(r.Server)
 	}
+	if o := a.c.s.cfg.ApprovalObserver; o != nil {
+		o.ApprovalWaiting(PendingApproval{
+			ID: id, QueryID: a.queryID, RunID: r.RunID, ToolUseID: r.ToolUseID, Server: r.Server, Tool: r.Tool,
+			CallSeq: r.Seq, Rule: r.Rule, Reason: r.Reason, AskedAt: time.Now(), TimeoutMS: max(1, timeout.Milliseconds()),
+		})
+		defer o.ApprovalDone(id)
+	}
 	a.c.send(wire.ApprovalRequest{
 		ID: id, QueryID: a.queryID, RunID: r.RunID, ToolUseID: r.ToolUseID, Language: r.Language,
 		Server: r.Server, Tool: r.Tool, ToolName: r.ToolName(), ServerSource: source,

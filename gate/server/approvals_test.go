@@ -3,11 +3,14 @@ package server_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/server"
 	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
@@ -214,5 +217,61 @@ func TestAnApprovalNoAskWaitsForGetsAnError(t *testing.T) {
 	}
 	if got := rn.answers(); len(got) != 1 || got[0].Err == nil || got[0].Err.Kind != runner.ToolDenied {
 		t.Errorf("answers = %+v; want the first answer's deny", got)
+	}
+}
+
+// waitLog is an ApprovalObserver that records what it is told.
+type waitLog struct {
+	mu     sync.Mutex
+	events []string
+	seen   []server.PendingApproval
+}
+
+func (w *waitLog) ApprovalWaiting(p server.PendingApproval) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events = append(w.events, "waiting "+p.ID)
+	w.seen = append(w.seen, p)
+}
+
+func (w *waitLog) ApprovalDone(id string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.events = append(w.events, "done "+id)
+}
+
+func (w *waitLog) snapshot() ([]string, []server.PendingApproval) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.events), slices.Clone(w.seen)
+}
+
+// TestTheApprovalObserverSeesAWaitWhileItLasts: the observer (the live
+// console) is told of an ask while the client has not answered it, with
+// the call's tool, run and rule, and told it is done once answered.
+func TestTheApprovalObserverSeesAWaitWhileItLasts(t *testing.T) {
+	t.Parallel()
+	search := runner.ToolCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)}
+	rn := &callingRunner{calls: []runner.ToolCall{search}}
+	obs := &waitLog{}
+	h := start(t, options{runner: rn, policy: askPolicy, approvals: obs})
+	c := h.connect(t)
+	q := c.openAsking(true)
+	c.startRun(q, "toolu_1")
+	ask := c.recv()
+	id, _ := ask["id"].(string)
+	events, seen := obs.snapshot()
+	if !slices.Equal(events, []string{"waiting " + id}) || len(seen) != 1 {
+		t.Fatalf("while the ask waits: %v; want waiting %s alone", events, id)
+	}
+	if p := seen[0]; p.QueryID != q || p.RunID != ask["run_id"] || p.Server != "notes" || p.Tool != "search" || p.CallSeq != 1 || p.Rule != "tools.ask_list" || p.Reason == "" || p.AskedAt.IsZero() || p.TimeoutMS <= 0 {
+		t.Errorf("pending = %+v; want the call's query, run, tool, rule and reason", p)
+	}
+	c.send(fmt.Sprintf(`{"type":"approval","id":%q,"decision":"deny","message":"no"}`, id))
+	if r := c.recv(); r["type"] != "run_result" {
+		t.Fatalf("got %v; want the run_result", r)
+	}
+	if events, _ := obs.snapshot(); !slices.Equal(events, []string{"waiting " + id, "done " + id}) {
+		t.Errorf("after the answer: %v; want waiting then done", events)
 	}
 }

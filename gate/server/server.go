@@ -67,6 +67,34 @@ type RunObserver interface {
 	ObserveRun(info RunInfo)
 }
 
+// ApprovalObserver is told when an ask on a nested call is relayed to a
+// client and when it stops waiting (answered, timed out, cancelled or the
+// connection lost), so that the live console can show calls that wait for
+// a human. ApprovalWaiting comes before ApprovalDone of the same id;
+// ApprovalDone comes as the wait ends, and the call's code_call audit line
+// (with the answer) follows once the call itself has ended. Both are called from the run's bridge goroutine: they must not
+// block.
+type ApprovalObserver interface {
+	ApprovalWaiting(p PendingApproval)
+	ApprovalDone(id string)
+}
+
+// PendingApproval is an ask relayed to a client and not yet answered. It
+// holds no arguments: the console shows what waits, not with what.
+type PendingApproval struct {
+	ID        string    `json:"id"`
+	QueryID   string    `json:"query_id"`
+	RunID     string    `json:"run_id"`
+	ToolUseID string    `json:"tool_use_id"`
+	Server    string    `json:"server"`
+	Tool      string    `json:"tool"`
+	CallSeq   int       `json:"call_seq"`
+	Rule      string    `json:"rule"`
+	Reason    string    `json:"reason"`
+	AskedAt   time.Time `json:"asked_at"`
+	TimeoutMS int64     `json:"timeout_ms"`
+}
+
 // RunInfo is one finished run as the server saw it.
 type RunInfo struct {
 	// Spec is what ran: code, files, timeout and the resolved sandbox.
@@ -100,6 +128,9 @@ type Config struct {
 	AllowedOrigins []string
 	// RunObserver, when set, is told about each finished run.
 	RunObserver RunObserver
+	// ApprovalObserver, when set, is told of each ask relayed to a client
+	// while it waits.
+	ApprovalObserver ApprovalObserver
 	// ToolServers are the operator's MCP servers that sandboxed code may
 	// call (code mode); nil gives no run a bridge. When they are also a
 	// gate.ToolLister (as mcpservers.Servers is), each run gets the typed

@@ -72,6 +72,7 @@ type options struct {
 	ping, read time.Duration
 	claudeCode server.ClaudeCodeConfig
 	observer   server.RunObserver
+	approvals  server.ApprovalObserver
 	ui         http.Handler
 	registry   *prometheus.Registry
 	// tune changes the server's Config last (the caps, say).
@@ -109,7 +110,7 @@ func start(t testing.TB, o options) *harness {
 	cfg := server.Config{
 		Engine: eng, Auditor: auditor, Runner: o.runner, Token: h.token, AllowedOrigins: o.origins,
 		MaxFrameBytes: o.maxFrame, MaxInFlight: o.maxInFlight, Logger: quiet,
-		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
+		PingInterval: o.ping, ReadTimeout: o.read, RunObserver: o.observer, ApprovalObserver: o.approvals, UI: o.ui, Registry: o.registry, ClaudeCode: o.claudeCode,
 		Workspaces: o.workspaces, Artifacts: o.artifacts, StoreCode: artifacts.Always,
 	}
 	if o.tune != nil {

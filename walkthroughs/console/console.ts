@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import WebSocket from 'ws';
 import { RUN, runAgent } from '../lib/agent.js';
+import { buildServer } from '../lib/codemode.js';
 import { Transcript } from '../lib/transcript.js';
 import { auditLines, GATEKEEPER_BIN, readAudit, REPO, startWorld, type World } from '../lib/world.js';
 
@@ -202,6 +203,97 @@ async function rotation(browser: Browser, dialogs: string[]): Promise<void> {
     await context.close();
   } finally {
     follower.kill('SIGTERM');
+    await r.stop();
+  }
+}
+
+/**
+ * approvalWait: a program's nested call waits for a human (a raw protocol
+ * client that declared approvals and holds its answer), and the page shows
+ * the waiting call, then, once answered, the call's line with the answer.
+ */
+async function approvalWait(browser: Browser, dialogs: string[]): Promise<void> {
+  t.section('A nested call waits for approval, then is answered');
+  const bin = buildServer();
+  const r = await startWorld({
+    n: 9, ui: true,
+    policy: {
+      ask: ['mcp__crm__lookup'], netEnabled: false,
+      mcpServers: { crm: { description: 'customer records', command: [bin, '-name', 'crm', '-records', '20'] } },
+      codeCalls: { callable: { crm: ['lookup'] }, timeout: '60s' },
+    },
+  });
+  const token = readFileSync(r.tokenFile, 'utf8').trim();
+  const ws = new WebSocket(`${r.url}/v1/ws`, { headers: { Authorization: `Bearer ${token}` }, perMessageDeflate: false });
+  const frames: Record<string, unknown>[] = [];
+  const waiters: { ok: (f: Record<string, unknown>) => boolean; done: (f: Record<string, unknown>) => void }[] = [];
+  ws.on('message', (d) => {
+    const f = JSON.parse(String(d)) as Record<string, unknown>;
+    frames.push(f);
+    for (const w of waiters.splice(0)) {
+      if (w.ok(f)) w.done(f);
+      else waiters.push(w);
+    }
+  });
+  const next = (ok: (f: Record<string, unknown>) => boolean, what: string): Promise<Record<string, unknown>> => {
+    const seen = frames.find(ok);
+    if (seen !== undefined) return Promise.resolve(seen);
+    return new Promise((done, fail) => {
+      const timer = setTimeout(() => fail(new Error(`no ${what}; frames: ${JSON.stringify(frames).slice(0, 2000)}`)), 60_000);
+      waiters.push({
+        ok,
+        done: (f) => {
+          clearTimeout(timer);
+          done(f);
+        },
+      });
+    });
+  };
+  try {
+    await new Promise<void>((ok, fail) => {
+      ws.once('open', () => ok());
+      ws.once('error', fail);
+    });
+    const context = await browser.createBrowserContext();
+    const page = await context.newPage();
+    await page.setViewport({ width: 1440, height: 900 });
+    watch(page, 'approval', dialogs);
+    await page.goto(r.loginURL ?? '');
+    await page.waitForSelector('#conn[data-state="live"]');
+    t.expect(await page.$eval('#pending', (el) => (el as HTMLElement).hidden), 'with nothing waiting, the page shows no waiting calls');
+
+    ws.send(JSON.stringify({ type: 'hello', id: 'h', v: 1, client: 'console-approval-test' }));
+    await next((f) => f.id === 'h', 'welcome');
+    ws.send(JSON.stringify({ type: 'open_query', id: 'o', approvals: true }));
+    const q = String((await next((f) => f.id === 'o', 'query_opened')).query_id);
+    const code = 'import gatekeeper_tools.crm as crm\nprint(crm.lookup(id=7)["name"])\n';
+    ws.send(JSON.stringify({ type: 'decide', id: 'd', query_id: q, event: 'PreToolUse', tool_name: RUN, tool_input: { language: 'python', code }, tool_use_id: 'toolu_wait', mcp_server: { name: 'sandboxed_code', source: 'sdk' } }));
+    const d = await next((f) => f.id === 'd', 'decision');
+    t.expect(d.decision === 'allow', 'the run is allowed', JSON.stringify(d));
+    ws.send(JSON.stringify({ type: 'run', id: 'r', query_id: q, tool_use_id: 'toolu_wait', language: 'python', code }));
+    const ask = await next((f) => f.type === 'approval_request', 'approval_request');
+    t.line('ask', `${String(ask.tool_name)} from run ${String(ask.run_id)}: ${String(ask.rule)}; the client holds its answer`);
+
+    await page.waitForSelector('#pending:not([hidden]) li.pending-call', { timeout: 15_000 });
+    await new Promise((ok) => setTimeout(ok, 2200)); // let it wait a visible while
+    const shown = await page.$eval('#pending', (el) => (el as HTMLElement).innerText);
+    t.line('page', shown.replace(/\s+/g, ' '));
+    t.expect(shown.includes('crm.lookup') && shown.includes(String(ask.run_id)) && shown.includes('tools.ask_list') && shown.includes(String(ask.reason)),
+      'the page shows the waiting call: crm.lookup, its run, the rule and the reason', shown);
+    const secs = Number(/waiting (\d+) s/.exec(shown)?.[1] ?? -1);
+    t.expect(secs >= 2, `the page shows how long it has waited (${String(secs)} s)`, shown);
+    await shot(page, 'approval-waiting');
+
+    ws.send(JSON.stringify({ type: 'approval', id: ask.id, decision: 'allow' }));
+    const res = await next((f) => f.type === 'run_result', 'run_result');
+    t.expect(res.exit_code === 0 && String(res.stdout).includes('crm-7'), 'allowed, the call went on and the program printed its record', JSON.stringify(res).slice(0, 400));
+    await page.waitForSelector('#pending[hidden]', { timeout: 15_000 });
+    const rs = await waitRows(page, 'the answered call', (x) => x.some((row) => row.kind === 'code_call' && row.text.includes('asked: client allow')));
+    t.expect(rs.some((row) => row.kind === 'code_call' && row.text.includes('asked: client allow')), 'once answered, the waiting call is gone and its code_call line shows the answer (asked: client allow)');
+    await shot(page, 'approval-answered');
+    await context.close();
+  } finally {
+    ws.close();
     await r.stop();
   }
 }
@@ -420,6 +512,7 @@ try {
   writeFileSync(join(OUT, 'tail.txt'), tail);
 
   await rotation(browser, dialogs);
+  await approvalWait(browser, dialogs);
   t.expect(dialogs.length === 0, 'no dialog opened on the rotation page either', dialogs.join(', '));
 } catch (err) {
   t.fail('the console test ran to its end', err instanceof Error ? (err.stack ?? err.message) : String(err));

@@ -3,6 +3,7 @@
 // stream, which starts with the matching history.
 import { filterParams, parseEvent } from './api.js';
 import { clear, h } from './dom.js';
+import { pendingPanel } from './pending.js';
 import { row, table } from './rows.js';
 
 const MAX_ROWS = 2000;
@@ -20,6 +21,7 @@ export function streamView(root, params, setConn) {
   const pauseBtn = h('button', { type: 'button', id: 'pause', onclick: () => (paused ? resume() : pause()) }, 'Pause');
   const count = h('span', { class: 'count', id: 'count' }, '');
   const note = h('div', { class: 'note', id: 'stream-note' });
+  const pending = pendingPanel();
   const { table: t, tbody } = table();
   const empty = h('p', { class: 'empty' }, 'No records match yet.');
   clear(root).append(
@@ -28,7 +30,7 @@ export function streamView(root, params, setConn) {
       select('decision', 'Decision', [['', 'all'], ['allow', '✔ allow'], ['deny', '✘ deny'], ['ask', '? ask']]),
       text('rule', 'Rule', 'rules-seen'), text('tool', 'Tool', 'tools-seen'), text('query', 'Query'), text('q', 'Search'),
       pauseBtn, count, rules, tools),
-    note, t, empty);
+    note, pending.panel, t, empty);
 
   let es;
   let paused = false;
@@ -105,6 +107,7 @@ export function streamView(root, params, setConn) {
       note.textContent = info.gap ? 'Some records between the last one seen and the console\'s history were missed.' : '';
       setConn('live', '● live');
     });
+    es.addEventListener('pending', (e) => pending.update(e.data));
     es.addEventListener('lagged', () => setConn('connecting', '… catching up'));
     es.addEventListener('logout', () => location.reload());
     es.onerror = () => setConn('down', '○ reconnecting');
@@ -126,6 +129,7 @@ export function streamView(root, params, setConn) {
   connect();
   return () => {
     for (const t of timers.values()) clearTimeout(t);
+    pending.stop();
     es?.close();
   };
 }
