@@ -211,7 +211,7 @@ func (e *env) codeModeGate(ctx context.Context, g *CodeModeGate) error {
 		var err error
 		viaGate := func() {
 			t0 := time.Now()
-			r = caller.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: "lookup", Arguments: args, Seq: i + 1, InFlight: 1})
+			r = caller.CallTool(ctx, runner.NestedCall{Server: "crm", Tool: "lookup", Arguments: args, Seq: i + 1, InFlight: 1})
 			d1 = time.Since(t0)
 		}
 		straight := func() {

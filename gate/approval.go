@@ -73,7 +73,7 @@ type Approver interface {
 // ask relays d, an ask on call, to the run's Approver and records the
 // answer on rec. It returns nil when the call may proceed, or the
 // program's answer: a deny whose message the model can read.
-func (c *CodeCaller) ask(ctx context.Context, call runner.ToolCall, forward json.RawMessage, d Decision, rec *audit.Record) *runner.ToolResult {
+func (c *CodeCaller) ask(ctx context.Context, call runner.NestedCall, forward json.RawMessage, d Decision, rec *audit.Record) *runner.ToolResult {
 	req := ApprovalRequest{
 		RunID: c.cfg.RunID, QueryID: c.cfg.QueryID, ToolUseID: c.cfg.ToolUseID, Language: c.cfg.Language,
 		Server: call.Server, Tool: call.Tool, Arguments: forward, Seq: call.Seq, Rule: d.Rule, Reason: d.Reason,

@@ -113,7 +113,7 @@ func NewCodeCaller(cfg CodeCallerConfig) *CodeCaller {
 }
 
 // CodeCaller returns the ToolCaller of one run of r under eff (what the
-// sidecar's run path puts in runner.Spec.Tools), or nil, no bridge at
+// sidecar's run path puts in runner.Spec.Caller), or nil, no bridge at
 // all, when servers is nil or code_calls.callable names no server.
 func (eff *Effective) CodeCaller(r RunRequest, servers ToolServers, a Auditor) runner.ToolCaller {
 	if servers == nil || a == nil || len(eff.Policy.CodeCalls.Callable) == 0 {
@@ -125,7 +125,7 @@ func (eff *Effective) CodeCaller(r RunRequest, servers ToolServers, a Auditor) r
 // CallTool decides call, makes it when allowed, and audits it. It fails
 // closed: an error anywhere answers the program with a ToolError, and a
 // result whose audit line cannot be written is withheld.
-func (c *CodeCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
+func (c *CodeCaller) CallTool(ctx context.Context, call runner.NestedCall) runner.ToolResult {
 	start := time.Now()
 	rec := c.record(call)
 	res := c.call(ctx, call, &rec)
@@ -165,7 +165,7 @@ func (c *CodeCaller) Refused(r runner.ToolRefusal) {
 // runner.MaxRefusalLines (runner.RefusalRecorder), by rule, with
 // runner.RuleMaxRefusals when the bridge closed.
 func (c *CodeCaller) Omitted(n runner.RefusalCounts) {
-	rec := c.record(runner.ToolCall{})
+	rec := c.record(runner.NestedCall{})
 	rec.ArgumentsSHA256, rec.ArgumentsBytes = "", 0
 	total := 0
 	for _, k := range n.ByRule {
@@ -181,7 +181,7 @@ func (c *CodeCaller) Omitted(n runner.RefusalCounts) {
 }
 
 // record is the start of call's line.
-func (c *CodeCaller) record(call runner.ToolCall) audit.Record {
+func (c *CodeCaller) record(call runner.NestedCall) audit.Record {
 	rec := audit.Record{
 		Kind: audit.KindCodeCall, Event: EventCodeCall,
 		RunID: c.cfg.RunID, QueryID: c.cfg.QueryID, ToolUseID: c.cfg.ToolUseID,
@@ -218,7 +218,7 @@ func serverSource(servers ToolServers, server string) string {
 }
 
 // call does CallTool's work, filling in rec's decision.
-func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.Record) runner.ToolResult {
+func (c *CodeCaller) call(ctx context.Context, call runner.NestedCall, rec *audit.Record) runner.ToolResult {
 	if c.unaudited.Load() {
 		rec.Decision, rec.Rule = Deny, RuleError
 		rec.Reason = "an earlier call's audit line could not be written, so this run makes no further call"
@@ -327,7 +327,7 @@ func (c *CodeCaller) call(ctx context.Context, call runner.ToolCall, rec *audit.
 }
 
 // decide evaluates the policy for one nested call under eff's revision.
-func (c *CodeCaller) decide(ctx context.Context, eff *Effective, call runner.ToolCall, args ast.Object, info runner.ToolInfo, known bool) (Decision, error) {
+func (c *CodeCaller) decide(ctx context.Context, eff *Effective, call runner.NestedCall, args ast.Object, info runner.ToolInfo, known bool) (Decision, error) {
 	in := codeCallInput(eff, c.cfg, call, args, info, known)
 	v, err := evalDecision(ctx, eff.snap.decide, in, c.cfg.DecisionTimeout)
 	if err != nil {
@@ -349,7 +349,7 @@ var (
 
 // codeCallInput builds the Rego input of a nested call (documented in
 // rego/code_calls.rego).
-func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.ToolCall, args ast.Object, info runner.ToolInfo, known bool) ast.Value {
+func codeCallInput(eff *Effective, cfg CodeCallerConfig, call runner.NestedCall, args ast.Object, info runner.ToolInfo, known bool) ast.Value {
 	argTerm := ast.NewTerm(args)
 	// MCP's defaults where the server gives no hint; destructiveHint means
 	// something only for a tool that is not read-only.

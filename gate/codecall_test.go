@@ -194,7 +194,7 @@ func TestCodeCallCases(t *testing.T) {
 		if c.InFlight == 0 {
 			c.InFlight = 1
 		}
-		res := caller.CallTool(t.Context(), runner.ToolCall{Server: c.Server, Tool: c.Tool, Arguments: json.RawMessage(c.Arguments), Seq: c.Seq, InFlight: c.InFlight})
+		res := caller.CallTool(t.Context(), runner.NestedCall{Server: c.Server, Tool: c.Tool, Arguments: json.RawMessage(c.Arguments), Seq: c.Seq, InFlight: c.InFlight})
 		got = append(got, sent{c, res})
 	}
 	must(t, log.Close())
@@ -313,7 +313,7 @@ func TestCodeCallWithoutAuditStopsTheRun(t *testing.T) {
 	must(t, err)
 	servers := &fakeServers{}
 	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: failingAuditor{}})
-	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1"}`), Seq: 1, InFlight: 1}
+	call := runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1"}`), Seq: 1, InFlight: 1}
 	res := caller.CallTool(t.Context(), call)
 	if res.Err == nil || res.Err.Kind != runner.ToolDenied || res.Err.Rule != gate.RuleError || res.Result != nil {
 		t.Fatalf("first call = %+v, want its result withheld", res)
@@ -340,13 +340,13 @@ func TestCodeCallOverrides(t *testing.T) {
 	must(t, err)
 	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python"})
 	must(t, err)
-	if spec.Tools != nil {
-		t.Errorf("a run without ToolServers got a bridge: %T", spec.Tools)
+	if spec.Caller != nil {
+		t.Errorf("a run without ToolServers got a bridge: %T", spec.Caller)
 	}
 	withTools, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python", ToolServers: &fakeServers{}, Auditor: discardAuditor{}})
 	must(t, err)
-	if _, ok := withTools.Tools.(*gate.CodeCaller); !ok {
-		t.Errorf("a run with ToolServers under a callable list got Tools %T, want the gate's CodeCaller", withTools.Tools)
+	if _, ok := withTools.Caller.(*gate.CodeCaller); !ok {
+		t.Errorf("a run with ToolServers under a callable list got Tools %T, want the gate's CodeCaller", withTools.Caller)
 	}
 	want := runner.CallLimits{MaxCalls: 2, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: time.Second}
 	if spec.Sandbox.Calls != want {
@@ -364,7 +364,7 @@ func TestCodeCallOverrides(t *testing.T) {
 		t.Errorf("a query whose code may call no tool got a bridge: %T", c)
 	}
 	for tool, rule := range map[string]string{"get_customer": "", "get_everything": "code_calls.not_callable"} {
-		res := caller.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
+		res := caller.CallTool(ctx, runner.NestedCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
 		switch {
 		case rule == "" && res.Err != nil:
 			t.Errorf("%s under the narrowed list: %+v, want a result", tool, res.Err)
@@ -434,7 +434,7 @@ func TestCodeCallForwardsWhatThePolicySaw(t *testing.T) {
 			servers := &fakeServers{}
 			lines := &recordingAuditor{}
 			caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: servers, Auditor: lines})
-			res := caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(tc.args), Seq: 1, InFlight: 1})
+			res := caller.CallTool(t.Context(), runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(tc.args), Seq: 1, InFlight: 1})
 			if tc.rule != "" {
 				if res.Err == nil || res.Err.Rule != tc.rule || len(servers.args) != 0 {
 					t.Fatalf("got %+v, server saw %q; want rule %s and no call", res.Err, servers.args, tc.rule)
@@ -484,7 +484,7 @@ func TestCodeCallConcurrentCallsEachGetOneChainedLine(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			args := json.RawMessage(`{"customer_id":"c-` + string(rune('a'+i)) + `"}`)
-			errs[i] = caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: i + 1, InFlight: 2}).Err
+			errs[i] = caller.CallTool(t.Context(), runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: i + 1, InFlight: 2}).Err
 		}()
 	}
 	wg.Wait()
@@ -528,7 +528,7 @@ func BenchmarkCodeCallDecision(b *testing.B) {
 	must(b, err)
 	defer log.Close()
 	caller := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", Servers: &nopServers{}, Auditor: log})
-	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1","page":3,"fields":["name","email"]}`), Seq: 1, InFlight: 1}
+	call := runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"customer_id":"c-1","page":3,"fields":["name","email"]}`), Seq: 1, InFlight: 1}
 	b.ResetTimer()
 	for b.Loop() {
 		if res := caller.CallTool(b.Context(), call); res.Err != nil {
@@ -564,7 +564,7 @@ func TestCodeCallWithoutItsPartsIsDenied(t *testing.T) {
 		"no servers":   {Effective: eff, Auditor: discardAuditor{}},
 		"no audit log": {Effective: eff, Servers: servers},
 	} {
-		res := gate.NewCodeCaller(cfg).CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
+		res := gate.NewCodeCaller(cfg).CallTool(t.Context(), runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: 1, InFlight: 1})
 		if res.Err == nil || res.Err.Kind != runner.ToolDenied || res.Err.Rule != gate.RuleError {
 			t.Errorf("%s: %+v, want a deny by %s", name, res, gate.RuleError)
 		}
@@ -584,9 +584,9 @@ func TestCodeCallRefusalsAreAudited(t *testing.T) {
 	servers := &fakeServers{}
 	var rr runner.RefusalRecorder = gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "run_1", QueryID: "q_1", ToolUseID: "toolu_1", Servers: servers, Auditor: log})
 	args := json.RawMessage(`{"customer_id":"c-1"}`)
-	rr.Refused(runner.ToolRefusal{Call: runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: 6},
+	rr.Refused(runner.ToolRefusal{Call: runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: args, Seq: 6},
 		Err: runner.ToolError{Kind: runner.ToolLimit, Rule: runner.RuleMaxCalls, Message: "too many"}})
-	rr.Refused(runner.ToolRefusal{Call: runner.ToolCall{Seq: 7}, Err: runner.ToolError{Kind: runner.ToolBadRequest, Rule: runner.RuleBadRequest, Message: "not a request"}})
+	rr.Refused(runner.ToolRefusal{Call: runner.NestedCall{Seq: 7}, Err: runner.ToolError{Kind: runner.ToolBadRequest, Rule: runner.RuleBadRequest, Message: "not a request"}})
 	rr.Omitted(runner.RefusalCounts{ByRule: map[string]int{runner.RuleBadRequest: 900, runner.RuleMaxRefusals: 3}, Closed: true})
 	must(t, log.Close())
 	if _, err := audit.VerifyFile(logPath); err != nil {
@@ -675,7 +675,7 @@ func TestCodeCallHoldsMaxInFlightAtTheServers(t *testing.T) {
 	errs := make([]*runner.ToolError, n)
 	for i := range n {
 		wg.Go(func() {
-			errs[i] = caller.CallTool(t.Context(), runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: i + 1, InFlight: 1}).Err
+			errs[i] = caller.CallTool(t.Context(), runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{}`), Seq: i + 1, InFlight: 1}).Err
 		})
 	}
 	for cur, _ := servers.held(); cur < 4; cur, _ = servers.held() {

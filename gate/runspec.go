@@ -119,8 +119,8 @@ func (eff *Effective) RunSpec(ctx context.Context, r RunRequest) (runner.Spec, e
 	if r.ToolUseID != "" {
 		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}
 	}
-	spec.Tools = eff.CodeCaller(r, r.ToolServers, r.Auditor)
-	if spec.Tools != nil && r.Wrappers != nil {
+	spec.Caller = eff.CodeCaller(r, r.ToolServers, r.Auditor)
+	if spec.Caller != nil && r.Wrappers != nil {
 		if spec.ToolFiles, err = r.Wrappers.Files(ctx, eff); err != nil {
 			return runner.Spec{}, err
 		}

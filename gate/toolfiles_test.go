@@ -82,7 +82,7 @@ func (w *wrapperEnv) toolFiles(t *testing.T, override string) map[string][]byte 
 	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", QueryID: "q_wrap", Language: "python",
 		ToolServers: w.servers, Auditor: discardAuditor{}, Wrappers: w.wrappers})
 	must(t, err)
-	if spec.Tools == nil {
+	if spec.Caller == nil {
 		t.Fatal("the run got no bridge")
 	}
 	return spec.ToolFiles
@@ -193,8 +193,8 @@ func TestToolFilesNoBridge(t *testing.T) {
 	must(t, err)
 	spec, err := eff.RunSpec(t.Context(), gate.RunRequest{RunID: "run_1", Language: "python", Wrappers: w.wrappers})
 	must(t, err)
-	if spec.Tools != nil || spec.ToolFiles != nil || w.generated.Load() != 0 {
-		t.Errorf("a run without ToolServers got Tools %T and %d files (%d generated)", spec.Tools, len(spec.ToolFiles), w.generated.Load())
+	if spec.Caller != nil || spec.ToolFiles != nil || w.generated.Load() != 0 {
+		t.Errorf("a run without ToolServers got Tools %T and %d files (%d generated)", spec.Caller, len(spec.ToolFiles), w.generated.Load())
 	}
 }
 
@@ -279,12 +279,12 @@ code_calls:
 			t.Errorf("the description lacks %q:\n%s", want, desc)
 		}
 	}
-	res := spec.Tools.CallTool(t.Context(), runner.ToolCall{Server: "ready", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 1, InFlight: 1})
+	res := spec.Caller.CallTool(t.Context(), runner.NestedCall{Server: "ready", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 1, InFlight: 1})
 	if res.Err != nil || !strings.Contains(string(res.Result), `"name":"ready-2"`) {
 		t.Errorf("a call to ready while slow starts: %+v %s", res.Err, res.Result)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-	res = spec.Tools.CallTool(ctx, runner.ToolCall{Server: "slow", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 2, InFlight: 1})
+	res = spec.Caller.CallTool(ctx, runner.NestedCall{Server: "slow", Tool: "lookup", Arguments: json.RawMessage(`{"id": 2}`), Seq: 2, InFlight: 1})
 	cancel()
 	if res.Err == nil || res.Result != nil || !strings.Contains(res.Err.Message, `MCP server "slow"`) || !strings.Contains(res.Err.Message, "still connecting") {
 		t.Errorf("a call to slow while it starts was not refused with why: %+v %s", res.Err, res.Result)

@@ -49,7 +49,7 @@ func TestTheSourceOfANestedCallsServerReachesThePolicy(t *testing.T) {
 	must(t, err)
 	eff, err := q.Effective(t.Context())
 	must(t, err)
-	call := runner.ToolCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"id":1}`), Seq: 1, InFlight: 1}
+	call := runner.NestedCall{Server: "crm", Tool: "get_customer", Arguments: json.RawMessage(`{"id":1}`), Seq: 1, InFlight: 1}
 	for _, tc := range []struct {
 		name    string
 		servers gate.ToolServers

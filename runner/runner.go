@@ -93,7 +93,7 @@ type Sandbox struct {
 	// MaxFilesBytes is the most bytes of file content a run returns, all
 	// files together; a file past it is listed without its content.
 	MaxFilesBytes int64
-	// Calls bounds the nested calls of a run with Spec.Tools; the zero
+	// Calls bounds the nested calls of a run with Spec.Caller; the zero
 	// value allows none.
 	Calls CallLimits
 }
@@ -149,9 +149,9 @@ type Spec struct {
 	// valid during the call: copy what you keep (the backend does not, so
 	// an output flood is not copied once more than needed).
 	OnOutput func(Stream, []byte)
-	// Tools executes the program's nested calls through the bridge (see
+	// Caller executes the program's nested calls through the bridge (see
 	// runner/launch, Bridge); nil: the run has no bridge.
-	Tools ToolCaller
+	Caller ToolCaller
 	// ToolFiles are the wrapper files of a run with Tools, by a path
 	// relative to the sandbox's tools directory (launch.ToolsDir), made
 	// read-only there before the program starts; never in /workspace.

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// ToolCall is one call a run's program made through the bridge.
-type ToolCall struct {
+// NestedCall is one call a run's program made through the bridge.
+type NestedCall struct {
 	Server, Tool string
 	Arguments    json.RawMessage // a JSON object, within Sandbox.Calls.MaxArgumentBytes
 	Seq          int             // 1-based order of the call within its run
@@ -23,10 +23,10 @@ type ToolResult struct {
 // ToolError is a call that got no result; Kind is one of the kinds above.
 type ToolError struct{ Kind, Rule, Message string }
 
-// ToolCaller executes a run's nested calls (Spec.Tools). The gate implements it: it decides each call,
+// ToolCaller executes a run's nested calls (Spec.Caller). The gate implements it: it decides each call,
 // forwards the allowed ones and audits them. CallTool must return when ctx ends.
 type ToolCaller interface {
-	CallTool(ctx context.Context, call ToolCall) ToolResult
+	CallTool(ctx context.Context, call NestedCall) ToolResult
 }
 
 // CallLimits bounds a run's nested calls (Sandbox.Calls). The zero value allows no call at all.
@@ -86,7 +86,7 @@ type ToolRefusal struct {
 	// Call is what the bridge read of the call: Seq always; Server, Tool
 	// and Arguments when the line was a request (Arguments as sent, at
 	// most a line's bound); InFlight is 0.
-	Call ToolCall
+	Call NestedCall
 	// Err is the program's answer; its Kind and Rule are the refusal's.
 	Err ToolError
 }

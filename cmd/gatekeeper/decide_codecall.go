@@ -79,7 +79,7 @@ func decideCodeCall(ctx context.Context, eff *gate.Effective, in codeCallInput) 
 	srv := &describedTool{in: in}
 	rec := &lastRecord{}
 	c := gate.NewCodeCaller(gate.CodeCallerConfig{Effective: eff, RunID: "cli", QueryID: "cli", Servers: srv, Auditor: rec})
-	c.CallTool(ctx, runner.ToolCall{Server: in.Server, Tool: in.Tool, Arguments: in.Arguments, Seq: in.Calls, InFlight: 1})
+	c.CallTool(ctx, runner.NestedCall{Server: in.Server, Tool: in.Tool, Arguments: in.Arguments, Seq: in.Calls, InFlight: 1})
 	r := rec.get()
 	return decideResult{Decision: r.Decision, Reason: r.Reason, Rule: r.Rule, PolicyRevision: r.PolicyRevision, PolicyHash: r.PolicyHash}
 }

@@ -43,8 +43,8 @@ func callLines(t *testing.T, path string) []audit.Record {
 // with the handler's message, and each answer is on the call's line.
 func TestAnAskOnANestedCallReachesTheClient(t *testing.T) {
 	t.Parallel()
-	search := runner.ToolCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)}
-	rn := &callingRunner{calls: []runner.ToolCall{search, search}}
+	search := runner.NestedCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)}
+	rn := &callingRunner{calls: []runner.NestedCall{search, search}}
 	h := start(t, options{runner: rn, policy: askPolicy})
 	c := h.connect(t)
 	q := c.openAsking(true)
@@ -108,11 +108,11 @@ func TestAnAskOnANestedCallReachesTheClient(t *testing.T) {
 // reason says why, and the line says who "answered".
 func TestAnAskNobodyAnswersIsADeny(t *testing.T) {
 	t.Parallel()
-	search := runner.ToolCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}
+	search := runner.NestedCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}
 
 	t.Run("a client that declared no handler", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		h := start(t, options{runner: rn, policy: askPolicy})
 		c := h.connect(t)
 		q := c.openAsking(false)
@@ -132,7 +132,7 @@ func TestAnAskNobodyAnswersIsADeny(t *testing.T) {
 
 	t.Run("no answer within the call's timeout; the late answer gets an error frame", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		h := start(t, options{runner: rn, policy: strings.Replace(askPolicy, "timeout: 2s", "timeout: 300ms", 1)})
 		c := h.connect(t)
 		q := c.openAsking(true)
@@ -167,7 +167,7 @@ func TestAnAskNobodyAnswersIsADeny(t *testing.T) {
 
 	t.Run("a lost connection", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		h := start(t, options{runner: rn, policy: askPolicy})
 		c := h.connect(t)
 		q := c.openAsking(true)
@@ -193,7 +193,7 @@ func TestAnAskNobodyAnswersIsADeny(t *testing.T) {
 // only the first answer counts.
 func TestAnApprovalNoAskWaitsForGetsAnError(t *testing.T) {
 	t.Parallel()
-	rn := &callingRunner{calls: []runner.ToolCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	rn := &callingRunner{calls: []runner.NestedCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
 	h := start(t, options{runner: rn, policy: askPolicy})
 	c := h.connect(t)
 	if r := c.do(`{"type":"approval","id":"a_forged","decision":"allow"}`); r["type"] != "error" || r["code"] != wire.CodeUnknownApproval || r["id"] != "a_forged" {
@@ -251,8 +251,8 @@ func (w *waitLog) snapshot() ([]string, []server.PendingApproval) {
 // the call's tool, run and rule, and told it is done once answered.
 func TestTheApprovalObserverSeesAWaitWhileItLasts(t *testing.T) {
 	t.Parallel()
-	search := runner.ToolCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)}
-	rn := &callingRunner{calls: []runner.ToolCall{search}}
+	search := runner.NestedCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)}
+	rn := &callingRunner{calls: []runner.NestedCall{search}}
 	obs := &waitLog{}
 	h := start(t, options{runner: rn, policy: askPolicy, approvals: obs})
 	c := h.connect(t)

@@ -36,7 +36,7 @@ func (crmServer) CallTool(_ context.Context, _, tool string, _ json.RawMessage) 
 }
 
 // bridgeRunner stands in for the runner's bridge: its "program" makes two
-// nested calls through Spec.Tools, as the run loop does, and the result
+// nested calls through Spec.Caller, as the run loop does, and the result
 // counts them.
 type bridgeRunner struct {
 	mu      sync.Mutex
@@ -46,14 +46,14 @@ type bridgeRunner struct {
 
 func (b *bridgeRunner) Run(ctx context.Context, s runner.Spec) (runner.Result, error) {
 	res := runner.Result{RunID: s.RunID, Reason: runner.Exited, Duration: time.Millisecond, Runtime: runner.Runc}
-	if s.Tools == nil {
+	if s.Caller == nil {
 		b.mu.Lock()
 		b.noTools = true
 		b.mu.Unlock()
 		return res, nil
 	}
 	for i, tool := range []string{"get_customer", "delete_customer"} {
-		a := s.Tools.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{"id":1}`), Seq: i + 1, InFlight: 1})
+		a := s.Caller.CallTool(ctx, runner.NestedCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{"id":1}`), Seq: i + 1, InFlight: 1})
 		b.mu.Lock()
 		b.answers = append(b.answers, a)
 		b.mu.Unlock()

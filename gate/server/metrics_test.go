@@ -23,10 +23,10 @@ type refusingBridge struct{}
 
 func (refusingBridge) Run(ctx context.Context, s runner.Spec) (runner.Result, error) {
 	for i, tool := range []string{"get_customer", "delete_customer"} {
-		s.Tools.CallTool(ctx, runner.ToolCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{"id":1}`), Seq: i + 1, InFlight: 1})
+		s.Caller.CallTool(ctx, runner.NestedCall{Server: "crm", Tool: tool, Arguments: json.RawMessage(`{"id":1}`), Seq: i + 1, InFlight: 1})
 	}
-	rr := s.Tools.(runner.RefusalRecorder)
-	rr.Refused(runner.ToolRefusal{Call: runner.ToolCall{Seq: 3}, Err: runner.ToolError{Kind: runner.ToolBadRequest, Rule: runner.RuleBadRequest, Message: "not JSON"}})
+	rr := s.Caller.(runner.RefusalRecorder)
+	rr.Refused(runner.ToolRefusal{Call: runner.NestedCall{Seq: 3}, Err: runner.ToolError{Kind: runner.ToolBadRequest, Rule: runner.RuleBadRequest, Message: "not JSON"}})
 	rr.Omitted(runner.RefusalCounts{ByRule: map[string]int{runner.RuleMaxCalls: 3}})
 	return runner.Result{RunID: s.RunID, Reason: runner.Exited, Duration: time.Millisecond, Runtime: runner.Runc, ToolCalls: 6}, nil
 }

@@ -30,9 +30,9 @@ const notesServers = `[{"name":"notes","description":"the team's notes","tools":
 	`{"name":"drop","inputSchema":{"type":"object"}}]}]`
 
 // callingRunner's "program" makes the given nested calls through
-// Spec.Tools, one after the other, as the run loop does.
+// Spec.Caller, one after the other, as the run loop does.
 type callingRunner struct {
-	calls []runner.ToolCall
+	calls []runner.NestedCall
 	mu    sync.Mutex
 	got   []runner.ToolResult
 	files map[string][]byte
@@ -43,12 +43,12 @@ func (r *callingRunner) Run(ctx context.Context, s runner.Spec) (runner.Result, 
 	r.mu.Lock()
 	r.files = s.ToolFiles
 	r.mu.Unlock()
-	if s.Tools == nil {
+	if s.Caller == nil {
 		return res, nil
 	}
 	for i, call := range r.calls {
 		call.Seq, call.InFlight = i+1, 1
-		a := s.Tools.CallTool(ctx, call)
+		a := s.Caller.CallTool(ctx, call)
 		r.mu.Lock()
 		r.got = append(r.got, a)
 		r.mu.Unlock()
@@ -99,7 +99,7 @@ func (c *client) startRun(q, toolUseID string) {
 // reaches the client. The query's run tool description names the server.
 func TestAnInProcessToolIsRelayedToItsClientDecidedAndAudited(t *testing.T) {
 	t.Parallel()
-	rn := &callingRunner{calls: []runner.ToolCall{
+	rn := &callingRunner{calls: []runner.NestedCall{
 		{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"gvisor"}`)},
 		{Server: "notes", Tool: "drop", Arguments: json.RawMessage(`{}`)},
 	}}
@@ -156,11 +156,11 @@ func TestAnInProcessToolIsRelayedToItsClientDecidedAndAudited(t *testing.T) {
 // fail the call in the program; none becomes a result.
 func TestRelayedCallsFailClosed(t *testing.T) {
 	t.Parallel()
-	search := runner.ToolCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}
+	search := runner.NestedCall{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}
 
 	t.Run("an error answer is a server error naming it", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		c := start(t, options{runner: rn, policy: sdkPolicy}).connect(t)
 		q, _ := c.openWithTools(notesServers)
 		c.startRun(q, "toolu_1")
@@ -177,7 +177,7 @@ func TestRelayedCallsFailClosed(t *testing.T) {
 
 	t.Run("no answer in time is a timeout, cancelled, and the late answer is dropped", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		c := start(t, options{runner: rn, policy: strings.Replace(sdkPolicy, "timeout: 2s", "timeout: 200ms", 1)}).connect(t)
 		q, _ := c.openWithTools(notesServers)
 		c.startRun(q, "toolu_1")
@@ -202,7 +202,7 @@ func TestRelayedCallsFailClosed(t *testing.T) {
 
 	t.Run("a closed connection fails the pending call", func(t *testing.T) {
 		t.Parallel()
-		rn := &callingRunner{calls: []runner.ToolCall{search}}
+		rn := &callingRunner{calls: []runner.NestedCall{search}}
 		h := start(t, options{runner: rn, policy: sdkPolicy})
 		c := h.connect(t)
 		q, _ := c.openWithTools(notesServers)
@@ -265,7 +265,7 @@ func TestAQueryWithoutServersGetsItsImagesLanguages(t *testing.T) {
 // the call gets its own client's answer.
 func TestAnotherConnectionCannotAnswerACall(t *testing.T) {
 	t.Parallel()
-	rn := &callingRunner{calls: []runner.ToolCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	rn := &callingRunner{calls: []runner.NestedCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
 	h := start(t, options{runner: rn, policy: sdkPolicy})
 	owner, other := h.connect(t), h.connect(t)
 	q, _ := owner.openWithTools(notesServers)
@@ -303,7 +303,7 @@ deny contains {"rule": "ops.no_in_process", "reason": "tools of the client's own
 // it), and the code_call line names the source.
 func TestAnOperatorRuleOnTheSourceOfAServerHolds(t *testing.T) {
 	t.Parallel()
-	rn := &callingRunner{calls: []runner.ToolCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
+	rn := &callingRunner{calls: []runner.NestedCall{{Server: "notes", Tool: "search", Arguments: json.RawMessage(`{"q":"x"}`)}}}
 	h := start(t, options{runner: rn, policy: sdkPolicy, rego: noInProcessRego})
 	c := h.connect(t)
 	q, _ := c.openWithTools(notesServers)

@@ -39,14 +39,14 @@ import (
 // why).
 type testCaller struct {
 	mu    sync.Mutex
-	calls []runner.ToolCall
+	calls []runner.NestedCall
 	ended []error // ctx.Err() of each hold call, once it ended
 	held  chan struct{}
 }
 
 func newTestCaller() *testCaller { return &testCaller{held: make(chan struct{}, 16)} }
 
-func (c *testCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
+func (c *testCaller) CallTool(ctx context.Context, call runner.NestedCall) runner.ToolResult {
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
 	c.mu.Unlock()
@@ -72,10 +72,10 @@ func (c *testCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 	return runner.ToolResult{Err: &runner.ToolError{Kind: runner.ToolDenied, Rule: "test.unknown", Message: "no such tool"}}
 }
 
-func (c *testCaller) seen() []runner.ToolCall {
+func (c *testCaller) seen() []runner.NestedCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]runner.ToolCall(nil), c.calls...)
+	return append([]runner.NestedCall(nil), c.calls...)
 }
 
 // bridgeClient is the program's side of the socket protocol, in plain
@@ -170,7 +170,7 @@ func (r bridgeRun) run(t *testing.T) bridgeResult {
 	}
 	spec := runner.Spec{Language: r.lang, Code: r.code, Files: files, Timeout: r.timeout, Sandbox: sb}
 	if !r.noTools {
-		spec.Tools, spec.ToolFiles = r.caller, r.tools
+		spec.Caller, spec.ToolFiles = r.caller, r.tools
 	}
 	in, problems := launch.Check(spec, 6<<20)
 	if len(problems) > 0 {

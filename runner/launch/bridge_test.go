@@ -111,13 +111,13 @@ func FuzzCallDemux(f *testing.F) {
 // once.
 type unitCaller struct {
 	mu        sync.Mutex
-	calls     []runner.ToolCall
+	calls     []runner.NestedCall
 	block     chan struct{}
 	cur, peak int
 	ctxEnded  []error
 }
 
-func (c *unitCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
+func (c *unitCaller) CallTool(ctx context.Context, call runner.NestedCall) runner.ToolResult {
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
 	c.cur++
@@ -144,10 +144,10 @@ func (c *unitCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.
 	return runner.ToolResult{Result: json.RawMessage(`{"content":[]}`)}
 }
 
-func (c *unitCaller) seen() (calls []runner.ToolCall, cur, peak int) {
+func (c *unitCaller) seen() (calls []runner.NestedCall, cur, peak int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]runner.ToolCall(nil), c.calls...), c.cur, c.peak
+	return append([]runner.NestedCall(nil), c.calls...), c.cur, c.peak
 }
 
 // auditingCaller is a unitCaller that records the bridge's refusals too

@@ -72,7 +72,7 @@ type Bridge struct {
 type waitingCall struct {
 	call     uint64
 	id       string
-	tc       runner.ToolCall
+	tc       runner.NestedCall
 	deadline time.Time
 	timer    *time.Timer
 	elem     *list.Element // nil once it left the queue
@@ -172,7 +172,7 @@ func (b *Bridge) Call(call uint64, line []byte, oversize bool) {
 	b.seq++
 	made := time.Now()
 	lim := b.limits
-	tc := runner.ToolCall{Seq: b.seq}
+	tc := runner.NestedCall{Seq: b.seq}
 	id := "0"
 	var te *runner.ToolError
 	if oversize {
@@ -216,7 +216,7 @@ func (b *Bridge) Call(call uint64, line []byte, oversize bool) {
 }
 
 // startLocked puts a call in flight, with b.mu held.
-func (b *Bridge) startLocked(call uint64, id string, tc runner.ToolCall, deadline time.Time) {
+func (b *Bridge) startLocked(call uint64, id string, tc runner.NestedCall, deadline time.Time) {
 	b.inFlight++
 	tc.InFlight = b.inFlight
 	b.calls.Add(1)
@@ -262,7 +262,7 @@ func (b *Bridge) nextLocked() {
 // refuseLocked answers call with te, with b.mu held: one of the run's
 // first MaxRefusalLines refusals is handed to the RefusalRecorder first
 // (from a goroutine: Call never blocks), the others are counted.
-func (b *Bridge) refuseLocked(call uint64, id string, tc runner.ToolCall, te *runner.ToolError) {
+func (b *Bridge) refuseLocked(call uint64, id string, tc runner.NestedCall, te *runner.ToolError) {
 	b.refusals++
 	if b.recorder == nil || b.recorded >= runner.MaxRefusalLines {
 		key := te.Rule
@@ -285,7 +285,7 @@ func (b *Bridge) refuseLocked(call uint64, id string, tc runner.ToolCall, te *ru
 }
 
 // run makes one call and queues its answer.
-func (b *Bridge) run(call uint64, id string, tc runner.ToolCall, deadline time.Time) {
+func (b *Bridge) run(call uint64, id string, tc runner.NestedCall, deadline time.Time) {
 	defer b.calls.Done()
 	ctx, cancel := context.WithDeadline(b.ctx, deadline)
 	defer cancel()

@@ -90,7 +90,7 @@ func Check(spec runner.Spec, minMemory int64) (*Input, []string) {
 		bad("code and files need %d bytes, the workspace holds %d", need, sb.WorkspaceBytes)
 	}
 	in.Files, in.Need, in.Tag = files, need, NewTag()
-	if spec.Tools != nil {
+	if spec.Caller != nil {
 		problems = append(problems, checkToolFiles(spec.ToolFiles, sb.TmpBytes)...)
 	} else if len(spec.ToolFiles) > 0 {
 		bad("tool files without tools")
@@ -151,7 +151,7 @@ func (in *Input) CloseSaved() {
 // run ended (or after an error).
 func (in *Input) Write(w io.Writer, spec runner.Spec) (workspace.Manifest, error) {
 	header := Header(spec.Timeout, spec.Language, in.Tag, WantsSnapshot(spec))
-	if spec.Tools != nil {
+	if spec.Caller != nil {
 		header = append(header[:len(header)-1], fmt.Sprintf(" %d\n", lineMax(spec.Sandbox.Calls))...)
 	}
 	if _, err := w.Write(header); err != nil {
@@ -162,10 +162,10 @@ func (in *Input) Write(w io.Writer, spec runner.Spec) (workspace.Manifest, error
 		saved = in.Saved
 	}
 	input := workspace.Input{Saved: saved, Files: in.Files, UID: spec.Sandbox.UID, GID: spec.Sandbox.GID, SavedInPlace: in.InPlace}
-	if spec.Tools == nil && spec.Session == nil {
+	if spec.Caller == nil && spec.Session == nil {
 		return workspace.WriteInput(w, input)
 	}
-	if spec.Tools == nil {
+	if spec.Caller == nil {
 		// A session's init reads its input in frames, as with tools, so
 		// that its standard input stays open for the next run's header.
 		man, err := workspace.WriteInput(workspaceFrames{w}, input)

@@ -6,7 +6,7 @@
 // close both output streams (EndMarks), the snapshot of /workspace that
 // follows the end mark on standard output (Snapshot), the output caps
 // (Capped), the checks of a Spec every backend applies (Check), and, in
-// a run with tools (runner.Spec.Tools), the bridge that carries the
+// a run with tools (runner.Spec.Caller), the bridge that carries the
 // program's nested calls from $GATEKEEPER_TOOLS/bridge.sock to the runner
 // as tagged frames on standard output and their answers back on standard
 // input (CallDemux, Bridge; see bridge.go). A backend supplies the

@@ -32,10 +32,10 @@ const bridgeRule = "conformance.refuse"
 // It records every call it gets.
 type echoCaller struct {
 	mu    sync.Mutex
-	calls []runner.ToolCall
+	calls []runner.NestedCall
 }
 
-func (c *echoCaller) CallTool(_ context.Context, call runner.ToolCall) runner.ToolResult {
+func (c *echoCaller) CallTool(_ context.Context, call runner.NestedCall) runner.ToolResult {
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
 	c.mu.Unlock()
@@ -50,10 +50,10 @@ func (c *echoCaller) CallTool(_ context.Context, call runner.ToolCall) runner.To
 	return runner.ToolResult{Result: json.RawMessage(`{"content":[{"type":"text","text":` + string(text) + `}]}`)}
 }
 
-func (c *echoCaller) got() []runner.ToolCall {
+func (c *echoCaller) got() []runner.NestedCall {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]runner.ToolCall(nil), c.calls...)
+	return append([]runner.NestedCall(nil), c.calls...)
 }
 
 // forgedFrame is a call frame as init writes one, with a tag the program
@@ -115,7 +115,7 @@ func testBridge(t *testing.T, r Runner) {
 		program := strings.Replace(bridgeProgram, "FORGED", fmt.Sprintf("%q", forgedFrame), 1)
 		program = strings.Replace(program, "WRAPPER_BYTES", pyBytes(wrapper), 1)
 		spec := Spec(program)
-		spec.Tools, spec.ToolFiles = caller, files
+		spec.Caller, spec.ToolFiles = caller, files
 		spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 4, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
 		res, err := r.Run(t.Context(), spec)
 		if err != nil {

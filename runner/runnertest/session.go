@@ -461,7 +461,7 @@ func testSessionBridge(t *testing.T, s *session) {
 	}
 	withTools := func(c *echoCaller) func(*runner.Spec) {
 		return func(spec *runner.Spec) {
-			spec.Tools, spec.ToolFiles = c, files
+			spec.Caller, spec.ToolFiles = c, files
 			spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 1000, MaxInFlight: 4, MaxArgumentBytes: 1 << 10, MaxResultBytes: 4 << 10, Timeout: 20 * time.Second}
 		}
 	}

@@ -181,7 +181,7 @@ func checkLanguage(ctx context.Context, inst Instance, lang runner.Language) err
 //
 // The sandbox's standard input is the run loop's until the run ends: it
 // carries the header and the workspace tar, then closes; in a run with
-// tools (spec.Tools) it stays open after them for the bridge's answers
+// tools (spec.Caller) it stays open after them for the bridge's answers
 // (launch.Bridge), and closes once the bridge is closed, when the run
 // ended. The bridge's call frames are lifted out of standard output
 // (launch.CallDemux) before the output cap: they are not output.
@@ -201,7 +201,7 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	var snap *launch.Snapshot
 	var bridge *launch.Bridge
 	streams := inst.Streams()
-	in := &inlet{done: make(chan struct{}), stdin: streams.Stdin, keep: spec.Tools != nil || sr != nil}
+	in := &inlet{done: make(chan struct{}), stdin: streams.Stdin, keep: spec.Caller != nil || sr != nil}
 	defer func() {
 		if bridge != nil {
 			r.closeBridge(bridge, in, inst) // no-op when the run's end closed it
@@ -235,8 +235,8 @@ func (r *Runner) execute(ctx context.Context, inst Instance, p *Plan, spec runne
 	// bridge, whose answers go on standard input after the input.
 	out := io.Writer(stdout)
 	var demux *launch.CallDemux
-	if spec.Tools != nil {
-		bridge = launch.NewBridge(ctx, spec.Tools, spec.Sandbox.Calls, answers{in})
+	if spec.Caller != nil {
+		bridge = launch.NewBridge(ctx, spec.Caller, spec.Sandbox.Calls, answers{in})
 		demux = launch.NewCallDemux(p.Input.Tag, bridge.LineMax(), stdout, bridge.Call)
 		out = demux
 	}

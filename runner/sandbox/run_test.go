@@ -347,7 +347,7 @@ type pendingCaller struct {
 	cancelled atomic.Bool   // "pending"'s ctx ended before it returned
 }
 
-func (c *pendingCaller) CallTool(ctx context.Context, call runner.ToolCall) runner.ToolResult {
+func (c *pendingCaller) CallTool(ctx context.Context, call runner.NestedCall) runner.ToolResult {
 	if call.Tool == "quick" {
 		return runner.ToolResult{Result: []byte(`{"content":[{"type":"text","text":"quick"}]}`)}
 	}
@@ -367,7 +367,7 @@ func TestARunsEndCancelsItsPendingCallsAndDropsTheirAnswers(t *testing.T) {
 	caller := &pendingCaller{started: make(chan struct{})}
 	r, pf := newScripted(t, script{pending: caller.started}, PoolConfig{})
 	spec := scriptedSpec(time.Minute)
-	spec.Tools = caller
+	spec.Caller = caller
 	spec.Sandbox.Calls = runner.CallLimits{MaxCalls: 10, MaxInFlight: 2, MaxArgumentBytes: 1 << 10, MaxResultBytes: 1 << 10, Timeout: time.Minute}
 	res, err := r.Run(t.Context(), spec)
 	if err != nil {
@@ -398,7 +398,7 @@ func TestARunsEndCancelsItsPendingCallsAndDropsTheirAnswers(t *testing.T) {
 	}
 }
 
-// TestARunWithoutToolsGetsNoBridge: without Spec.Tools the header is the
+// TestARunWithoutToolsGetsNoBridge: without Spec.Caller the header is the
 // four fields it always was and standard input closes after the
 // workspace (the scripted sandbox waits for its end before it runs).
 func TestARunWithoutToolsGetsNoBridge(t *testing.T) {
