@@ -27,7 +27,7 @@ func ledger() ([]Record, []auditLine) {
 // TestReconcileChecksEachCountOnItsOwn feeds the accounting loads that
 // must fail one check each, and only that check: the checks of the
 // answers, the decisions' audit lines, the runs' audit lines and the
-// orphans no longer share one count.
+// orphans each have a count of their own.
 func TestReconcileChecksEachCountOnItsOwn(t *testing.T) {
 	t.Parallel()
 	const (

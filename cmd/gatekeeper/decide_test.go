@@ -98,11 +98,10 @@ func (s *wsSidecar) do(t *testing.T, frame string) map[string]any {
 // author's dry run) and `gatekeeper serve` judge the same call: each case
 // is sent to decide on stdin and, with type, id and query_id added, to a
 // real sidecar as a decide frame. Both refuse it with the same error code,
-// or both reach the same decision by the same rule. decide used to read
-// its input with encoding/json, which matches keys case-insensitively,
-// keeps the last of two equal keys and ignores data after the object: each
-// of the refused cases below was decided there, about another call than
-// the one serve refuses.
+// or both reach the same decision by the same rule. A reader such as
+// encoding/json, which matches keys case-insensitively, keeps the last of
+// two equal keys and ignores data after the object, would decide each of
+// the refused cases below, about another call than the one serve refuses.
 func TestDecideReadsTheCallAsServeDoes(t *testing.T) {
 	t.Setenv("HOME", "/home/nobody")
 	_, file := writePolicy(t, cliPolicy)

@@ -96,9 +96,8 @@ func runAuditLine(t *testing.T, log, toolUseID string) audit.Record {
 // its audit line names the rule; gatekeeper run refuses the same run by
 // the rule before it makes a sandbox (its --runner does not exist, so a
 // run the rule let through would fail naming it). All four report one
-// revision, which counts the rule and the managed settings. Before, run
-// took no --rego-dir, ignored the variable and ran the code, and serve
-// alone counted the managed settings, so its revision was another.
+// revision, which counts the rule and the managed settings, so that no
+// command runs the code past the rule or reports a revision of its own.
 func TestOneOperatorRuleDecidesUnderEveryCommand(t *testing.T) {
 	const rule = "team.no_launch_codes"
 	const code = `print(open("launch_codes").read())`
@@ -184,8 +183,8 @@ deny contains {"rule": "ops.no_13", "reason": "record 13 may not be read from co
 // rule, as serve does (gate/server's code-mode engine test): on the real
 // Docker engine, a real MCP server (mcptest, over stdio) and real OPA, the
 // program's lookup of record 12 is answered, that of 13 is refused with
-// the rule, and the code_call line on stderr names it. Before, run loaded
-// no operator module and the server answered 13 as well.
+// the rule, and the code_call line on stderr names it; a run without the
+// operator's modules would have the server answer 13 as well.
 func TestRunDecidesNestedCallsByTheOperatorRule(t *testing.T) {
 	bin, err := mcptest.Build(t.TempDir())
 	must(t, err)

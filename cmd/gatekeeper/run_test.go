@@ -27,8 +27,8 @@ sandbox:
 // both let it past every check of the policy: the sidecar, which has no
 // runner, then answers runner_unavailable, and run, given a backend that
 // does not exist, names the backend, which it opens only after the checks.
-// Before, run built its own Spec: it took no timeout or files at all, and
-// a language the sidecar refuses went to the engine.
+// So run builds its Spec as serve does: a timeout and files are checked,
+// and a language the sidecar refuses never reaches the engine.
 func TestRunRefusesWhatServeRefuses(t *testing.T) {
 	dir, file := writePolicy(t, runPolicy)
 	side := startWSSidecar(t, file)

@@ -24,7 +24,7 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // another client name, while the connection's workers decide calls. Each is
 // refused with hello_repeated, the connection keeps serving, and every
 // decision is audited under the first hello's client name. Run with -race:
-// before the fix a second hello rewrote the name the workers were reading.
+// a second hello must not rewrite the name the workers are reading.
 func TestSecondHelloIsRefusedAndTheClientNameStays(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{})

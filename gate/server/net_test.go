@@ -46,9 +46,9 @@ func (c *client) checkFetches(t *testing.T, q string, tests []fetchCase) {
 // denied host in a way Node's URL parser (and so Claude Code's WebFetch)
 // turns back into the denied host, through the real sidecar: each is
 // judged as the host WebFetch will really fetch, by the egress proxy's own
-// normalizer and matcher, and denied by net.host_denied. Before, the
-// sidecar only lower-cased the host, so every such spelling was allowed by
-// "*.example.com".
+// normalizer and matcher, and denied by net.host_denied. A sidecar that
+// only lower-cased the host would let "*.example.com" allow every such
+// spelling.
 func TestLookAlikeHostsInWebFetch(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{policy: netPolicy})
@@ -172,8 +172,8 @@ sandbox:
 // the gate applies the proxy's own tables and address classification
 // (internal/nethost.CheckBuiltin) to the host and port WebFetch fetches, in
 // every spelling, and denies by net.metadata, net.model_vendor and
-// net.private_address even when net.allow names the host. Before, WebFetch
-// of an allowlisted metadata address or vendor API was allowed.
+// net.private_address even when net.allow names the host: an allowlist
+// entry never opens a metadata address or a model vendor's API.
 func TestWebFetchBuiltinBlocks(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{policy: builtinPolicy})

@@ -362,7 +362,7 @@ func TestImageMissing(t *testing.T) {
 
 // TestProfileStartup: an interpreter in python-data or node starts with
 // the same modules as in python (no .pth file imports anything at every
-// start: matplotlib's used to import mpl_toolkits, doubling the start).
+// start: matplotlib's importing mpl_toolkits would double the start).
 func TestProfileStartup(t *testing.T) {
 	t.Parallel()
 	requireEngine(t)
