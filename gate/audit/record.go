@@ -119,6 +119,9 @@ type Record struct {
 	// ToolCalls is how many nested calls the run's program made through
 	// the bridge, every outcome (each has its own code_call line).
 	ToolCalls int `json:"tool_calls,omitempty"`
+	// AgentFiles are the files the run returned to the agent's code only
+	// (the run's to_agent): name, size and digest, never the content.
+	AgentFiles []AgentFile `json:"agent_files,omitempty"`
 	// SessionRun is the run's number in its session, from 1, and
 	// StateLost says that it found its session's state gone, or lost it
 	// (a run in a session).
@@ -204,6 +207,14 @@ type Approval struct {
 	AskedAt    time.Time `json:"asked_at"`
 	AnsweredAt time.Time `json:"answered_at"`
 	WaitMS     int64     `json:"wait_ms"`
+}
+
+// AgentFile is a run line's record of a file returned to the agent's
+// code only.
+type AgentFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
 }
 
 // StateLost is a run line's state_lost, as the run_result frame has it

@@ -169,6 +169,8 @@ type RunRequest struct {
 	TimeoutMS *int64
 	// Outputs are the paths whose files to return; nil for the changed files.
 	Outputs []string
+	// ToAgent names returned files kept from the model (wire.Run.ToAgent).
+	ToAgent []string
 }
 
 // Run runs r for toolUseID, which a hook call of this session must have
@@ -184,7 +186,7 @@ func (s *Session) Run(ctx context.Context, toolUseID string, r RunRequest) (*wir
 	defer c.ws.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.ws.Close() })
 	defer stop()
-	raw, err := c.request(&wire.Run{ID: "run", QueryID: c.queryID, ToolUseID: toolUseID, Language: r.Language, Code: r.Code, Files: r.Files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs},
+	raw, err := c.request(&wire.Run{ID: "run", QueryID: c.queryID, ToolUseID: toolUseID, Language: r.Language, Code: r.Code, Files: r.Files, TimeoutMS: r.TimeoutMS, Outputs: r.Outputs, ToAgent: r.ToAgent},
 		wire.TypeRunResult, nil)
 	if err != nil {
 		if ctx.Err() != nil {

@@ -384,6 +384,9 @@ func (c *conn) run(r *wire.Run) {
 	rec.Files, rec.Workspace = len(res.Files), string(res.Workspace)
 	rec.ToolCalls = res.ToolCalls
 	report := wire.NewRunReport(res)
+	for _, f := range report.KeepForAgent(r.ToAgent) {
+		rec.AgentFiles = append(rec.AgentFiles, audit.AgentFile{Path: f.Path, Size: f.Size, SHA256: f.SHA256})
+	}
 	if report.Session != nil {
 		rec.SessionRun = report.Session.Run
 	}

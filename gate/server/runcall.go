@@ -9,7 +9,7 @@ import (
 
 // RunCall is the gate.Call by which a run frame is re-decided before it
 // runs: event run, the sandbox tool of gatekeeper's in-process server,
-// and the run's language, code, files, timeout_ms and outputs as its
+// and the run's language, code, files, timeout_ms, outputs and to_agent as its
 // tool_input. `gatekeeper run` decides its run by the same call, so that
 // a rule (an operator's among them) refuses there what it refuses here.
 func RunCall(r *wire.Run) (gate.Call, error) {
@@ -22,6 +22,9 @@ func RunCall(r *wire.Run) (gate.Call, error) {
 	}
 	if r.Outputs != nil {
 		input["outputs"] = r.Outputs
+	}
+	if r.ToAgent != nil {
+		input["to_agent"] = r.ToAgent
 	}
 	raw, err := json.Marshal(input)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -169,7 +170,7 @@ var (
 	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session", "sdk_servers", "approvals"}
 	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type"}
 	mcpServerKeys  = []string{"name", "source"}
-	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs"}
+	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs", "to_agent"}
 	closeQueryKeys = []string{"type", "id", "query_id"}
 )
 
@@ -327,28 +328,38 @@ func decodeRun(r *reader) Request {
 		}
 	}
 	if m := r.field("outputs", false, kindArray); m != nil {
-		run.Outputs = r.outputs(m)
+		run.Outputs = r.paths("outputs", m)
+	}
+	if m := r.field("to_agent", false, kindArray); m != nil {
+		run.ToAgent = r.paths("to_agent", m)
+		for i, p := range run.ToAgent {
+			if _, err := path.Match(p, ""); err != nil || p == "" {
+				r.fail(CodeInvalidField, fmt.Sprintf(`field "to_agent" item %d (%s) is not a path or a path.Match pattern relative to /workspace`, i, clip(strconv.Quote(p))))
+				break
+			}
+		}
 	}
 	return run
 }
 
-// outputs decodes the outputs array: at most MaxOutputs strings.
-func (r *reader) outputs(m *member) []string {
+// paths decodes the array of the field named field (outputs, to_agent):
+// at most MaxOutputs strings.
+func (r *reader) paths(field string, m *member) []string {
 	var items []json.RawMessage
 	if err := json.Unmarshal(m.raw, &items); err != nil {
 		// Unreachable: m.raw is an array of a frame that scanned.
-		r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs": %v`, err))
+		r.fail(CodeInvalidField, fmt.Sprintf(`field %q: %v`, field, err))
 		return nil
 	}
 	if len(items) > MaxOutputs {
-		r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs" names %d paths, at most %d`, len(items), MaxOutputs))
+		r.fail(CodeInvalidField, fmt.Sprintf(`field %q names %d paths, at most %d`, field, len(items), MaxOutputs))
 		return nil
 	}
 	out := make([]string, 0, len(items))
 	for _, it := range items {
 		var p string
 		if len(it) == 0 || it[0] != '"' || json.Unmarshal(it, &p) != nil {
-			r.fail(CodeInvalidField, fmt.Sprintf(`field "outputs" must be an array of strings, not of %s`, clip(string(it))))
+			r.fail(CodeInvalidField, fmt.Sprintf(`field %q must be an array of strings, not of %s`, field, clip(string(it))))
 			return nil
 		}
 		out = append(out, p)

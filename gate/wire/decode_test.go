@@ -191,6 +191,12 @@ func acceptCases() []acceptCase {
 			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(5000), Outputs: []string{}},
 		},
 		{
+			name:  "to_agent paths, directories and patterns are accepted",
+			frame: frame(validRun, kv{"to_agent", `["report.csv", "out/", "charts/*.png"]`}),
+			want: &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "python", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(5000),
+				ToAgent: []string{"report.csv", "out/", "charts/*.png"}},
+		},
+		{
 			name:  "the largest timeout_ms is accepted",
 			frame: frame(validRun, kv{"timeout_ms", strconv.FormatInt(math.MaxInt64, 10)}, kv{"language", `"node"`}),
 			want:  &Run{ID: "4", QueryID: "q_6b0c", ToolUseID: "toolu_02", Language: "node", Code: "print('hello')", Files: textFiles(map[string]string{"data/in.csv": "a,b\n1,2\n"}), TimeoutMS: int64p(math.MaxInt64)},
@@ -367,6 +373,10 @@ func refuseCases() []refuseCase {
 		{name: "a file object without base64 is refused", frame: frame(validRun, kv{"files", `{"a.bin":{"text":"x"}}`}), code: CodeInvalidField, id: "4"},
 		{name: "outputs that are a string are refused", frame: frame(validRun, kv{"outputs", `"out"`}), code: CodeInvalidField, id: "4"},
 		{name: "a null in outputs is refused", frame: frame(validRun, kv{"outputs", `["out",null]`}), code: CodeInvalidField, id: "4", golden: true},
+		{name: "a to_agent pattern that path.Match cannot read is refused", frame: frame(validRun, kv{"to_agent", `["ok.csv","out/[a-"]`}), code: CodeInvalidField, id: "4", golden: true},
+		{name: "an empty to_agent path is refused", frame: frame(validRun, kv{"to_agent", `[""]`}), code: CodeInvalidField, id: "4"},
+		{name: "a null in to_agent is refused", frame: frame(validRun, kv{"to_agent", `["a",null]`}), code: CodeInvalidField, id: "4"},
+		{name: "to_agent naming too many paths is refused", frame: frame(validRun, kv{"to_agent", `[` + strings.Repeat(`"a",`, MaxOutputs) + `"a"]`}), code: CodeInvalidField, id: "4"},
 		{name: "outputs naming too many paths are refused", frame: frame(validRun, kv{"outputs", `[` + strings.Repeat(`"a",`, MaxOutputs) + `"a"]`}), code: CodeInvalidField, id: "4"},
 		{name: "a zero timeout_ms is refused", frame: frame(validRun, kv{"timeout_ms", `0`}), code: CodeInvalidField, id: "4", golden: true},
 		{name: "a negative timeout_ms is refused", frame: frame(validRun, kv{"timeout_ms", `-5000`}), code: CodeInvalidField, id: "4"},

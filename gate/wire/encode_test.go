@@ -36,6 +36,12 @@ func TestEncodeWritesEveryReplyAsProtocolMD(t *testing.T) {
 			},
 			FilesOmitted: 2, Workspace: runner.WorkspaceSaved, ToolCalls: 3,
 		})}},
+		{name: "run result with a file for the agent", reply: RunResult{ID: "4", RunReport: toAgent(NewRunReport(runner.Result{
+			RunID: "r_9a1m", Reason: runner.Exited, Stdout: "report written\n", Duration: 640 * time.Millisecond, PeakMemoryBytes: 30 << 20, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
+			Files: []runner.File{
+				{Path: "report.csv", Size: 12, SHA256: "31ad2fa0e4b4f4a4f0e6b1e0c3c7d3b54e8f4f5e9c1ba8e1a0f4d9c2b7e6a513", Change: runner.FileCreated, MediaType: "text/csv; charset=utf-8", Content: []byte("id,name\n1,a\n")},
+			},
+		}), "report.csv")}},
 		{name: "run result whose workspace was not saved", reply: RunResult{ID: "4", RunReport: NewRunReport(runner.Result{
 			RunID: "r_9a1i", ExitCode: 137, Reason: runner.TimedOut, Duration: 10 * time.Second, Image: "gatekeeper-sandbox:python-227b", Runtime: runner.Runc,
 			Workspace: runner.WorkspaceNotSaved, WorkspaceNote: "the run timed out, so /workspace was not saved: the next run starts from it as it was before this run",
@@ -195,4 +201,10 @@ func TestRequestsMarshalAsClientsSendThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// toAgent is r with the files toAgent names kept for the agent's code.
+func toAgent(r RunReport, toAgent ...string) RunReport {
+	r.KeepForAgent(toAgent)
+	return r
 }

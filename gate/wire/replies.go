@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/base64"
+	"path"
+	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/workspace"
@@ -157,6 +159,50 @@ type File struct {
 	Base64 *string `json:"base64,omitempty"`
 	// Omitted says why the content is left out.
 	Omitted string `json:"omitted,omitempty"`
+	// ToAgent marks a file the run returned to the agent's code only
+	// (the run's to_agent): its content, if any, is in Base64, never in
+	// Text, and a client never shows it to the model, only its handle
+	// (path, size, sha256, media type).
+	ToAgent bool `json:"to_agent,omitempty"`
+}
+
+// KeepForAgent marks the files that toAgent names (Run.ToAgent) as
+// returned to the agent's code only, and moves a marked text file's
+// content to Base64, so that a client that does not know the mark still
+// never reads it out to the model as text. It returns the marked files.
+func (r *RunReport) KeepForAgent(toAgent []string) []File {
+	var kept []File
+	for i := range r.Files {
+		f := &r.Files[i]
+		if !MatchesToAgent(f.Path, toAgent) {
+			continue
+		}
+		f.ToAgent = true
+		if f.Text != nil {
+			b := base64.StdEncoding.EncodeToString([]byte(*f.Text))
+			f.Text, f.Base64 = nil, &b
+		}
+		kept = append(kept, *f)
+	}
+	return kept
+}
+
+// MatchesToAgent reports whether the returned file p (relative to
+// /workspace) is named by one of toAgent's entries: the same path, a
+// directory holding it, or a path.Match pattern matching it. A leading
+// "./" or "/workspace/" of an entry is ignored.
+func MatchesToAgent(p string, toAgent []string) bool {
+	for _, e := range toAgent {
+		e = strings.TrimPrefix(strings.TrimPrefix(e, "/workspace/"), "./")
+		e = strings.TrimSuffix(e, "/")
+		if e == "." || e == "" || e == p || strings.HasPrefix(p, e+"/") {
+			return true
+		}
+		if ok, _ := path.Match(e, p); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // OmittedOverBudget is File.Omitted for a file whose content did not fit

@@ -103,6 +103,12 @@ type Run struct {
 	// files the run created or changed are returned), empty for none. At
 	// most MaxOutputs paths; the runner checks them.
 	Outputs []string `json:"outputs,omitzero"`
+	// ToAgent names returned files that go to the agent's own code only
+	// (the query() caller), never to the model: a path, a directory
+	// (its files) or a path.Match pattern, relative to /workspace; nil
+	// when absent. At most MaxOutputs, each a valid pattern. The model
+	// reads a handle for each (RunReport.KeepForAgent).
+	ToAgent []string `json:"to_agent,omitzero"`
 }
 
 // FileContent is the content of one file of a run: a JSON string (text)

@@ -158,6 +158,12 @@ export interface GatekeeperOwnOptions {
    * run returned with its content (a chart it drew, a report it wrote).
    * It is awaited before the model gets the run's result, so keep it
    * short; what it throws is logged and does not reach the model.
+   *
+   * It is also how files reach the agent's code without reaching the model:
+   * a file the model names in the run tool's `to_agent` comes here with
+   * `toAgent: true` and its bytes, while the model reads only its handle
+   * (path, size, sha256, media type). Without this handler the model is
+   * told that no agent code received such a file, and still never reads it.
    */
   onSandboxRun?: (run: SandboxRun) => void | Promise<void>;
   /**

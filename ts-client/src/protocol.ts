@@ -111,6 +111,8 @@ export interface RunFrame {
   timeout_ms?: number;
   /** Paths under /workspace whose files the run returns, changed or not; absent: the files it created or changed. */
   outputs?: string[];
+  /** Returned files for the agent's code only (paths, directories or path.Match patterns); the model reads a handle. */
+  to_agent?: string[];
 }
 
 export interface CloseQueryFrame {
@@ -291,6 +293,8 @@ export interface RunFileReply {
   base64?: string;
   /** Why the content is left out. */
   omitted?: string;
+  /** Returned to the agent's code only (the run's to_agent): never shown to the model; its content is in base64. */
+  to_agent?: boolean;
 }
 
 /** The fields of a returned file, as RUN_RESULT_REQUIRED for a run_result. */
@@ -307,6 +311,7 @@ export const RUN_FILE_OPTIONAL = {
   text: 'string',
   base64: 'string',
   omitted: 'string',
+  to_agent: 'boolean',
 } as const satisfies Record<string, FieldType>;
 
 type RunFileField = keyof RunFileReply;

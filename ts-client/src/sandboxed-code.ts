@@ -49,6 +49,13 @@ const inputSchema = {
     .describe('Files to create first: path relative to /workspace → text, or {"base64": "..."} for binary content.'),
   timeout_s: z.number().positive().optional().describe('Wall-clock limit in seconds.'),
   outputs: z.array(z.string()).optional().describe('Paths (files or directories) under /workspace whose files to return, changed or not.'),
+  to_agent: z
+    .array(z.string())
+    .max(100)
+    .optional()
+    .describe(
+      "Returned files (paths, directories or glob patterns under /workspace) to hand to the agent's own code instead of you: you get each one's name, size, sha256 and type, never its content. Use it for results the agent passes on rather than reads.",
+    ),
 };
 
 /**
@@ -90,7 +97,7 @@ export class RunCorrelator {
 
 function runKey(input: unknown): string {
   const o = (typeof input === 'object' && input !== null ? input : {}) as Record<string, unknown>;
-  return stableJson([o.language, o.code, o.files ?? null, o.timeout_s ?? null, o.outputs ?? null]);
+  return stableJson([o.language, o.code, o.files ?? null, o.timeout_s ?? null, o.outputs ?? null, o.to_agent ?? null]);
 }
 
 /** stableJson serializes with sorted keys, dropping undefined as JSON does. */
@@ -158,6 +165,8 @@ export interface SandboxFile {
   content?: Buffer;
   /** Why the content is left out (the run's budget of file content was spent). */
   omitted?: string;
+  /** The model asked (to_agent) that this file go to the agent's code only: the model read its handle, never its content. */
+  toAgent?: boolean;
 }
 
 /** SandboxRun is one finished run of the model's code, for `onSandboxRun`. */
@@ -192,12 +201,27 @@ export function sandboxFiles(r: RunResultReply): SandboxFile[] {
     if (f.text !== undefined) out.content = Buffer.from(f.text, 'utf8');
     else if (f.base64 !== undefined) out.content = Buffer.from(f.base64, 'base64');
     if (f.omitted !== undefined) out.omitted = f.omitted;
+    if (f.to_agent === true) out.toAgent = true;
     return out;
   });
 }
 
-/** runReport is what the model reads for a finished run. */
-export function runReport(r: RunResultReply): SandboxRunReport {
+/**
+ * toAgentNote is the note the model reads, in place of the content, on a file
+ * the run returned to the agent's code only: its digest, and whether agent
+ * code (onSandboxRun) received it. gate/client/claudecode's ToAgentNote is the
+ * same text.
+ */
+export function toAgentNote(sha256: string, delivered: boolean): string {
+  const note = `kept from you for the agent's code (sha256 ${sha256})`;
+  return delivered ? note : `${note}, but no agent code received it: this client passes files to none`;
+}
+
+/**
+ * runReport is what the model reads for a finished run; delivered says that
+ * the files the run returned to the agent's code only reached it.
+ */
+export function runReport(r: RunResultReply, delivered = false): SandboxRunReport {
   const report: SandboxRunReport = {
     exit_code: r.exit_code,
     reason: r.reason,
@@ -213,7 +237,8 @@ export function runReport(r: RunResultReply): SandboxRunReport {
     let room = INLINE_TOTAL_CHARS;
     report.files = files.map((f) => {
       const out: SandboxReportFile = { path: f.path, size: f.size, change: f.change, media_type: f.media_type };
-      if (f.omitted !== undefined) out.note = `content not returned: ${f.omitted}`;
+      if (f.to_agent === true) out.note = toAgentNote(f.sha256, delivered);
+      else if (f.omitted !== undefined) out.note = `content not returned: ${f.omitted}`;
       else if (IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined) out.note = 'shown to you as an image';
       else if (f.text !== undefined) {
         let n = Math.min(f.text.length, INLINE_FILE_CHARS, room);
@@ -290,8 +315,8 @@ export function firstAbsent(parts: OutputPart[], candidate: (n: number) => strin
  * so after the exit fields, before the output's (stateLostLine). A later
  * addition to the result adds a field line or a part here.
  */
-export function formatRunResult(r: RunResultReply): string {
-  const report = runReport(r);
+export function formatRunResult(r: RunResultReply, delivered = false): string {
+  const report = runReport(r, delivered);
   const fields = [`exit code ${String(r.exit_code)} (${r.reason})${r.duration_ms !== undefined ? ` after ${String(r.duration_ms)} ms` : ''}`];
   const flags = [r.truncated && 'output truncated', r.timed_out && 'timed out', r.oom_killed && 'killed: out of memory'].filter(Boolean);
   if (flags.length > 0) fields.push(`note: ${flags.join(', ')}`);
@@ -336,7 +361,7 @@ export function formatRunResult(r: RunResultReply): string {
 /** imageBlocks are the images a run returned, as MCP image content. */
 function imageBlocks(r: RunResultReply): CallToolResult['content'] {
   return (r.files ?? [])
-    .filter((f) => IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined)
+    .filter((f) => IMAGE_TYPES.has(f.media_type) && f.base64 !== undefined && f.to_agent !== true)
     .map((f) => ({ type: 'image' as const, data: f.base64 as string, mimeType: f.media_type }));
 }
 
@@ -370,7 +395,7 @@ export function sandboxedCodeServer(
       if (id === undefined) {
         return errorResult('gatekeeper cannot tell which allowed tool call this run belongs to, so the code did not run');
       }
-      const runArgs: RunArgs = { language: args.language, code: args.code, files: args.files, timeout_s: args.timeout_s, outputs: args.outputs };
+      const runArgs: RunArgs = { language: args.language, code: args.code, files: args.files, timeout_s: args.timeout_s, outputs: args.outputs, to_agent: args.to_agent };
       let r: RunResultReply;
       try {
         r = await sq.run(id, runArgs, (stream, data) => logger.debug?.('gatekeeper: run output', { tool_use_id: id, stream, bytes: data.length }));
@@ -382,7 +407,10 @@ export function sandboxedCodeServer(
         logger.warn?.('gatekeeper: run failed', { tool_use_id: id, error: (err as Error).message });
         return errorResult(`gatekeeper is unavailable (${(err as Error).message}), so the code did not run`);
       }
-      const report = runReport(r);
+      // Files for the agent's code only reach it through onSandboxRun; the
+      // model reads that they did only when a handler took them.
+      const delivered = onSandboxRun !== undefined;
+      const report = runReport(r, delivered);
       if (onSandboxRun !== undefined) {
         try {
           await onSandboxRun({ toolUseId: id, runId: r.run_id ?? '', report, files: sandboxFiles(r), ...(r.session ? { session: r.session } : {}) });
@@ -391,7 +419,7 @@ export function sandboxedCodeServer(
         }
       }
       return {
-        content: [...imageBlocks(r), { type: 'text', text: formatRunResult(r) }],
+        content: [...imageBlocks(r), { type: 'text', text: formatRunResult(r, delivered) }],
         structuredContent: report as unknown as Record<string, unknown>,
       };
     },

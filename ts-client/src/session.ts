@@ -79,6 +79,7 @@ export interface RunArgs {
   files?: Record<string, RunFileContent> | undefined;
   timeout_s?: number | undefined;
   outputs?: string[] | undefined;
+  to_agent?: string[] | undefined;
 }
 
 /** How long a close_query may take before we stop waiting. */
@@ -205,6 +206,7 @@ export class SidecarQuery {
     };
     if (args.files !== undefined) frame.files = args.files;
     if (args.outputs !== undefined) frame.outputs = args.outputs;
+    if (args.to_agent !== undefined) frame.to_agent = args.to_agent;
     if (args.timeout_s !== undefined) frame.timeout_ms = Math.max(1, Math.ceil(args.timeout_s * 1000));
     const runMs = frame.timeout_ms ?? policyTimeoutMs(this.effective) ?? RUN_DEFAULT_MS;
     const reply = await this.conn.request(frame, {

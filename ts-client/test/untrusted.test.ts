@@ -95,3 +95,19 @@ test('the fence is the first candidate no part contains', () => {
   assert.equal(firstAbsent([{ name: 'stdout', text: 'x fence0! y' }, { name: 'stderr', text: 'fence1!' }], candidate), 'fence2!');
   assert.equal(firstAbsent([{ name: 'file "fence0!"', text: 'x' }], candidate), 'fence1!');
 });
+
+test('a file for the agent reaches the model as a handle, and the model is told whether agent code received it', () => {
+  const c = JSON.parse(readFileSync(join(REPO, 'gate/client/claudecode/testdata/run-results/to-agent.json'), 'utf8')) as { run_result: RunResultReply };
+  const csv = c.run_result.files?.find((f) => f.path === 'report.csv');
+  assert.ok(csv?.base64 !== undefined && csv.to_agent === true);
+  const bytes = Buffer.from(csv.base64, 'base64').toString('utf8');
+  for (const delivered of [false, true]) {
+    const text = formatRunResult(c.run_result, delivered);
+    assert.ok(!text.includes(bytes) && !text.includes(csv.base64), 'the content is not in the text');
+    const line = fieldsOf(text).find((l) => l.startsWith('file "report.csv"'));
+    assert.equal(
+      line,
+      `file "report.csv" (created, 12 bytes, text/csv; charset=utf-8): kept from you for the agent's code (sha256 ${csv.sha256})${delivered ? '' : ', but no agent code received it: this client passes files to none'}`,
+    );
+  }
+});

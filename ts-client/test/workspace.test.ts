@@ -130,6 +130,46 @@ test('a binary file sent in base64 arrives intact, and comes back in base64 when
   assert.ok(runs[0]?.files[0]?.content?.equals(bytes), 'the builder got the same bytes back');
 });
 
+test('files named in to_agent reach onSandboxRun with their bytes and the model only as handles', async () => {
+  // A CSV three times the 8,000 characters the model reads of a text file,
+  // a PNG header, and a note the model does read.
+  const code = `rows = "\\n".join("%d,customer-%d,%d" % (i, i, i * 7) for i in range(1500))
+open("report.csv", "w").write("id,name,total\\n" + rows + "\\n")
+open("chart.png", "wb").write(b"\\x89PNG\\r\\n\\x1a\\n" + bytes(range(64)))
+open("note.txt", "w").write("for the model\\n")`;
+  const input = { language: 'python', code, to_agent: ['report.csv', '*.png'] };
+  const runs: SandboxRun[] = [];
+  const { box } = await agent(shared.world, [{ type: 'tool_use', name: RUN, input, id: 'toolu_agent' }, { type: 'text', text: 'done' }], {
+    onSandboxRun: (r) => void runs.push(r),
+  });
+  const r = only(box, 'toolu_agent');
+  const seen = JSON.stringify(r.content);
+  const rep = report(r);
+  assert.equal(runs.length, 1);
+  const got = new Map(runs[0]?.files.map((f) => [f.path, f]));
+  const { createHash } = await import('node:crypto');
+  for (const path of ['report.csv', 'chart.png']) {
+    const f = got.get(path);
+    assert.ok(f?.content !== undefined && f.toAgent === true, `onSandboxRun got ${path} with its bytes, marked toAgent`);
+    const sum = createHash('sha256').update(f.content).digest('hex');
+    assert.equal(sum, f.sha256, `${path}: the bytes the handler got are the ones the sidecar hashed`);
+    const handle = rep.files?.find((x) => x.path === path);
+    assert.deepEqual(handle, { path, size: f.content.length, change: 'created', media_type: f.mediaType, note: `kept from you for the agent's code (sha256 ${sum})` }, `${path}: the model read a handle`);
+    assert.ok(!seen.includes(f.content.toString('base64')), `${path}: its base64 is not in what the model read`);
+  }
+  assert.ok(got.get('report.csv')?.content?.toString('utf8').includes('1499,customer-1499,10493'), 'the whole CSV reached the handler');
+  assert.ok(!seen.includes('customer-'), 'no row of the CSV reached the model');
+  assert.ok(typeof r.content === 'string' || !(r.content as { type: string }[]).some((b) => b.type === 'image'), 'the PNG is no image block');
+  assert.equal(rep.files?.find((x) => x.path === 'note.txt')?.text, 'for the model\n', 'a file not named reaches the model as before');
+  assert.equal(got.get('note.txt')?.toAgent, undefined);
+
+  // Without a handler the model still never reads the content, and is told so.
+  const bare = await agent(shared.world, [{ type: 'tool_use', name: RUN, input, id: 'toolu_none' }, { type: 'text', text: 'done' }]);
+  const alone = only(bare.box, 'toolu_none');
+  assert.ok(!JSON.stringify(alone.content).includes('customer-'), 'no row of the CSV reached the model');
+  assert.match(report(alone).files?.find((x) => x.path === 'report.csv')?.note ?? '', /^kept from you for the agent's code \(sha256 [0-9a-f]{64}\), but no agent code received it/u);
+});
+
 test('a chart matplotlib draws in python-data reaches the model as an image block', async () => {
   const w = await world({ image: 'python-data', timeout: '60s' });
   try {

@@ -51,6 +51,10 @@ var runTool = map[string]any{
 				"description": "Paths (files or directories) under /workspace whose files to return, changed or not.",
 				"type":        "array", "items": map[string]any{"type": "string"},
 			},
+			"to_agent": map[string]any{
+				"description": ToAgentDescription,
+				"maxItems":    wire.MaxOutputs, "type": "array", "items": map[string]any{"type": "string"},
+			},
 		},
 		"required": []string{"language", "code"},
 		"$schema":  "http://json-schema.org/draft-07/schema#",
@@ -149,6 +153,7 @@ func runArgs(raw json.RawMessage) (client.RunRequest, error) {
 		Files    map[string]json.RawMessage `json:"files"`
 		TimeoutS *float64                   `json:"timeout_s"`
 		Outputs  *[]*string                 `json:"outputs"`
+		ToAgent  *[]*string                 `json:"to_agent"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -183,6 +188,14 @@ func runArgs(raw json.RawMessage) (client.RunRequest, error) {
 			r.Outputs = append(r.Outputs, *p)
 		}
 	}
+	if a.ToAgent != nil {
+		for _, p := range *a.ToAgent {
+			if p == nil {
+				return client.RunRequest{}, errors.New("to_agent must be a list of strings")
+			}
+			r.ToAgent = append(r.ToAgent, *p)
+		}
+	}
 	if a.TimeoutS != nil {
 		// As @gatekeeper/client: whole milliseconds, rounded up, at least 1.
 		// Past 2^53 ms the number is still larger than any policy allows,
@@ -192,6 +205,14 @@ func runArgs(raw json.RawMessage) (client.RunRequest, error) {
 	}
 	return r, nil
 }
+
+// ToAgentDescription describes the run tool's to_agent, as
+// @gatekeeper/client's schema does. Claude Code has no agent code of the
+// builder's, so here the model is told, on each such file, that none
+// received it (ToAgentNote); the field is offered so that both clients
+// show the model the same tool.
+const ToAgentDescription = "Returned files (paths, directories or glob patterns under /workspace) to hand to the agent's own code instead of you: " +
+	"you get each one's name, size, sha256 and type, never its content. Use it for results the agent passes on rather than reads."
 
 // fileContent reads one value of the files argument: a string, or an
 // object holding exactly a string "base64" of standard base64.

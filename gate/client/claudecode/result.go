@@ -195,6 +195,8 @@ func structured(r *wire.RunResult) runOutcome {
 	for _, f := range r.Files {
 		rf := reportFile{Path: f.Path, Size: f.Size, Change: f.Change, MediaType: f.MediaType}
 		switch {
+		case f.ToAgent:
+			rf.Note = ToAgentNote(f.SHA256, false)
 		case f.Omitted != "":
 			rf.Note = "content not returned: " + f.Omitted
 		case imageTypes[f.MediaType] && f.Base64 != nil:
@@ -212,6 +214,19 @@ func structured(r *wire.RunResult) runOutcome {
 		out.Files = append(out.Files, rf)
 	}
 	return out
+}
+
+// ToAgentNote is the note the model reads, in place of the content, on a
+// file the run returned to the agent's code only (wire.File.ToAgent):
+// its digest, and whether agent code received it (delivered). Claude Code
+// has no agent code of the builder's, so `gatekeeper mcp` says it did
+// not; @gatekeeper/client's toAgentNote is the same text.
+func ToAgentNote(sha256 string, delivered bool) string {
+	note := "kept from you for the agent's code (sha256 " + sha256 + ")"
+	if !delivered {
+		note += ", but no agent code received it: this client passes files to none"
+	}
+	return note
 }
 
 // utf16Prefix is the longest prefix of s of at most limit UTF-16 code
@@ -241,7 +256,7 @@ func utf16Prefix(s string, limit int) (prefix string, n, total int) {
 func imageBlocks(r *wire.RunResult) []mcp.Content {
 	var out []mcp.Content
 	for _, f := range r.Files {
-		if imageTypes[f.MediaType] && f.Base64 != nil {
+		if imageTypes[f.MediaType] && f.Base64 != nil && !f.ToAgent {
 			data, err := base64.StdEncoding.DecodeString(*f.Base64)
 			if err == nil {
 				out = append(out, &mcp.ImageContent{Data: data, MIMEType: f.MediaType})

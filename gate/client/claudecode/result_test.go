@@ -266,3 +266,23 @@ func TestFileNamesAddNoLines(t *testing.T) {
 		t.Errorf("an escape sequence or a bidi control reaches the model:\n%q", text)
 	}
 }
+
+// TestAToAgentImageIsNotShownToTheModel checks that an image the run
+// returned to the agent's code only is no image content: the model reads
+// its handle (testdata/run-results/to-agent.json), not the picture.
+func TestAToAgentImageIsNotShownToTheModel(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join("testdata", "run-results", "to-agent.json"))
+	must(t, err)
+	var c struct {
+		RunResult wire.RunResult `json:"run_result"`
+	}
+	must(t, json.Unmarshal(data, &c))
+	if got := imageBlocks(&c.RunResult); len(got) != 0 {
+		t.Errorf("image blocks %v; want none for a to_agent image", got)
+	}
+	c.RunResult.Files[0].ToAgent = false
+	if got := imageBlocks(&c.RunResult); len(got) != 1 {
+		t.Errorf("image blocks %v; want the image once it is not to_agent (the test can fail)", got)
+	}
+}
