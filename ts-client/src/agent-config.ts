@@ -10,7 +10,7 @@
 import { delimiter, isAbsolute, relative, resolve as resolvePath, sep } from 'node:path';
 import type { AgentDefinition, Options, PermissionUpdate, Settings } from '@anthropic-ai/claude-agent-sdk';
 import { GatekeeperConfigError } from './config.js';
-import { RUN_TOOL, SANDBOX_SERVER } from './sandboxed-code.js';
+import { RUN_TOOL, SANDBOX_SERVER } from './protocol.js';
 
 /** What a check needs besides the value. */
 export interface CheckContext {

@@ -5,7 +5,7 @@ export { query } from './query.js';
 export type { GatekeeperQueryOptions, GatekeeperQueryParams } from './query.js';
 export { connect } from './client.js';
 export type { GatekeeperClient, GatekeeperClientQueryOptions } from './client.js';
-export { GatekeeperError } from './session.js';
+export { GatekeeperError } from './protocol.js';
 export { GatekeeperConfigError } from './config.js';
 export { GatekeeperUnavailableError } from './connection.js';
 export type { SandboxPolicy, GatekeeperOwnOptions } from './options.js';

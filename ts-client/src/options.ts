@@ -19,7 +19,8 @@ import type {
 import { checkAgentConfiguration, checkServerNames, isolation, keptPermissionUpdates, normalizeServerName, workspaceRoot } from './agent-config.js';
 import type { GatekeeperLogger } from './config.js';
 import { withRule, type McpServerRef, type McpSource } from './protocol.js';
-import { RUN_TOOL, RunCorrelator, SANDBOX_SERVER, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
+import { RUN_TOOL, SANDBOX_SERVER } from './protocol.js';
+import { RunCorrelator, sandboxedCodeServer, stableJson, type SandboxRun } from './sandboxed-code.js';
 import type { Decision, FirstOpen, SidecarQuery } from './session.js';
 
 /**

@@ -558,3 +558,40 @@ export function parseReply(text: string): Reply {
   }
   return v as unknown as Reply;
 }
+
+/** The name of gatekeeper's MCP server. */
+export const SANDBOX_SERVER = 'sandboxed_code';
+/** The name of the run tool as the model sees it. */
+export const RUN_TOOL = `mcp__${SANDBOX_SERVER}__run`;
+
+/**
+ * GatekeeperError is an answer of the sidecar that ends a request: an
+ * `error` frame. A sandbox policy override beyond the operator's ceilings
+ * gives `code: "policy_override_rejected"` with every violation listed.
+ */
+export class GatekeeperError extends Error {
+  override name = 'GatekeeperError';
+  /** The protocol's error code, such as `policy_override_rejected`. */
+  readonly code: string;
+  /** For `policy_override_rejected`: every violation, one sentence each. */
+  readonly violations: readonly string[];
+  /** For `run_denied`: the rule that refused the run. */
+  readonly rule: string | undefined;
+
+  constructor(code: string, message: string, violations: readonly string[] = [], rule?: string) {
+    super(message);
+    this.code = code;
+    this.violations = violations;
+    this.rule = rule;
+  }
+}
+
+/** The arguments of the sandboxed_code run tool. */
+export interface RunArgs {
+  language: 'python' | 'sh' | 'node';
+  code: string;
+  files?: Record<string, RunFileContent> | undefined;
+  timeout_s?: number | undefined;
+  outputs?: string[] | undefined;
+  to_agent?: string[] | undefined;
+}

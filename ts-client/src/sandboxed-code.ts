@@ -6,14 +6,18 @@ import { createSdkMcpServer, tool, type McpSdkServerConfigWithInstance, type Sdk
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { GatekeeperLogger } from './config.js';
-import { withRule, type RunResultReply, type RunSessionReply, type StateLostReply } from './protocol.js';
-import { GatekeeperError, type RunArgs, type SidecarQuery } from './session.js';
+import {
+  GatekeeperError,
+  SANDBOX_SERVER,
+  withRule,
+  type RunArgs,
+  type RunResultReply,
+  type RunSessionReply,
+  type StateLostReply,
+} from './protocol.js';
+import type { SidecarQuery } from './session.js';
 import { quote } from './untrusted.js';
 
-/** The name of gatekeeper's MCP server. */
-export const SANDBOX_SERVER = 'sandboxed_code';
-/** The name of the run tool as the model sees it. */
-export const RUN_TOOL = `mcp__${SANDBOX_SERVER}__run`;
 /** Where Claude Code puts the tool use id in a tools/call request. */
 const TOOL_USE_ID_META = 'claudecode/toolUseId';
 /** How many allowed-but-not-yet-run calls are remembered. */

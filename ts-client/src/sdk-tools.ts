@@ -6,7 +6,7 @@
 import type { McpServerConfig } from '@anthropic-ai/claude-agent-sdk';
 import type { GatekeeperLogger } from './config.js';
 import type { SdkServerDecl, SdkToolDecl } from './protocol.js';
-import { SANDBOX_SERVER } from './sandboxed-code.js';
+import { SANDBOX_SERVER } from './protocol.js';
 
 /**
  * A server name the sidecar accepts in sdk_servers: the policy's MCP

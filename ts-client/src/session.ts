@@ -5,37 +5,16 @@ import { Connection, UnavailableError, type ServerFrame } from './connection.js'
 import type { SdkTools } from './sdk-tools.js';
 import type { Approver } from './approvals.js';
 import {
+  GatekeeperError,
   MalformedReplyError,
   type DecideEvent,
   type DecisionKind,
   type McpServerRef,
   type Reply,
-  type RunFileContent,
+  type RunArgs,
   type RunFrame,
   type RunResultReply,
 } from './protocol.js';
-
-/**
- * GatekeeperError is an answer of the sidecar that ends a request: an
- * `error` frame. A sandbox policy override beyond the operator's ceilings
- * gives `code: "policy_override_rejected"` with every violation listed.
- */
-export class GatekeeperError extends Error {
-  override name = 'GatekeeperError';
-  /** The protocol's error code, such as `policy_override_rejected`. */
-  readonly code: string;
-  /** For `policy_override_rejected`: every violation, one sentence each. */
-  readonly violations: readonly string[];
-  /** For `run_denied`: the rule that refused the run. */
-  readonly rule: string | undefined;
-
-  constructor(code: string, message: string, violations: readonly string[] = [], rule?: string) {
-    super(message);
-    this.code = code;
-    this.violations = violations;
-    this.rule = rule;
-  }
-}
 
 /** Decision is what gatekeeper decided about one tool call. */
 export interface Decision {
@@ -72,15 +51,6 @@ export interface FirstOpen {
   toolDescription?: string;
 }
 
-/** The arguments of the sandboxed_code run tool. */
-export interface RunArgs {
-  language: 'python' | 'sh' | 'node';
-  code: string;
-  files?: Record<string, RunFileContent> | undefined;
-  timeout_s?: number | undefined;
-  outputs?: string[] | undefined;
-  to_agent?: string[] | undefined;
-}
 
 /** How long a close_query may take before we stop waiting. */
 const CLOSE_TIMEOUT_MS = 1000;

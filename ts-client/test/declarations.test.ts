@@ -16,7 +16,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SHELL_TOOLS } from '../src/agent-config.js';
-import { RUN_TOOL, SANDBOX_DESCRIPTION, SANDBOX_SERVER } from '../src/sandboxed-code.js';
+import { RUN_TOOL, SANDBOX_SERVER } from '../src/protocol.js';
+import { SANDBOX_DESCRIPTION } from '../src/sandboxed-code.js';
 import { forModel } from '../src/options.js';
 import { ruleTag, SESSION_END_REASONS, withRule } from '../src/protocol.js';
 

@@ -16,7 +16,8 @@ import ts from 'typescript';
 import { resolveConfig } from '../src/config.js';
 import { Connection } from '../src/connection.js';
 import type { SandboxPolicy } from '../src/options.js';
-import { GatekeeperError, SidecarQuery } from '../src/session.js';
+import { GatekeeperError } from '../src/protocol.js';
+import { SidecarQuery } from '../src/session.js';
 import { sharedWorld } from './helpers/world.js';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src/options.ts');

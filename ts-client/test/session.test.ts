@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { resolveConfig, type CreateSocket, type SocketHandlers } from '../src/config.js';
 import { Connection } from '../src/connection.js';
-import { GatekeeperError, SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
+import { GatekeeperError } from '../src/protocol.js';
+import { SidecarQuery, UNAVAILABLE_RULE } from '../src/session.js';
 import { startFakeSidecar, type FakeSidecarOptions } from './helpers/fake-sidecar.js';
 
 async function withSidecar(opts: FakeSidecarOptions, fn: (sq: SidecarQuery, fake: Awaited<ReturnType<typeof startFakeSidecar>>) => Promise<void>, override?: Record<string, unknown>, timeoutMs = 300): Promise<void> {
