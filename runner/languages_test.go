@@ -36,8 +36,8 @@ func TestLanguageCopiesAgreeWithRunnerLanguages(t *testing.T) {
 		re         *regexp.Regexp // its first group holds the list
 		prose      string         // or the exact text the file must hold
 	}{
-		{name: "the RunArgs type", file: "ts-client/src/protocol.ts", re: regexp.MustCompile(`\blanguage: ((?:'[^']*'(?: \| )?)+);`)},
-		{name: "the session's run type", file: "ts-client/src/session.ts", re: regexp.MustCompile(`\blanguage: ((?:'[^']*'(?: \| )?)+);`)},
+		// RunArgs (the run tool's arguments) takes RunFrame's.
+		{name: "the run frame's type", file: "ts-client/src/protocol.ts", re: regexp.MustCompile(`\blanguage: ((?:'[^']*'(?: \| )?)+);`)},
 		{name: "the tool's zod schema", file: "ts-client/src/sandboxed-code.ts", re: regexp.MustCompile(`\blanguage: z\.enum\(\[([^\]]*)\]\)`)},
 		{name: "the tool description", file: "ts-client/src/sandboxed-code.ts", prose: "'language: " + quoted(`"`) + "."},
 		{name: "the schema's description", file: "ts-client/src/sandboxed-code.ts", prose: "'The interpreter: " + prose + ".'"},

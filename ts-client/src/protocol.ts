@@ -588,7 +588,7 @@ export class GatekeeperError extends Error {
 
 /** The arguments of the sandboxed_code run tool. */
 export interface RunArgs {
-  language: 'python' | 'sh' | 'node';
+  language: RunFrame['language'];
   code: string;
   files?: Record<string, RunFileContent> | undefined;
   timeout_s?: number | undefined;
