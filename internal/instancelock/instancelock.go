@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrHeld is wrapped by Acquire's error when a live process holds the
@@ -68,9 +70,9 @@ func Acquire(dir, backend, instance string) (*Lock, error) {
 		return nil, fmt.Errorf("instance lock: %w", err)
 	}
 	path := Path(dir, backend, instance)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := openInPrivateDir(dir, filepath.Base(path))
 	if err != nil {
-		return nil, fmt.Errorf("instance lock: %w", err)
+		return nil, fmt.Errorf("instance lock %s: %w", path, err)
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		holder := ""
@@ -99,4 +101,33 @@ func (l *Lock) Release() {
 	}
 	_ = l.f.Close() // closing the descriptor drops the flock
 	l.f = nil
+}
+
+// openInPrivateDir opens (creating it 0600) the file name in dir, which
+// must be a directory of this user that no one else may write: the default
+// lock directory may lie under the shared /tmp, where another user could
+// have made it first and planted a symbolic link as the lock file, which
+// a sidecar running as root would then create or truncate wherever it
+// points. The directory is opened first and checked by its descriptor, and
+// the file is opened relative to it without following a link, so no
+// rename between the check and the open can swap either.
+func openInPrivateDir(dir, name string) (*os.File, error) {
+	dfd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open its directory: %w", err)
+	}
+	defer unix.Close(dfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(dfd, &st); err != nil {
+		return nil, fmt.Errorf("stat its directory: %w", err)
+	}
+	if int(st.Uid) != os.Geteuid() || st.Mode&0o022 != 0 {
+		return nil, fmt.Errorf("its directory %s belongs to uid %d with mode %#o; it must be this user's (uid %d) and writable by no one else: remove it, or set XDG_RUNTIME_DIR to a private directory",
+			dir, st.Uid, st.Mode&0o7777, os.Geteuid())
+	}
+	fd, err := unix.Openat(dfd, name, unix.O_RDWR|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir, name)), nil
 }

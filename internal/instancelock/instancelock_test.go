@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,4 +97,60 @@ func TestHoldTheLock(t *testing.T) {
 	}
 	os.Stdout.WriteString("held\n")
 	time.Sleep(time.Minute)
+}
+
+// TestALockDirectoryOthersControlIsRefused: the default lock directory may
+// lie under the shared /tmp. A directory others may write, a directory
+// that is a symbolic link, and a symbolic link planted as the lock file are
+// each refused, and the file the link names is left as it was (a sidecar
+// running as root would otherwise create or truncate it).
+func TestALockDirectoryOthersControlIsRefused(t *testing.T) {
+	t.Parallel()
+	base := t.TempDir()
+	victim := filepath.Join(base, "victim")
+	if err := os.WriteFile(victim, []byte("keep me\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	private := filepath.Join(base, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, instancelock.Path(private, "docker", "default")); err != nil {
+		t.Fatal(err)
+	}
+	linked := filepath.Join(base, "linked")
+	if err := os.Symlink(open, linked); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, dir, want string
+	}{
+		{"a directory anyone may write", open, "mode 0777; it must be this user's"},
+		{"a directory that is a symbolic link", linked, "open its directory: not a directory"},
+		{"a symbolic link planted as the lock file", private, "too many levels of symbolic links"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := instancelock.Acquire(tc.dir, "docker", "default")
+			if err == nil {
+				l.Release()
+				t.Fatalf("Acquire(%s) took the lock; want a refusal", tc.dir)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not say %q", err, tc.want)
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(open); len(entries) != 0 {
+		t.Errorf("the refused directory holds %d files; want none", len(entries))
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep me\n" {
+		t.Errorf("the link's target now holds %q", b)
+	}
 }
