@@ -162,9 +162,13 @@ func TestASecondSidecarOfOneInstanceRefusesToStart(t *testing.T) {
 	if strings.Contains(second.log.String(), "removed leftover") {
 		t.Errorf("the second sidecar removed something:\n%s", second.log)
 	}
+	// None of the instance's containers is gone; the first sidecar's pool
+	// may have made one more meanwhile, refilling for the run's claim.
 	after, _ := instanceContainers(t, cli, instance)
-	if !slices.Equal(before, after) {
-		t.Errorf("the instance's containers changed across the refused start: %v, then %v", before, after)
+	for _, id := range before {
+		if !slices.Contains(after, id) {
+			t.Errorf("container %s of the first sidecar is gone after the refused start: %v, then %v", id, before, after)
+		}
 	}
 	res := side.read(t)
 	for res["type"] == "output" {
