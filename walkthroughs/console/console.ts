@@ -275,7 +275,9 @@ async function approvalWait(browser: Browser, dialogs: string[]): Promise<void> 
     t.line('ask', `${String(ask.tool_name)} from run ${String(ask.run_id)}: ${String(ask.rule)}; the client holds its answer`);
 
     await page.waitForSelector('#pending:not([hidden]) li.pending-call', { timeout: 15_000 });
-    await new Promise((ok) => setTimeout(ok, 2200)); // let it wait a visible while
+    // The panel redraws once a second from its own clock: wait until it has
+    // counted past 2 s (it never would if it only drew when an event came).
+    await page.waitForFunction(() => Number(/waiting (\d+) s/.exec(document.querySelector('#pending')?.textContent ?? '')?.[1] ?? -1) >= 2, { timeout: 10_000 }).catch(() => undefined);
     const shown = await page.$eval('#pending', (el) => (el as HTMLElement).innerText);
     t.line('page', shown.replace(/\s+/g, ' '));
     t.expect(shown.includes('crm.lookup') && shown.includes(String(ask.run_id)) && shown.includes('tools.ask_list') && shown.includes(String(ask.reason)),
