@@ -105,6 +105,15 @@ type Network struct {
 	// Allow and Deny are host patterns ("example.com", "*.example.com",
 	// "host:443"); Deny always wins.
 	Allow, Deny []string
+	// Inspect are host patterns whose traffic the egress proxy terminates
+	// (TLS with a certificate of the sidecar's CA) so that each request is
+	// decided on its own (Spec.Requests). Secrets' hosts are intercepted
+	// too. Every other allowed host is a plain tunnel.
+	Inspect []string
+	// Secrets are the credentials the run may use but never read.
+	Secrets []Secret
+	// BodyPreview is how many bytes of a request body the policy sees.
+	BodyPreview int64
 }
 
 // Spec is one run: what to execute and under which sandbox.
@@ -159,6 +168,9 @@ type Spec struct {
 	// Session, when set, runs the Spec in its query's session (see
 	// Session); nil runs it in a sandbox of its own.
 	Session *Session
+	// Requests decides the run's requests to intercepted hosts
+	// (Network.Inspect and Secrets' hosts); nil refuses every one.
+	Requests RequestJudge
 }
 
 // Workspace is the saved /workspace of a sequence of runs (a query's). A

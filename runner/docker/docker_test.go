@@ -375,11 +375,21 @@ func (f *fakeEgress) Serve(ctx context.Context, ln net.Listener) error {
 	return ln.Close()
 }
 
-func (f *fakeEgress) Register(addr netip.Addr, id egress.RunIdentity, _ runner.Network) error {
+func (f *fakeEgress) Register(addr netip.Addr, reg egress.Registration) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.registered == nil {
 		f.registered = map[netip.Addr]egress.RunIdentity{}
+	}
+	f.registered[addr] = reg.Run
+	return nil
+}
+
+func (f *fakeEgress) Bind(addr netip.Addr, id egress.RunIdentity) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.registered[addr]; !ok {
+		return egress.ErrNotRegistered
 	}
 	f.registered[addr] = id
 	return nil

@@ -163,7 +163,7 @@ func (sn *sandboxNet) register(ctx context.Context, containerID string, spec run
 	if err != nil {
 		return fmt.Errorf("container %s address on %s: %w", short(containerID), sn.name, err)
 	}
-	if err := sn.r.cfg.Egress.Register(addr, egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID}, spec.Sandbox.Network); err != nil {
+	if err := sn.r.cfg.Egress.Register(addr, egress.Registration{Run: egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID, Judge: spec.Requests}, Network: spec.Sandbox.Network}); err != nil {
 		return fmt.Errorf("register the sandbox with the egress proxy: %w", err)
 	}
 	sn.src = addr

@@ -5,12 +5,27 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
-// RunIdentity names the run a sandbox's traffic belongs to.
+// RunIdentity names the run a sandbox's traffic belongs to, and what
+// decides its requests to intercepted hosts.
 type RunIdentity struct {
 	RunID   string
 	QueryID string
+	// Judge decides each request to an intercepted host (runner.Spec.Requests);
+	// nil refuses every one.
+	Judge runner.RequestJudge
+}
+
+// Registration is what the proxy knows of one sandbox: the run using it
+// now (a session's sandbox serves several, one after another: see
+// Proxy.Bind), its network policy, and the sentinels its secrets have in
+// it (runner.Secret.Name → sentinel, from NewSentinels).
+type Registration struct {
+	Run       RunIdentity
+	Network   runner.Network
+	Sentinels map[string]string
 }
 
 // Decision is the outcome of the egress policy for one request.

@@ -9,6 +9,9 @@ var (
 	// ErrAlreadyRegistered means Register was given a source address that
 	// another run still holds; Unregister it first.
 	ErrAlreadyRegistered = errors.New("source address already registered")
+	// ErrNotRegistered means Bind was given a source address no sandbox
+	// is registered at.
+	ErrNotRegistered = errors.New("source address not registered")
 	// ErrInvalidConfig means New was given a Config it cannot run with.
 	ErrInvalidConfig = errors.New("invalid egress proxy config")
 )

@@ -34,10 +34,10 @@ func ExampleProxy() {
 	go func() { done <- p.Serve(ctx, ln) }()
 
 	sandboxIP := netip.MustParseAddr("172.30.0.2")
-	err = p.Register(sandboxIP, egress.RunIdentity{RunID: "run-1", QueryID: "q-1"}, runner.Network{
+	err = p.Register(sandboxIP, egress.Registration{Run: egress.RunIdentity{RunID: "run-1", QueryID: "q-1"}, Network: runner.Network{
 		Enabled: true,
 		Allow:   []string{"pypi.org", "files.pythonhosted.org", "*.github.com:443"},
-	})
+	}})
 	if err != nil {
 		log.Fatal(err)
 	}

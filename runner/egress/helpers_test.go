@@ -221,8 +221,7 @@ func startProxyResolving(t *testing.T, cfg Config, res *fakeResolver) *harness {
 // register registers the loopback client address with allow and deny.
 func (h *harness) register(t *testing.T, allow, deny []string) {
 	t.Helper()
-	err := h.p.Register(netip.MustParseAddr("127.0.0.1"), RunIdentity{RunID: "run-1", QueryID: "query-1"},
-		runner.Network{Enabled: true, Allow: allow, Deny: deny})
+	err := h.p.Register(netip.MustParseAddr("127.0.0.1"), Registration{Run: RunIdentity{RunID: "run-1", QueryID: "query-1"}, Network: runner.Network{Enabled: true, Allow: allow, Deny: deny}})
 	if err != nil {
 		t.Fatalf("Register: %v", err)
 	}

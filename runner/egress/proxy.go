@@ -44,7 +44,6 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 )
 
 // Defaults for the zero Config fields.
@@ -185,12 +184,14 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
-// Register tells the proxy that connections from addr belong to the run id
-// with network policy n (which should be Enabled; a disabled policy denies
-// everything). It returns an error wrapping nethost.ErrBadPattern when n has an
-// invalid pattern (see ValidateNetwork), and one wrapping
-// ErrAlreadyRegistered when addr is still registered to a run.
-func (p *Proxy) Register(addr netip.Addr, id RunIdentity, n runner.Network) error {
+// Register tells the proxy that connections from addr belong to the
+// sandbox reg describes, used now by reg.Run, with network policy
+// reg.Network (which should be Enabled; a disabled policy denies
+// everything). It returns an error wrapping nethost.ErrBadPattern when the
+// network has an invalid pattern (see ValidateNetwork), and one wrapping
+// ErrAlreadyRegistered when addr is still registered.
+func (p *Proxy) Register(addr netip.Addr, reg Registration) error {
+	id, n := reg.Run, reg.Network
 	if !addr.IsValid() {
 		return errors.New("register egress source: invalid address")
 	}
@@ -205,6 +206,22 @@ func (p *Proxy) Register(addr netip.Addr, id RunIdentity, n runner.Network) erro
 		return fmt.Errorf("register egress source %s for run %s: held by run %s: %w", addr, id.RunID, old.id.RunID, ErrAlreadyRegistered)
 	}
 	p.sandboxes[addr] = sandbox{id: id, net: np}
+	return nil
+}
+
+// Bind tells the proxy that the sandbox registered at addr now serves the
+// run id (a session's next run). It returns an error wrapping
+// ErrNotRegistered when addr is not registered.
+func (p *Proxy) Bind(addr netip.Addr, id RunIdentity) error {
+	addr = addr.Unmap().WithZone("")
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sb, ok := p.sandboxes[addr]
+	if !ok {
+		return fmt.Errorf("bind egress source %s to run %s: %w", addr, id.RunID, ErrNotRegistered)
+	}
+	sb.id = id
+	p.sandboxes[addr] = sb
 	return nil
 }
 

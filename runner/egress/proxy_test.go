@@ -350,7 +350,7 @@ func TestProxyRefusesUnregisteredSources(t *testing.T) {
 	refused("before any registration")
 
 	other := netip.MustParseAddr("127.0.0.2")
-	if err := h.p.Register(other, RunIdentity{RunID: "run-2"}, runner.Network{Enabled: true, Allow: allow}); err != nil {
+	if err := h.p.Register(other, Registration{Run: RunIdentity{RunID: "run-2"}, Network: runner.Network{Enabled: true, Allow: allow}}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	refused("with only another address registered")
@@ -384,8 +384,7 @@ func TestProxyLimitsConnectionsPerSandbox(t *testing.T) {
 	wantRefusal(t, "a GET on a third connection", resp, body, http.StatusTooManyRequests, RuleConnLimit)
 
 	// Another sandbox has its own budget.
-	if err := h.p.Register(netip.MustParseAddr("127.0.0.2"), RunIdentity{RunID: "run-2"},
-		runner.Network{Enabled: true, Allow: []string{"allowed.test", hp("127.0.0.1", echo)}}); err != nil {
+	if err := h.p.Register(netip.MustParseAddr("127.0.0.2"), Registration{Run: RunIdentity{RunID: "run-2"}, Network: runner.Network{Enabled: true, Allow: []string{"allowed.test", hp("127.0.0.1", echo)}}}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
@@ -796,11 +795,11 @@ func TestRegister(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			if tt.first != "" {
-				if err := p.Register(netip.MustParseAddr(tt.first), RunIdentity{RunID: "first"}, good); err != nil {
+				if err := p.Register(netip.MustParseAddr(tt.first), Registration{Run: RunIdentity{RunID: "first"}, Network: good}); err != nil {
 					t.Fatalf("Register first: %v", err)
 				}
 			}
-			err = p.Register(netip.MustParseAddr(tt.addr), RunIdentity{RunID: "second"}, tt.net)
+			err = p.Register(netip.MustParseAddr(tt.addr), Registration{Run: RunIdentity{RunID: "second"}, Network: tt.net})
 			if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
 				t.Fatalf("Register: %v; want %v", err, tt.wantErr)
 			}
@@ -813,15 +812,15 @@ func TestRegister(t *testing.T) {
 			t.Fatalf("New: %v", err)
 		}
 		a := netip.MustParseAddr("10.1.0.3")
-		if err := p.Register(a, RunIdentity{RunID: "a"}, good); err != nil {
+		if err := p.Register(a, Registration{Run: RunIdentity{RunID: "a"}, Network: good}); err != nil {
 			t.Fatalf("Register: %v", err)
 		}
 		p.Unregister(a)
 		p.Unregister(a) // a second time does nothing
-		if err := p.Register(a, RunIdentity{RunID: "b"}, good); err != nil {
+		if err := p.Register(a, Registration{Run: RunIdentity{RunID: "b"}, Network: good}); err != nil {
 			t.Fatalf("Register after Unregister: %v", err)
 		}
-		if err := p.Register(netip.Addr{}, RunIdentity{}, good); err == nil {
+		if err := p.Register(netip.Addr{}, Registration{Run: RunIdentity{}, Network: good}); err == nil {
 			t.Fatal("Register of the zero address succeeded")
 		}
 	})
@@ -838,8 +837,7 @@ func TestServeStopsWhenItsContextEndsAndLeavesNoGoroutines(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if err := p.Register(netip.MustParseAddr("127.0.0.1"), RunIdentity{RunID: "run-1"},
-		runner.Network{Enabled: true, Allow: []string{"allowed.test", "127.0.0.1"}}); err != nil {
+	if err := p.Register(netip.MustParseAddr("127.0.0.1"), Registration{Run: RunIdentity{RunID: "run-1"}, Network: runner.Network{Enabled: true, Allow: []string{"allowed.test", "127.0.0.1"}}}); err != nil {
 		t.Fatalf("Register: %v", err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -126,7 +126,7 @@ func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 			req.Background(pr.Remove)
 			return nil, fmt.Errorf("pod %s has no address for the egress proxy (%q): %w", name, pod.Status.PodIP, err)
 		}
-		if err := r.cfg.Egress.Register(addr, egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID}, spec.Sandbox.Network); err != nil {
+		if err := r.cfg.Egress.Register(addr, egress.Registration{Run: egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID, Judge: spec.Requests}, Network: spec.Sandbox.Network}); err != nil {
 			req.Background(pr.Remove)
 			return nil, fmt.Errorf("register the sandbox with the egress proxy: %w", err)
 		}

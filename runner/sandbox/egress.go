@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 
-	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 )
 
@@ -16,7 +15,8 @@ import (
 // sandbox's address for the length of its run.
 type Egress interface {
 	Serve(ctx context.Context, ln net.Listener) error
-	Register(addr netip.Addr, id egress.RunIdentity, n runner.Network) error
+	Register(addr netip.Addr, reg egress.Registration) error
+	Bind(addr netip.Addr, id egress.RunIdentity) error
 	Unregister(addr netip.Addr)
 }
 
