@@ -3,8 +3,10 @@ package swap
 import (
 	"encoding/base64"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
@@ -99,32 +101,33 @@ func spots(r *http.Request, body []byte) []spot {
 		}
 	}
 	add(spotOther, "the Host", "", r.Host)
-	addHeaders := func(h http.Header, what string) {
-		for name, vs := range h {
-			out = append(out, spot{kind: spotOther, where: "the name of a " + what, text: strings.ToLower(name), fold: true})
-			for _, v := range vs {
-				add(spotHeader, what+" "+name, name, v)
-				if name != "Authorization" && name != "Proxy-Authorization" {
-					continue
+	for _, name := range slices.Sorted(maps.Keys(r.Header)) {
+		out = append(out, spot{kind: spotOther, where: "the name of a header", text: strings.ToLower(name), fold: true})
+		for _, v := range r.Header[name] {
+			add(spotHeader, "header "+name, name, v)
+			if name != "Authorization" && name != "Proxy-Authorization" {
+				continue
+			}
+			if user, pw, ok := parseBasic(v); ok {
+				kind := spotBasic
+				if name != "Authorization" {
+					kind = spotOther // Proxy-Authorization is no secret's place
 				}
-				if user, pw, ok := parseBasic(v); ok {
-					add(spotBasic, fmt.Sprintf("the user of the Basic credentials of %s %s", what, name), name, user)
-					out[len(out)-1].part = runner.BasicUser
-					add(spotBasic, fmt.Sprintf("the password of the Basic credentials of %s %s", what, name), name, pw)
-					out[len(out)-1].part = runner.BasicPassword
-				}
+				out = append(out,
+					spot{kind: kind, where: "the user of the Basic credentials of header " + name, name: name, part: runner.BasicUser, text: user},
+					spot{kind: kind, where: "the password of the Basic credentials of header " + name, name: name, part: runner.BasicPassword, text: pw})
 			}
 		}
 	}
-	addHeaders(r.Header, "header")
-	addHeaders(r.Trailer, "trailer")
+	for _, name := range slices.Sorted(maps.Keys(r.Trailer)) {
+		// Trailers are no secret's place: Inject does not reach them.
+		out = append(out, spot{kind: spotOther, where: "the name of a trailer", text: strings.ToLower(name), fold: true})
+		for _, v := range r.Trailer[name] {
+			add(spotOther, "trailer "+name, "", v)
+		}
+	}
 	if len(body) > 0 {
 		out = append(out, spot{kind: spotBody, where: "the body", text: string(body)})
-	}
-	for i := range out {
-		if out[i].kind == spotBasic && out[i].name != "Authorization" {
-			out[i].kind = spotOther // Proxy-Authorization is no secret's place
-		}
 	}
 	return out
 }
@@ -134,7 +137,6 @@ type queryParam struct {
 	raw              string // the piece as sent
 	rawKey, rawValue string
 	key, value       string // decoded (key is rawKey when it does not decode)
-	hasValue         bool   // the piece has "="
 	decoded          bool   // the value decodes
 }
 
@@ -148,7 +150,7 @@ func splitQuery(raw string) []queryParam {
 	var out []queryParam
 	for piece := range strings.SplitSeq(raw, "&") {
 		q := queryParam{raw: piece}
-		q.rawKey, q.rawValue, q.hasValue = strings.Cut(piece, "=")
+		q.rawKey, q.rawValue, _ = strings.Cut(piece, "=")
 		q.key = q.rawKey
 		if k, err := url.QueryUnescape(q.rawKey); err == nil {
 			q.key = k

@@ -92,6 +92,16 @@ func TestPlan(t *testing.T) {
 			}(), host: "registry.example.com", rule: RuleMisplaced, where: "the fragment"},
 		{name: "a sentinel in the URL's user info is misplaced",
 			req: request("GET", "https://u:"+npmSentinel+"@registry.example.com/"), host: "registry.example.com", rule: RuleMisplaced, where: "user info"},
+		{name: "a header sentinel in a trailer of that name is misplaced",
+			req: func() *http.Request {
+				r := request("POST", "https://api.github.com/", "Authorization: Bearer "+S)
+				r.Trailer = http.Header{"Authorization": {"Bearer " + S}}
+				return r
+			}(), host: "api.github.com", rule: RuleMisplaced, where: "trailer Authorization"},
+		{name: "an either sentinel in the user with no password is injected",
+			req: request("GET", "https://git.example.com:8443/r.git", "Authorization: "+basic(gitSentinel, "")), host: "git.example.com:8443", want: []string{"git"}},
+		{name: "a Basic password sentinel with no user is injected",
+			req: request("GET", "https://pypi.example.com/", "Authorization: "+basic("", pypiSentinel)), host: "pypi.example.com", want: []string{"pypi"}},
 		{name: "a sentinel in a trailer is misplaced",
 			req: func() *http.Request {
 				r := request("POST", "https://registry.example.com/?access_token="+npmSentinel)
@@ -238,5 +248,36 @@ func TestBuffersBodyAndCheckBodySize(t *testing.T) {
 	}
 	if r := CheckBodySize(MaxBody + 1); r == nil || r.Rule != RuleBodyTooLarge {
 		t.Errorf("CheckBodySize(MaxBody+1) = %v, want %s", r, RuleBodyTooLarge)
+	}
+}
+
+func TestPlanBasicUser(t *testing.T) {
+	t.Parallel()
+	const sen = "gksentinel_dddddddddddddddddddddddddddddddd"
+	s, err := New([]runner.Secret{{Name: "u", Hosts: []string{"git.example.com"}, Inject: runner.SecretPlace{Basic: runner.BasicUser}, Value: runner.NewHidden("user-token-0123456789")}},
+		map[string]string{"u": sen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		user, password, rule string
+	}{
+		{user: sen, password: ""},
+		{user: sen, password: "x-oauth-basic"},
+		{user: "x", password: sen, rule: RuleMisplaced},
+	} {
+		r := request("GET", "https://git.example.com/r.git", "Authorization: "+basic(tc.user, tc.password))
+		names, ref := s.Plan(r, "git.example.com", nil, true)
+		switch {
+		case tc.rule == "" && (ref != nil || len(names) != 1):
+			t.Errorf("user %q, password %q: Plan = %q, %v; want u injected", tc.user, tc.password, names, ref)
+		case tc.rule != "" && (ref == nil || ref.Rule != tc.rule):
+			t.Errorf("user %q, password %q: Plan = %q, %v; want %s", tc.user, tc.password, names, ref, tc.rule)
+		case tc.rule == "":
+			s.Inject(r, names)
+			if u, p, _ := r.BasicAuth(); u != "user-token-0123456789" || p != tc.password {
+				t.Errorf("after Inject: %q, %q", u, p)
+			}
+		}
 	}
 }

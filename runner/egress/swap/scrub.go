@@ -2,17 +2,21 @@ package swap
 
 import (
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // scrubForms lists the spellings of c's value that Scrub replaces: the
 // value; its URL encodings (query and path escaping, with upper and lower
-// case hex); its base64 (standard and URL alphabets) whole and padded, and
+// case hex); its JSON string forms (see jsonForms); its base64 (standard and URL alphabets) whole and padded, and
 // as it appears inside a longer base64 text at each of the three
 // alignments (the characters that depend on the value alone). A form the
 // sentinels themselves spell is left out (New refuses a value they spell).
@@ -22,6 +26,7 @@ func (s *Set) scrubForms(c *secret) []string {
 	for _, e := range []string{url.QueryEscape(v), url.PathEscape(v)} {
 		forms = append(forms, e, lowerHex(e))
 	}
+	forms = append(forms, jsonForms(v)...)
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		forms = append(forms, enc.EncodeToString([]byte(v)))
 		for o := range 3 {
@@ -40,6 +45,45 @@ func (s *Set) usable(forms []string) []string {
 		}
 	}
 	return out
+}
+
+// jsonForms returns v as JSON encoders write it inside a string, in every
+// combination of: <, > and & escaped (Go's default) or not; non-ASCII as
+// \uXXXX (Python's default) or not; '/' as "\/" (PHP's default) or not.
+func jsonForms(v string) []string {
+	var out []string
+	for _, html := range []bool{true, false} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) != nil {
+			continue
+		}
+		q := strings.TrimSuffix(b.String(), "\n")
+		q = q[1 : len(q)-1]
+		for _, q := range []string{q, strings.ReplaceAll(q, "/", `\/`)} {
+			out = append(out, q, asciiJSON(q))
+		}
+	}
+	return out
+}
+
+// asciiJSON writes every non-ASCII rune of the JSON string body q as
+// \uXXXX (UTF-16), as Python's json.dumps does by default.
+func asciiJSON(q string) string {
+	var b strings.Builder
+	for _, r := range q {
+		switch {
+		case r < utf8.RuneSelf:
+			b.WriteRune(r)
+		case r > 0xffff:
+			r1, r2 := utf16.EncodeRune(r)
+			fmt.Fprintf(&b, "\\u%04x\\u%04x", r1, r2)
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+	}
+	return b.String()
 }
 
 // escape matches one percent escape.

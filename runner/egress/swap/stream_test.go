@@ -3,6 +3,7 @@ package swap
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"math/rand/v2"
@@ -236,5 +237,31 @@ func TestWatch(t *testing.T) {
 				noValue(t, "refusal", r.Error())
 			}
 		})
+	}
+}
+
+func TestScrubJSONForms(t *testing.T) {
+	t.Parallel()
+	const value = "tök/en&<x>-0123456789"
+	s, err := New([]runner.Secret{{Name: "j", Hosts: []string{"example.com"}, Inject: runner.SecretPlace{Body: true}, Value: runner.NewHidden(value)}},
+		map[string]string{"j": formSentinel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	goJSON, _ := json.Marshal(map[string]string{"v": value})
+	for _, in := range []string{
+		string(goJSON),                                        // Go: \u0026, \u003c, \u003e
+		`{"v":"tök\/en&<x>-0123456789"}`,                      // PHP: \/
+		`{"v": "t\u00f6k/en&<x>-0123456789"}`,                 // Python: \u00f6
+		`{"v": "t\u00f6k\/en\u0026\u003cx\u003e-0123456789"}`, // all of them
+	} {
+		got, err := io.ReadAll(s.Scrub(strings.NewReader(in), []string{"j"}))
+		if err != nil || !strings.Contains(string(got), formSentinel) {
+			t.Errorf("Scrub(%s) = %q, %v; want the JSON form replaced", in, got, err)
+		}
+		var back map[string]string
+		if json.Unmarshal(got, &back) == nil && strings.Contains(back["v"], "0123456789") {
+			t.Errorf("Scrub(%s) = %q still decodes to the value", in, got)
+		}
 	}
 }
