@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -181,15 +182,22 @@ func parseBasic(v string) (user, password string, ok bool) {
 	return user, password, ok
 }
 
-// splitHost normalizes the request's host, "name" or "name:port"; a
-// missing port is 443, since secrets go only over TLS.
+// splitHost normalizes the request's host: "name", "name:port", an IP
+// address, or "[v6]:port". A missing port is 443, since secrets go only
+// over TLS; a secret whose hosts name another port matches only when the
+// caller passes the port.
 func splitHost(host string) (string, uint16, bool) {
+	if _, err := netip.ParseAddr(host); err == nil {
+		h, err := nethost.Normalize(host)
+		return h, 443, err == nil
+	}
 	h, p, err := nethost.SplitHostPort(host, 443)
 	return h, p, err == nil
 }
 
-// Plan decides where the secrets of r, a request to host ("name" or
-// "name:port", 443 when no port is given), stand. body is the request's
+// Plan decides where the secrets of r, a request to host, stand. host is
+// "name:port" (net.JoinHostPort), or a bare name or address taken as port
+// 443: pass the port, or a secret whose hosts name a port never matches. body is the request's
 // body, whole when complete is true, else its first bytes (the preview).
 // For each secret whose sentinel is anywhere in r (see spots):
 //

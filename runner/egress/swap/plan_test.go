@@ -281,3 +281,27 @@ func TestPlanBasicUser(t *testing.T) {
 		}
 	}
 }
+
+func TestPlanHostForms(t *testing.T) {
+	t.Parallel()
+	const sen = "gksentinel_eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+	s, err := New([]runner.Secret{{Name: "ip", Hosts: []string{"[::1]:8443", "10.0.0.1", "API.Example.com:8443"}, Inject: runner.SecretPlace{Header: "X-Key"}, Value: runner.NewHidden("ip-token-0123456789")}},
+		map[string]string{"ip": sen})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]bool{
+		"[::1]:8443": true, "::1": false, "[::1]": false, "[::1]:443": false,
+		"10.0.0.1": true, "10.0.0.1:99": true, "0x0a.0.0.1:443": true,
+		"api.example.com:8443": true, "API.EXAMPLE.COM.:8443": true, "api.example.com": false,
+	} {
+		r := request("GET", "https://x/", "X-Key: "+sen)
+		names, ref := s.Plan(r, host, nil, true)
+		if got := ref == nil && len(names) == 1; got != want {
+			t.Errorf("Plan to %q = %q, %v; want injected %v", host, names, ref, want)
+		}
+		if !want && (ref == nil || ref.Rule != RuleWrongHost) {
+			t.Errorf("Plan to %q = %v, want %s", host, ref, RuleWrongHost)
+		}
+	}
+}
