@@ -56,8 +56,8 @@ func FuzzScrub(f *testing.F) {
 // FuzzWatch checks that Watch finds a sentinel wherever it is split.
 func FuzzWatch(f *testing.F) {
 	f.Add([]byte("abc"), []byte("def"), []byte{3, 1})
+	s := newTestSet(f)
 	f.Fuzz(func(t *testing.T, before, after []byte, sizes []byte) {
-		s := newTestSet(t)
 		var sz []int
 		for _, b := range sizes {
 			sz = append(sz, 1+int(b)%64)

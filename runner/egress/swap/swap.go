@@ -3,7 +3,7 @@
 // misplaced one earns, the swap of a sentinel for its secret's value, and
 // the scrubbing of the value out of the response. It does no I/O of its own
 // and knows nothing of TLS or of the policy; the proxy (runner/egress)
-// calls it in this order for each request to host H:
+// calls it in this order for each request to host H ("name:port"):
 //
 //  1. Plan(r, H, preview, complete): the names of the secrets to inject, or
 //     a Refusal. When BuffersBody(H) is true and the body is longer than
@@ -15,15 +15,15 @@
 //  3. Inject(r, names) and, when BodyPlaced(names), InjectBody(body, names):
 //     only now does the request hold the values.
 //  4. ScrubHeader(resp.Header, names) and Scrub(resp.Body, names): the
-//     response returns with every injected value, and its base64 and URL
-//     encodings, replaced by the sentinel.
+//     response returns with every injected value, and its base64, URL and
+//     JSON spellings, replaced by the sentinel. The proxy drops
+//     Content-Length and asks for no Content-Encoding it cannot decode.
 //
 // A Set is safe for concurrent use. No value ever appears in a Refusal, an
 // error or anything a Set formats: they name a secret and a place.
 package swap
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -296,14 +296,4 @@ func (c *secret) rememberedCredentials() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.credentials)
-}
-
-// containsAny reports whether b holds any of subs.
-func containsAny(b []byte, subs []string) bool {
-	for _, s := range subs {
-		if bytes.Contains(b, []byte(s)) {
-			return true
-		}
-	}
-	return false
 }
