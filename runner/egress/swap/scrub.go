@@ -131,7 +131,7 @@ func (s *Set) patterns(names []string) (replace, guard []pattern) {
 // second check that fails with ErrUnscrubbable, before a form is emitted,
 // should a replacement have spelled one with the bytes around it. The
 // length changes: the caller drops Content-Length. names are those Inject
-// was given; with none, body is returned as is.
+// was given, or better Names(); with none, body is returned as is.
 func (s *Set) Scrub(body io.Reader, names []string) io.Reader {
 	replace, guard := s.patterns(names)
 	if len(replace) == 0 {

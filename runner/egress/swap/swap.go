@@ -255,6 +255,18 @@ func (s *Set) GoString() string { return s.String() }
 // Format writes String whatever the verb, so that no verb prints a field.
 func (s *Set) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(s.String())) }
 
+// Names returns the names of the Set's secrets, in its order. Scrubbing a
+// response with all of them, not only with those injected into its
+// request, also catches a value an upstream stored when it was injected
+// into an earlier request (a body or a query it keeps) and now returns.
+func (s *Set) Names() []string {
+	out := make([]string, len(s.secrets))
+	for i, c := range s.secrets {
+		out[i] = c.name
+	}
+	return out
+}
+
 // lookup returns the named secrets, in the Set's order, skipping unknown
 // names and duplicates.
 func (s *Set) lookup(names []string) []*secret {
