@@ -51,7 +51,11 @@ func (p *Proxy) intercept(ctx context.Context, s *server, conn net.Conn, brw *bu
 	if _, err := io.WriteString(conn, "HTTP/1.1 200 Connection Established\r\n\r\n"); err != nil {
 		return
 	}
-	raw := &bufferedConn{Conn: conn, r: brw.Reader, done: make(chan struct{})}
+	raw := &bufferedConn{Conn: conn, done: make(chan struct{})}
+	if n := brw.Reader.Buffered(); n > 0 {
+		b, _ := brw.Reader.Peek(n)
+		raw.pending = append([]byte(nil), b...)
+	}
 	var badSNI string
 	cfg := &tls.Config{
 		MinVersion: tls.VersionTLS12,
@@ -537,16 +541,25 @@ func (p *Proxy) upstreamTransport(addrs []netip.Addr, t target, plain bool) *htt
 	return tr
 }
 
-// bufferedConn reads through the bufio.Reader the CONNECT was read with
-// (the ClientHello may already sit in it) and signals done when closed.
+// bufferedConn first returns the bytes the CONNECT's bufio.Reader held
+// beyond the request (the ClientHello may already sit there), then reads
+// the connection itself (not through the bufio.Reader, which would keep
+// a read deadline's error for the next read). It signals done when closed.
 type bufferedConn struct {
 	net.Conn
-	r    io.Reader
-	once sync.Once
-	done chan struct{}
+	pending []byte
+	once    sync.Once
+	done    chan struct{}
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	if len(c.pending) > 0 {
+		n := copy(p, c.pending)
+		c.pending = c.pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}
 
 func (c *bufferedConn) Close() error {
 	c.once.Do(func() { close(c.done) })

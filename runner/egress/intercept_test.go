@@ -374,7 +374,9 @@ func TestProxyRefusesAHostOtherThanTheConnectHost(t *testing.T) {
 		if _, err := c.Do(newReq(t, http.MethodGet, target, nil)); err == nil {
 			t.Errorf("SNI a.example.com on a CONNECT to example.com was served")
 		}
-		h.audit.await(t, "SNI host_mismatch", func(ev Event) bool { return ev.Rule == RuleHostMismatch && strings.Contains(ev.Reason, "TLS server name") })
+		h.audit.await(t, "SNI host_mismatch", func(ev Event) bool {
+			return ev.Rule == RuleHostMismatch && strings.Contains(ev.Reason, "TLS server name")
+		})
 	})
 	if n := len(u.requests()); n != 0 || len(j.seen()) != 0 {
 		t.Errorf("the upstream received %d requests and the judge saw %d; want none", n, len(j.seen()))
@@ -633,3 +635,37 @@ func TestRegisterRefusesInterceptionWithoutACA(t *testing.T) {
 
 // unused keeps net imported for helpers above on every platform.
 var _ = net.ErrClosed
+
+func TestProxyGoesByTheAbsoluteFormHostOnAnInterceptedConnection(t *testing.T) {
+	t.Parallel()
+	u := startTLSUpstream(t, false)
+	h := startIntercepting(t, u, Config{})
+	j := &fakeJudge{}
+	h.registerInspecting(t, j, runner.Network{}, nil)
+	tc, br := h.interceptedConn(t, hp("example.com", u.port))
+	// Go's server ignores the Host header of an absolute-form request
+	// (RFC 9112 3.2.2), so the URL's host is the one checked and sent.
+	fmt.Fprintf(tc, "GET https://a.example.com:%d/other HTTP/1.1\r\nHost: example.com:%d\r\n\r\n", u.port, u.port)
+	fmt.Fprintf(tc, "GET https://example.com:%d/same HTTP/1.1\r\nHost: a.example.com\r\n\r\n", u.port)
+	var got []string
+	for range 2 {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("read response: %v", err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		got = append(got, fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get("X-Gatekeeper-Rule")))
+	}
+	if got[0] != "421 "+RuleHostMismatch || got[1] != "200 " {
+		t.Errorf("responses %q; want the other host refused 421, the same host served", got)
+	}
+	hits := u.requests()
+	if len(hits) != 1 || hits[0].Host != hp("example.com", u.port) || hits[0].URL.Path != "/same" {
+		t.Errorf("upstream received %d requests (first Host %q); want /same with Host example.com", len(hits), func() string {
+			if len(hits) > 0 {
+				return hits[0].Host
+			}
+			return ""
+		}())
+	}
+}
