@@ -95,7 +95,12 @@ func (p *Proxy) intercept(ctx context.Context, s *server, conn net.Conn, brw *bu
 	defer ic.rt.CloseIdleConnections()
 	hs := p.httpServer(ctx, ic)
 	hs.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams}
-	hs.Serve(&oneConnListener{c: tconn, done: raw.done})
+	var served net.Conn = tconn // HTTP/2: the server must see the *tls.Conn
+	if tconn.ConnectionState().NegotiatedProtocol != "h2" {
+		served = &h1Framer{Conn: tconn}
+		hs.ConnContext = withFramer
+	}
+	hs.Serve(&oneConnListener{c: served, done: raw.done})
 }
 
 // ServeHTTP decides one request on an intercepted connection.
@@ -120,6 +125,7 @@ type exchange struct {
 // response back. Every outcome is one Event.
 func (ic *interception) handle(w http.ResponseWriter, r *http.Request) {
 	p := ic.p
+	conflict := r.ProtoMajor == 1 && conflictingFraming(r) // first: it counts every request
 	x := &exchange{ic: ic, w: w, r: r, ev: Event{
 		Time: time.Now(), Source: ic.src, Method: r.Method, Host: ic.t.host, Port: ic.t.port,
 		Intercepted: true, Path: r.URL.EscapedPath(), Proto: r.Proto,
@@ -141,6 +147,10 @@ func (ic *interception) handle(w http.ResponseWriter, r *http.Request) {
 	host, port, err := nethost.SplitHostPort(r.Host, defaultPort(ic.scheme))
 	if err != nil || host != ic.t.host || port != ic.t.port {
 		x.refuse(http.StatusMisdirectedRequest, RuleHostMismatch, fmt.Sprintf("the request's host %+.128q is not %s, the host this connection was opened to", r.Host, ic.t))
+		return
+	}
+	if conflict {
+		x.refuse(http.StatusBadRequest, RuleBadRequest, "the request has both Content-Length and Transfer-Encoding, which a proxy and a server may read differently (request smuggling), or could not be framed")
 		return
 	}
 	x.serve(sb)
@@ -346,6 +356,9 @@ func (x *exchange) refuse(status int, rule, reason string) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Gatekeeper-Rule", rule)
 	h.Set("Content-Length", strconv.Itoa(len(body)))
+	if status == http.StatusBadRequest {
+		h.Set("Connection", "close") // the rest of the stream cannot be trusted
+	}
 	x.w.WriteHeader(status)
 	io.WriteString(x.w, body)
 	x.ev.Duration = time.Since(x.ev.Time)

@@ -400,40 +400,40 @@ func (h *interceptHarness) interceptedConn(t *testing.T, hostport string) (*tls.
 	return tc, bufio.NewReader(tc)
 }
 
-func TestProxyJudgesEveryRequestOfAConflictingContentLengthAndTransferEncoding(t *testing.T) {
+func TestProxyRefusesAConflictingContentLengthAndTransferEncoding(t *testing.T) {
 	t.Parallel()
 	u := startTLSUpstream(t, false)
 	h := startIntercepting(t, u, Config{})
-	j := &fakeJudge{decide: func(r runner.HTTPRequest) runner.HTTPVerdict {
-		if r.Path == "/smuggled" {
-			return runner.HTTPVerdict{Rule: "http.no_smuggling", Reason: "refused"}
-		}
-		return runner.HTTPVerdict{Allow: true, Rule: "http.allowed"}
-	}}
+	j := &fakeJudge{}
 	h.registerInspecting(t, j, runner.Network{}, nil)
 	tc, br := h.interceptedConn(t, hp("example.com", u.port))
-	// Read by Content-Length, the body would end after "5\r\nh"; read by
-	// Transfer-Encoding (which wins, RFC 9112 6.3) it is "hello", and what
-	// follows is a second request, which must be judged on its own.
-	fmt.Fprintf(tc, "POST /echo HTTP/1.1\r\nHost: example.com:%d\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: example.com:%d\r\n\r\n", u.port, u.port)
+	host := hp("example.com", u.port)
+	// Well-framed requests of each kind first, pipelined on one
+	// connection, so that the framer must follow every body to find the
+	// conflicting head; then the conflict, whose Content-Length reading
+	// would end the body after "5\r\nh" and make "ello..." a request.
+	fmt.Fprintf(tc, "POST /echo HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: 1\r\n\r\n", host)
+	fmt.Fprintf(tc, "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 5\r\n\r\nfghij", host)
+	fmt.Fprintf(tc, "\r\nGET /plain HTTP/1.1\r\nHost: %s\r\n\r\n", host)
+	fmt.Fprintf(tc, "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
 	var got []string
-	for range 2 {
+	for range 5 {
 		resp, err := http.ReadResponse(br, nil)
 		if err != nil {
 			break
 		}
 		b, _ := io.ReadAll(resp.Body)
-		got = append(got, fmt.Sprintf("%d %s", resp.StatusCode, b))
+		got = append(got, fmt.Sprintf("%d %s %s", resp.StatusCode, resp.Header.Get("X-Gatekeeper-Rule"), b))
 	}
-	if len(got) != 2 || got[0] != "200 hello" || !strings.HasPrefix(got[1], "403 gatekeeper refused GET") {
-		t.Errorf("responses %q; want the POST echoed by its chunked body, then the GET refused", got)
+	want := []string{"200  abcde", "200  fghij", "200  upstream HTTP/1.1 GET /plain"}
+	if len(got) != 4 || !slices.Equal(got[:3], want) || !strings.HasPrefix(got[3], "400 "+RuleBadRequest+" gatekeeper refused POST") {
+		t.Errorf("responses %q; want %q, then the conflicting POST refused 400 and the connection closed", got, want)
 	}
-	hits := u.requests()
-	if len(hits) != 1 || hits[0].URL.Path != "/echo" || hits[0].Header.Get("Content-Length") != "" && hits[0].ContentLength != 5 {
-		t.Errorf("upstream received %d requests; want only the POST with its 5-byte body", len(hits))
+	if n := len(u.requests()); n != 3 {
+		t.Errorf("upstream received %d requests; want the 3 well-framed ones", n)
 	}
-	if n := len(j.seen()); n != 2 {
-		t.Errorf("judge saw %d requests; want 2", n)
+	if n := len(j.seen()); n != 3 {
+		t.Errorf("judge saw %d requests; want 3", n)
 	}
 }
 
