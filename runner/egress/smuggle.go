@@ -70,13 +70,10 @@ func (f *h1Framer) feed(b []byte) {
 				f.state = map[framerState]framerState{inBody: inHead, inChunkData: inChunkSize}[f.state]
 			}
 		case inHead, inTrailer:
-			i := bytes.IndexByte(b, '\n')
-			if i < 0 {
-				f.appendLine(b)
+			var ok bool
+			if b, ok = f.readLine(b); !ok {
 				return
 			}
-			f.appendLine(b[:i+1])
-			b = b[i+1:]
 			lineStart := f.lineStart
 			f.lineStart = len(f.buf)
 			empty := len(bytes.TrimRight(f.buf[lineStart:], "\r\n")) == 0
@@ -92,13 +89,10 @@ func (f *h1Framer) feed(b []byte) {
 				f.head()
 			}
 		case inChunkSize:
-			i := bytes.IndexByte(b, '\n')
-			if i < 0 {
-				f.appendLine(b)
+			var ok bool
+			if b, ok = f.readLine(b); !ok {
 				return
 			}
-			f.appendLine(b[:i+1])
-			b = b[i+1:]
 			line, _, _ := strings.Cut(strings.TrimSpace(string(f.buf)), ";")
 			f.resetLine()
 			size, err := strconv.ParseInt(strings.TrimSpace(line), 16, 64)
@@ -112,6 +106,18 @@ func (f *h1Framer) feed(b []byte) {
 			}
 		}
 	}
+}
+
+// readLine appends b up to its first newline to buf and returns the rest;
+// ok is false when b held no newline (buf then holds all of it).
+func (f *h1Framer) readLine(b []byte) (rest []byte, ok bool) {
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		f.appendLine(b)
+		return nil, false
+	}
+	f.appendLine(b[:i+1])
+	return b[i+1:], true
 }
 
 // resetLine empties buf.
