@@ -16,11 +16,15 @@ import (
 
 // Rules of the refusals Plan and Watch return.
 const (
-	RuleWrongHost = "egress.secret_wrong_host"
-	RuleMisplaced = "egress.secret_misplaced"
-	RuleRequired  = "egress.secret_required"
-	RulePlaintext = "egress.secret_plaintext"
+	RuleWrongHost    = "egress.secret_wrong_host"
+	RuleMisplaced    = "egress.secret_misplaced"
+	RuleRequired     = "egress.secret_required"
+	RulePlaintext    = "egress.secret_plaintext"
+	RuleBodyTooLarge = "egress.secret_body_too_large"
 )
+
+// MaxBody is the largest body read whole to swap a body-placed secret.
+const MaxBody = 1 << 20
 
 // Refusal is a refused request.
 type Refusal struct{ Rule, Reason string }
@@ -49,9 +53,35 @@ func New(secrets []runner.Secret, sentinels map[string]string) (*Set, error) {
 	return s, nil
 }
 
-func (x secret) to(host string) bool {
+func (x secret) to(hostport string) bool {
+	host, port, err := nethost.SplitHostPort(hostport, 443)
+	if err != nil {
+		return false
+	}
 	for _, p := range x.hosts {
-		if p.Match(host, 0) {
+		if p.Match(host, port) {
+			return true
+		}
+	}
+	return false
+}
+
+// Plaintext refuses a plain http request that holds any sentinel.
+func (s *Set) Plaintext(r *http.Request, body []byte) *Refusal {
+	var head bytes.Buffer
+	r.Header.Write(&head)
+	for _, x := range s.secrets {
+		if x.sentinel != "" && (strings.Contains(r.URL.String(), x.sentinel) || strings.Contains(head.String(), x.sentinel) || bytes.Contains(body, []byte(x.sentinel))) {
+			return &Refusal{RulePlaintext, "secret " + x.s.Name + " over plain http"}
+		}
+	}
+	return nil
+}
+
+// BuffersBody reports whether a body-placed secret may go to host.
+func (s *Set) BuffersBody(host string) bool {
+	for _, x := range s.secrets {
+		if x.s.Inject.Body && x.to(host) {
 			return true
 		}
 	}
