@@ -117,7 +117,7 @@ const (
 	// RuleSecretBodyTooLarge: a secret placed in the body was sent in a
 	// body larger than MaxSecretBody, which the proxy would have to hold
 	// whole to swap it.
-	RuleSecretBodyTooLarge = "egress.secret_body_too_large"
+	RuleSecretBodyTooLarge = swap.RuleBodyTooLarge
 	// RuleMaxRefusals: the run has had MaxRequestRefusals intercepted
 	// requests refused; every further one is refused.
 	RuleMaxRefusals = "egress.max_refusals"
@@ -140,7 +140,7 @@ const (
 	MaxRequestRefusals = 1024
 	// MaxSecretBody caps a request body that carries a body-placed secret,
 	// which the proxy holds whole to swap it.
-	MaxSecretBody = 1 << 20
+	MaxSecretBody = swap.MaxBody
 	// MaxBodyPreview caps Network.BodyPreview.
 	MaxBodyPreview = 64 << 10
 )

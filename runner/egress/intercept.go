@@ -168,9 +168,10 @@ func (x *exchange) serve(sb sandbox) {
 	defer rc.SetReadDeadline(time.Time{})
 	up := &meteredBody{r: &clientBody{r: r.Body, rc: rc, act: act}, max: p.cfg.MaxBytesPerConn}
 
+	hostport := net.JoinHostPort(ic.t.host, strconv.Itoa(int(ic.t.port)))
 	limit := sb.net.preview
-	if sb.net.bodySecretTo(ic.t) {
-		limit = MaxSecretBody
+	if sb.secrets.BuffersBody(hostport) {
+		limit = max(limit, MaxSecretBody)
 	}
 	prefix, complete, err := readPrefix(up, limit)
 	if err != nil {
@@ -189,16 +190,19 @@ func (x *exchange) serve(sb sandbox) {
 	if complete {
 		req.BodyBytes = int64(len(prefix))
 	}
-	names, ref := sb.secrets.Plan(r, ic.t.host, prefix, complete)
+	var names []string
+	var ref *swap.Refusal
+	if ic.scheme == "https" {
+		names, ref = sb.secrets.Plan(r, hostport, prefix, complete)
+	} else {
+		ref = sb.secrets.Plaintext(r, prefix) // the rest is watched below
+	}
 	if ref != nil {
 		x.refuse(http.StatusForbidden, ref.Rule, ref.Reason)
 		return
 	}
 	req.Secrets = names
 	switch {
-	case ic.scheme != "https" && len(names) > 0:
-		x.refuse(http.StatusForbidden, RuleSecretPlaintext, fmt.Sprintf("the request carries the sentinel of secret %s over plain http; secrets are sent only over https", strings.Join(names, ", ")))
-		return
 	case sb.secrets.BodyPlaced(names) && !complete:
 		x.refuse(http.StatusForbidden, RuleSecretBodyTooLarge, fmt.Sprintf("a body that carries a secret may be at most %d bytes", MaxSecretBody))
 		return
@@ -216,7 +220,7 @@ func (x *exchange) serve(sb sandbox) {
 	out := r.Clone(ctx)
 	out.RequestURI = ""
 	out.URL.Scheme = ic.scheme
-	out.URL.Host = net.JoinHostPort(ic.t.host, strconv.Itoa(int(ic.t.port)))
+	out.URL.Host = hostport
 	out.Host = r.Host
 	out.Close = false
 	out.Trailer = nil
@@ -236,7 +240,7 @@ func (x *exchange) serve(sb sandbox) {
 	case complete:
 		out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(prefix)), int64(len(prefix))
 	default:
-		watched.r = sb.secrets.Watch(io.MultiReader(bytes.NewReader(prefix), up), ic.t.host)
+		watched.r = sb.secrets.Watch(io.MultiReader(bytes.NewReader(prefix), up), hostport)
 		out.Body = io.NopCloser(watched)
 	}
 	sb.secrets.Inject(out, names)

@@ -29,11 +29,9 @@ type netPolicy struct {
 	enabled     bool
 	allow, deny []nethost.Pattern
 	// inspect are net.inspect and every secret's hosts: the hosts whose
-	// CONNECTs are intercepted. bodySecrets are the hosts of the secrets
-	// placed in a body, whose request bodies are read whole (up to
-	// MaxSecretBody) before they are decided.
-	inspect, bodySecrets []nethost.Pattern
-	preview              int64
+	// CONNECTs are intercepted.
+	inspect []nethost.Pattern
+	preview int64
 }
 
 // compileNetwork parses n's patterns; see ValidateNetwork.
@@ -42,21 +40,17 @@ func compileNetwork(n runner.Network) (netPolicy, error) {
 	deny, derr := nethost.ParseList("net.deny", n.Deny, nethost.ParsePattern)
 	inspect, ierr := nethost.ParseList("net.inspect", n.Inspect, nethost.ParsePattern)
 	errs := []error{aerr, derr, ierr}
-	var body []nethost.Pattern
 	for i, s := range n.Secrets {
 		hosts, err := nethost.ParseList(fmt.Sprintf("net.secrets[%d].hosts", i), s.Hosts, nethost.ParsePattern)
 		errs = append(errs, err)
 		inspect = append(inspect, hosts...)
-		if s.Inject.Body {
-			body = append(body, hosts...)
-		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return netPolicy{}, err
 	}
 	return netPolicy{
 		enabled: n.Enabled, allow: allow, deny: deny,
-		inspect: inspect, bodySecrets: body,
+		inspect: inspect,
 		preview: min(max(n.BodyPreview, 0), MaxBodyPreview),
 	}, nil
 }
@@ -68,11 +62,6 @@ func (np netPolicy) intercepts(t target) bool {
 	return ok
 }
 
-// bodySecretTo reports whether a secret placed in the body may go to t.
-func (np netPolicy) bodySecretTo(t target) bool {
-	_, ok := firstMatch(np.bodySecrets, func(p nethost.Pattern) bool { return p.Allows(t.host, t.port) })
-	return ok
-}
 
 // firstMatch returns the first pattern in ps for which match holds.
 func firstMatch(ps []nethost.Pattern, match func(nethost.Pattern) bool) (nethost.Pattern, bool) {
