@@ -62,7 +62,6 @@ func (np netPolicy) intercepts(t target) bool {
 	return ok
 }
 
-
 // firstMatch returns the first pattern in ps for which match holds.
 func firstMatch(ps []nethost.Pattern, match func(nethost.Pattern) bool) (nethost.Pattern, bool) {
 	for _, p := range ps {
