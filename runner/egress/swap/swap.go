@@ -98,7 +98,8 @@ func (s *Set) Plan(r *http.Request, host string, body []byte, complete bool) ([]
 		var head bytes.Buffer
 		r.Header.Write(&head)
 		anywhere := strings.Contains(r.URL.String(), x.sentinel) || strings.Contains(head.String(), x.sentinel) || bytes.Contains(body, []byte(x.sentinel))
-		inPlace := x.s.Inject.Header != "" && strings.Contains(r.Header.Get(x.s.Inject.Header), x.sentinel)
+		inPlace := x.s.Inject.Header != "" && strings.Contains(r.Header.Get(x.s.Inject.Header), x.sentinel) ||
+			x.s.Inject.Body && bytes.Contains(body, []byte(x.sentinel))
 		switch {
 		case anywhere && !x.to(host):
 			return nil, &Refusal{RuleWrongHost, "secret " + x.s.Name + " may not go to " + host}
