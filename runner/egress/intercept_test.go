@@ -57,6 +57,7 @@ type tlsUpstream struct {
 	received atomic.Int64 // body bytes read by /count so far
 	mu       sync.Mutex
 	hits     []*http.Request
+	bodies   []string // what /echo read
 }
 
 func startTLSUpstream(t *testing.T, h2 bool) *tlsUpstream {
@@ -82,7 +83,11 @@ func startTLSUpstream(t *testing.T, h2 bool) *tlsUpstream {
 		case "/headers":
 			r.Header.Write(w)
 		case "/echo":
-			io.Copy(w, r.Body)
+			b, _ := io.ReadAll(r.Body)
+			u.mu.Lock()
+			u.bodies = append(u.bodies, string(b))
+			u.mu.Unlock()
+			w.Write(b)
 		default:
 			fmt.Fprintf(w, "upstream %s %s %s", r.Proto, r.Method, r.URL.Path)
 		}
@@ -667,5 +672,41 @@ func TestProxyGoesByTheAbsoluteFormHostOnAnInterceptedConnection(t *testing.T) {
 			}
 			return ""
 		}())
+	}
+}
+
+func TestProxySwapsABodySecretInABodyReadWholeAndRefusesALargerOne(t *testing.T) {
+	t.Parallel()
+	u := startTLSUpstream(t, false)
+	h := startIntercepting(t, u, Config{})
+	secret := runner.Secret{Name: "form", Hosts: []string{"example.com"}, Inject: runner.SecretPlace{Body: true}, Value: runner.NewHidden("body-value-456")}
+	sentinels := NewSentinels([]runner.Secret{secret})
+	j := &fakeJudge{}
+	h.registerInspecting(t, j, runner.Network{BodyPreview: 16, Secrets: []runner.Secret{secret}}, sentinels)
+	c := h.proxyClient(t, nil, true, nil)
+
+	// The sentinel lies past the 16-byte preview: the body is read whole.
+	payload := strings.Repeat("p", 100) + "&token=" + sentinels["form"]
+	resp, body := do(t, c, newReq(t, http.MethodPost, fmt.Sprintf("https://example.com:%d/echo", u.port), strings.NewReader(payload)))
+	if resp.StatusCode != 200 || body != payload {
+		t.Errorf("POST = %q %q; want the payload echoed with the sentinel back in place of the value", resp.Status, body)
+	}
+	u.mu.Lock()
+	got := append([]string(nil), u.bodies...)
+	u.mu.Unlock()
+	if len(got) != 1 || got[0] != strings.Repeat("p", 100)+"&token=body-value-456" {
+		t.Errorf("upstream read %q; want the value swapped in", got)
+	}
+	if seen := j.seen(); len(seen) != 1 || len(seen[0].Body) != 16 || !slices.Equal(seen[0].Secrets, []string{"form"}) || seen[0].BodyBytes != int64(len(payload)) {
+		t.Errorf("judge saw %+v; want a 16-byte preview, the whole length and secret form", seen)
+	}
+
+	big := sentinels["form"] + strings.Repeat("x", MaxSecretBody)
+	resp, body = do(t, c, newReq(t, http.MethodPost, fmt.Sprintf("https://example.com:%d/echo", u.port), strings.NewReader(big)))
+	if resp.StatusCode != 403 || resp.Header.Get("X-Gatekeeper-Rule") != RuleSecretBodyTooLarge {
+		t.Errorf("POST of %d bytes with a body secret = %q %.200q; want 403 %s", len(big), resp.Status, body, RuleSecretBodyTooLarge)
+	}
+	if n := len(u.requests()); n != 1 {
+		t.Errorf("upstream received %d requests; want only the first", n)
 	}
 }
