@@ -317,6 +317,11 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	if n > 0 {
 		b.act.touch()
 	}
+	if err == io.EOF {
+		// The body is read: a deadline left behind would, on HTTP/2,
+		// reset the stream while the response is still coming.
+		b.rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil && n == 0 && isTimeout(err) {
 		return 0, errIdleTimeout
 	}

@@ -313,11 +313,17 @@ func copyResponse(w http.ResponseWriter, rc *http.ResponseController, src io.Rea
 	for {
 		n, rerr := src.Read(buf)
 		if n > 0 {
+			// The deadline bounds this write only: on HTTP/2 one left
+			// behind resets the stream when it passes, idle or not.
 			rc.SetWriteDeadline(time.Now().Add(act.idle))
-			if _, werr := w.Write(buf[:n]); werr != nil {
+			_, werr := w.Write(buf[:n])
+			if werr == nil {
+				werr = rc.Flush()
+			}
+			rc.SetWriteDeadline(time.Time{})
+			if werr != nil {
 				return fmt.Errorf("write response to client: %w", werr)
 			}
-			rc.Flush()
 			act.touch()
 		}
 		if rerr == io.EOF {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"net/netip"
 	"net/url"
 	"slices"
@@ -82,6 +83,13 @@ func startTLSUpstream(t *testing.T, h2 bool) *tlsUpstream {
 			fmt.Fprintf(w, "%d", n)
 		case "/headers":
 			r.Header.Write(w)
+		case "/stall":
+			io.WriteString(w, "started")
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-time.After(waitFor):
+			}
 		case "/echo":
 			b, _ := io.ReadAll(r.Body)
 			u.mu.Lock()
@@ -708,5 +716,41 @@ func TestProxySwapsABodySecretInABodyReadWholeAndRefusesALargerOne(t *testing.T)
 	}
 	if n := len(u.requests()); n != 1 {
 		t.Errorf("upstream received %d requests; want only the first", n)
+	}
+}
+
+func TestProxyCutsAnInterceptedRequestIdleForTooLongButNotTheConnection(t *testing.T) {
+	t.Parallel()
+	u := startTLSUpstream(t, true)
+	h := startIntercepting(t, u, Config{IdleTimeout: 300 * time.Millisecond})
+	h.registerInspecting(t, &fakeJudge{}, runner.Network{}, nil)
+	c := h.proxyClient(t, nil, true, nil)
+	start := time.Now()
+	resp, err := c.Do(newReq(t, http.MethodGet, fmt.Sprintf("https://example.com:%d/stall", u.port), nil))
+	if err != nil {
+		t.Fatalf("GET /stall: %v", err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err == nil || string(b) != "started" || time.Since(start) > waitFor/2 {
+		t.Errorf("stalled response: %q, %v after %s; want it cut after its first bytes", b, err, time.Since(start))
+	}
+	ev := h.audit.await(t, "for the stalled request", func(ev Event) bool { return ev.Path == "/stall" })
+	if !strings.Contains(ev.Error, "idle timeout") || ev.Status != 200 {
+		t.Errorf("event %+v; want status 200 and an idle timeout", ev)
+	}
+	// The connection itself lives on while requests keep coming.
+	for i := range 4 {
+		time.Sleep(150 * time.Millisecond)
+		var reused bool
+		req := newReq(t, http.MethodGet, fmt.Sprintf("https://example.com:%d/again", u.port), nil)
+		req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{GotConn: func(ci httptrace.GotConnInfo) { reused = ci.Reused }}))
+		resp, body := do(t, c, req)
+		if resp.StatusCode != 200 || !strings.HasSuffix(body, "GET /again") {
+			t.Fatalf("request %d after the stall: %q %q", i, resp.Status, body)
+		}
+		if i > 0 && !reused {
+			t.Errorf("request %d after the stall came on a new connection; the last one was closed", i)
+		}
 	}
 }
