@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -83,6 +84,19 @@ func startTLSUpstream(t *testing.T, h2 bool) *tlsUpstream {
 			fmt.Fprintf(w, "%d", n)
 		case "/headers":
 			r.Header.Write(w)
+		case "/gz":
+			// The Authorization header, gzipped when the client takes it.
+			if !strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+				io.WriteString(w, r.Header.Get("Authorization"))
+				return
+			}
+			w.Header().Set("Content-Encoding", "gzip")
+			zw := gzip.NewWriter(w)
+			io.WriteString(zw, r.Header.Get("Authorization"))
+			zw.Close()
+		case "/br":
+			w.Header().Set("Content-Encoding", "br")
+			io.WriteString(w, "not really brotli: "+r.Header.Get("Authorization"))
 		case "/stall":
 			io.WriteString(w, "started")
 			w.(http.Flusher).Flush()
@@ -752,5 +766,30 @@ func TestProxyCutsAnInterceptedRequestIdleForTooLongButNotTheConnection(t *testi
 		if i > 0 && !reused {
 			t.Errorf("request %d after the stall came on a new connection; the last one was closed", i)
 		}
+	}
+}
+
+func TestProxyScrubsACompressedResponseAndCutsOneItCannotDecode(t *testing.T) {
+	t.Parallel()
+	u := startTLSUpstream(t, false)
+	h := startIntercepting(t, u, Config{})
+	secret := runner.Secret{Name: "tok", Hosts: []string{"example.com"}, Inject: runner.SecretPlace{Header: "Authorization"}, Value: runner.NewHidden("zipped-secret-789")}
+	sentinels := NewSentinels([]runner.Secret{secret})
+	h.registerInspecting(t, &fakeJudge{}, runner.Network{Secrets: []runner.Secret{secret}}, sentinels)
+	c := h.proxyClient(t, nil, false, nil)
+
+	req := newReq(t, http.MethodGet, fmt.Sprintf("https://example.com:%d/gz", u.port), nil)
+	req.Header.Set("Authorization", sentinels["tok"])
+	req.Header.Set("Accept-Encoding", "gzip") // asked for, so the client does not decode it itself
+	resp, body := do(t, c, req)
+	if resp.StatusCode != 200 || body != sentinels["tok"] || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("gzip-capable client got %q %q (Content-Encoding %q); want the sentinel, decoded", resp.Status, body, resp.Header.Get("Content-Encoding"))
+	}
+
+	req = newReq(t, http.MethodGet, fmt.Sprintf("https://example.com:%d/br", u.port), nil)
+	req.Header.Set("Authorization", sentinels["tok"])
+	resp, body = do(t, c, req)
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("X-Gatekeeper-Rule") != RuleUndecodable || strings.Contains(body, "zipped-secret-789") {
+		t.Errorf("undecodable response = %q %q; want 502 %s without the value", resp.Status, body, RuleUndecodable)
 	}
 }
