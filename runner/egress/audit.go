@@ -166,6 +166,8 @@ type Event struct {
 	Host string
 	Port uint16
 	// Addr is the upstream address dialed; zero when nothing was dialed.
+	// For an intercepted request it is the one the proxy's upstream
+	// connection for the client connection last dialed.
 	Addr netip.AddrPort
 	// Decision, Rule and Reason say what the policy decided and why; Reason
 	// is the sentence the client was sent.

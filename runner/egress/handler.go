@@ -197,7 +197,8 @@ func (p *Proxy) serveForward(s *server, w http.ResponseWriter, r *http.Request, 
 	if sb, ok := p.lookup(ev.Source); ok && sb.net.intercepts(t) {
 		// Decided like a request on an intercepted connection, and sent
 		// on a connection of its own.
-		ic := &interception{p: p, s: s, src: ev.Source, t: t, scheme: "http", rt: p.upstreamTransport(v.addrs, t, true)}
+		ic := &interception{p: p, s: s, src: ev.Source, t: t, scheme: "http"}
+		ic.rt = p.upstreamTransport(v.addrs, t, true, ic.dialed.Store)
 		defer ic.rt.CloseIdleConnections()
 		ic.handle(w, r)
 		return

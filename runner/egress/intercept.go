@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
@@ -36,6 +37,7 @@ type interception struct {
 	t      target
 	scheme string // "https", or "http" for a forwarded plain request
 	rt     *http.Transport
+	dialed atomic.Pointer[netip.AddrPort] // the upstream address last dialed
 }
 
 // errSNIMismatch fails a handshake whose server name is not the CONNECT host.
@@ -91,7 +93,8 @@ func (p *Proxy) intercept(ctx context.Context, s *server, conn net.Conn, brw *bu
 		tconn.Close()
 		return
 	}
-	ic := &interception{p: p, s: s, src: ev.Source, t: t, scheme: "https", rt: p.upstreamTransport(v.addrs, t, false)}
+	ic := &interception{p: p, s: s, src: ev.Source, t: t, scheme: "https"}
+	ic.rt = p.upstreamTransport(v.addrs, t, false, ic.dialed.Store)
 	defer ic.rt.CloseIdleConnections()
 	hs := p.httpServer(ctx, ic)
 	hs.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxConcurrentStreams}
@@ -247,6 +250,9 @@ func (x *exchange) serve(sb sandbox) {
 
 	resp, err := ic.rt.RoundTrip(out)
 	x.ev.BytesUp = up.n
+	if a := ic.dialed.Load(); a != nil {
+		x.ev.Addr = *a
+	}
 	if err != nil {
 		var sref *swap.Refusal
 		var unv *unverifiedError
@@ -335,8 +341,9 @@ func copyResponse(w http.ResponseWriter, rc *http.ResponseController, src io.Rea
 	}
 }
 
-// judge asks j about req within timeout; nil, a panic or an ended context
-// is a refusal.
+// judge asks j about req within timeout (Config.HeaderTimeout, and never
+// past the request's own end); nil, a panic or an ended context is a
+// refusal.
 func judge(ctx context.Context, j runner.RequestJudge, req runner.HTTPRequest, timeout time.Duration) (v runner.HTTPVerdict) {
 	if j == nil {
 		return runner.HTTPVerdict{Rule: RuleNoJudge, Reason: "no request policy is set for this run, so no request to an inspected host can be allowed"}
@@ -522,12 +529,19 @@ func (e *unverifiedError) Unwrap() error { return e.err }
 
 // upstreamTransport reaches t at addrs only (the addresses admit
 // checked), verifying TLS against Config.UpstreamRoots for t's host
-// unless plain. HTTP/2 is used when the upstream offers it.
-func (p *Proxy) upstreamTransport(addrs []netip.Addr, t target, plain bool) *http.Transport {
+// unless plain, and tells dialed each address it connected to. HTTP/2 is
+// used when the upstream offers it.
+func (p *Proxy) upstreamTransport(addrs []netip.Addr, t target, plain bool, dialed func(*netip.AddrPort)) *http.Transport {
+	dial := func(ctx context.Context) (net.Conn, error) {
+		c, ap, err := p.dial(ctx, addrs, t)
+		if err == nil {
+			dialed(&ap)
+		}
+		return c, err
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, _, err := p.dial(ctx, addrs, t)
-			return c, err
+			return dial(ctx)
 		},
 		ResponseHeaderTimeout:  p.cfg.IdleTimeout,
 		IdleConnTimeout:        p.cfg.IdleTimeout,
@@ -539,7 +553,7 @@ func (p *Proxy) upstreamTransport(addrs []netip.Addr, t target, plain bool) *htt
 		return tr
 	}
 	tr.DialTLSContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-		c, _, err := p.dial(ctx, addrs, t)
+		c, err := dial(ctx)
 		if err != nil {
 			return nil, err
 		}

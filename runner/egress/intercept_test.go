@@ -245,6 +245,9 @@ func TestProxyInterceptsOnlyInspectedHosts(t *testing.T) {
 				t.Errorf("judge saw %+v; want one GET /inspected?q=1 to example.com", seen)
 			}
 			ev := h.audit.await(t, "for the inspected request", func(ev Event) bool { return ev.Intercepted && ev.Path == "/inspected" })
+			if ev.Addr != netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), u.port) {
+				t.Errorf("event Addr %s; want the upstream's", ev.Addr)
+			}
 			if ev.Decision != Allow || ev.Rule != "http.allowed" || ev.Status != 200 || ev.Proto != wantProto || ev.RunID != "run-1" || ev.Method != "GET" || ev.BytesDown != int64(len(body)) {
 				t.Errorf("event %+v; want an allowed GET, status 200, %s, %d bytes down", ev, wantProto, len(body))
 			}
