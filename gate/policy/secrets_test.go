@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -157,5 +158,35 @@ func TestLauncherEnv(t *testing.T) {
 		if got := policy.LauncherEnv(name); got != want {
 			t.Errorf("LauncherEnv(%q) = %v, want %v", name, got, want)
 		}
+	}
+}
+
+// TestSecretsShippedExample: the commented secrets example of the shipped
+// policy is a valid catalog, given to runs that may reach its hosts.
+func TestSecretsShippedExample(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../sandbox.policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, example, ok := strings.Cut(string(data), "\n# secrets:\n")
+	if !ok {
+		t.Fatal("the shipped policy has no commented secrets example")
+	}
+	var b strings.Builder
+	b.WriteString(minimal + "sandbox:\n  net: {enabled: true, allow: [api.github.com, github.com], secrets: [github]}\nsecrets:\n")
+	for line := range strings.Lines(example) {
+		rest, ok := strings.CutPrefix(line, "# ")
+		if !ok {
+			break
+		}
+		b.WriteString(rest)
+	}
+	p, err := decode(t, b.String())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, b.String())
+	}
+	if gh := p.Secrets["github"]; gh.FromEnv != "GITHUB_TOKEN" || gh.Inject.Header != "Authorization" || !gh.Require {
+		t.Errorf("example secret = %+v", gh)
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/gate/wire"
 )
 
 // TestDecideAnHTTPRequest: a decide frame of event http_request is
@@ -14,6 +16,9 @@ import (
 // operator's module, and audited; no request is made.
 func TestDecideAnHTTPRequest(t *testing.T) {
 	t.Parallel()
+	if gate.EventHTTPRequest != wire.EventHTTPRequest {
+		t.Fatalf("the gate's event %q and the wire's %q differ", gate.EventHTTPRequest, wire.EventHTTPRequest)
+	}
 	h := start(t, options{
 		policy: "version: 1\nworkspace_root: ./ws\nsandbox:\n  net: {enabled: true, allow: [api.github.com], inspect: [api.github.com]}\n",
 		rego: `package gatekeeper

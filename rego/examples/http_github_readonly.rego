@@ -9,8 +9,8 @@
 # `gatekeeper policy check` refuses a rule that compares
 # input.http.method with a lower-case name, input.http.host with a host
 # that is not intercepted, or input.http.path with a literal that does
-# not start with "/". Test a rule with `gatekeeper decide` (event
-# http_request) before you deploy it.
+# not start with "/". Test a rule with a decide frame of event
+# http_request (docs/protocol.md) before you deploy it.
 package gatekeeper
 
 # The standard methods arrive in upper case, as clients send them.
