@@ -1,7 +1,6 @@
 package policy_test
 
 import (
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -165,26 +164,9 @@ func TestLauncherEnv(t *testing.T) {
 // policy is a valid catalog, given to runs that may reach its hosts.
 func TestSecretsShippedExample(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../sandbox.policy.yaml")
+	p, err := decode(t, shippedExample(t, "secrets", minimal+"sandbox:\n  net: {enabled: true, allow: [api.github.com, github.com], secrets: [github]}\nsecrets:\n"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	_, example, ok := strings.Cut(string(data), "\n# secrets:\n")
-	if !ok {
-		t.Fatal("the shipped policy has no commented secrets example")
-	}
-	var b strings.Builder
-	b.WriteString(minimal + "sandbox:\n  net: {enabled: true, allow: [api.github.com, github.com], secrets: [github]}\nsecrets:\n")
-	for line := range strings.Lines(example) {
-		rest, ok := strings.CutPrefix(line, "# ")
-		if !ok {
-			break
-		}
-		b.WriteString(rest)
-	}
-	p, err := decode(t, b.String())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
 	}
 	if gh := p.Secrets["github"]; gh.FromEnv != "GITHUB_TOKEN" || gh.Inject.Header != "Authorization" || !gh.Require {
 		t.Errorf("example secret = %+v", gh)
