@@ -231,6 +231,15 @@ func TestRunSpecSecrets(t *testing.T) {
 			t.Errorf("%s: the error holds the value: %v", tc.name, err)
 		}
 	}
+	// A query without network gets no secret, and reads none.
+	off, err := eng.OpenQuery(t.Context(), "off", []byte(`{"net": {"enabled": false}}`))
+	must(t, err)
+	offEff, err := off.Effective(t.Context())
+	must(t, err)
+	spec, err = offEff.RunSpec(t.Context(), gate.RunRequest{Language: "python", LookupEnv: env(nil)})
+	if err != nil || len(spec.Sandbox.Network.Secrets) != 0 || spec.Requests != nil {
+		t.Errorf("a run without network: %v, secrets %+v, requests %v", err, spec.Sandbox.Network.Secrets, spec.Requests)
+	}
 	must(t, os.Remove(filepath.Join(e.dir, "pypi-token")))
 	_, err = eff.RunSpec(t.Context(), gate.RunRequest{Language: "python", LookupEnv: env(map[string]string{"TEST_GITHUB_TOKEN": "gh-value"})})
 	if err == nil || !strings.Contains(err.Error(), `secret "pypi" (file `) || !strings.Contains(err.Error(), "pypi-token") {

@@ -179,10 +179,12 @@ func sandboxFile(p string) bool {
 
 // netSecrets checks the keys of a sandbox section (the base's or an
 // override merged over it) that refer to the catalog: net.secrets names
-// entries of it, is empty when the network is off, and every secret's
-// and net.inspect's host is one a net.allow pattern admits, since a
-// request to any other never reaches the proxy's inspection.
-func (v *validator) netSecrets(s Sandbox, cat map[string]Secret, pre string) {
+// entries of it, and every secret's and net.inspect's host is one a
+// net.allow pattern admits, since a request to any other never reaches
+// the proxy's inspection. In the policy file (base), net.secrets must be
+// empty when the network is off; an override may turn the network off
+// whatever secrets it inherits, since a run without network gets none.
+func (v *validator) netSecrets(s Sandbox, cat map[string]Secret, pre string, base bool) {
 	n := s.Net
 	v.hostPatterns(pre+"net.inspect", n.Inspect, nethost.ParseAllow)
 	if b := n.BodyPreview; b < 0 || b > MaxBodyPreview {
@@ -203,8 +205,10 @@ func (v *validator) netSecrets(s Sandbox, cat map[string]Secret, pre string) {
 		case slices.Index(n.Secrets, name) < i:
 			v.add(at, "%q is listed twice", name)
 			continue
-		case !n.Enabled:
+		case !n.Enabled && base:
 			v.add(at, "secret %q is given to runs that have no network (net.enabled is false)", name)
+			continue
+		case !n.Enabled:
 			continue
 		}
 		for _, h := range sec.Hosts {
