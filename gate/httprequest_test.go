@@ -265,3 +265,37 @@ func TestOverrideSecretsWithinCeilings(t *testing.T) {
 		t.Errorf("dropping an inspected host: %v", err)
 	}
 }
+
+// BenchmarkHTTPJudge measures one request's decision, which the egress
+// proxy adds to every intercepted request, under the built-in rule alone
+// and with the shipped example module.
+func BenchmarkHTTPJudge(b *testing.B) {
+	for _, example := range []bool{false, true} {
+		name := "builtin"
+		if example {
+			name = "with the example module"
+		}
+		b.Run(name, func(b *testing.B) {
+			e := newEnv(b, "")
+			text := strings.Replace(httpPolicy, "PYPI_FILE", filepath.Join(e.dir, "pypi-token"), 1)
+			must(b, os.WriteFile(e.policyFile, []byte(text), 0o644))
+			if example {
+				src, err := os.ReadFile("../rego/examples/http_github_readonly.rego")
+				must(b, err)
+				must(b, os.WriteFile(filepath.Join(e.regoDir, "example.rego"), src, 0o644))
+			}
+			eng, err := gate.New(b.Context(), gate.Config{Logger: quiet, PolicyFile: e.policyFile, RegoDir: e.regoDir, Home: e.home})
+			must(b, err)
+			q, err := eng.OpenQuery(b.Context(), "q", nil)
+			must(b, err)
+			eff, err := q.Effective(b.Context())
+			must(b, err)
+			judge, req := eff.HTTPJudge("r", "q"), githubGET("GET", "/repos/our-org/x")
+			for b.Loop() {
+				if v := judge.JudgeRequest(b.Context(), req); !v.Allow {
+					b.Fatal(v)
+				}
+			}
+		})
+	}
+}
