@@ -108,6 +108,14 @@ type Event struct {
 	// Error says how an allowed request ended abnormally (dial failure,
 	// byte limit, idle timeout, upstream error); empty when it ended cleanly.
 	Error string
+	// Intercepted, Path, Status, Proto, Secrets, Omitted: an intercepted
+	// request's (stand-in).
+	Intercepted bool
+	Path        string
+	Status      int
+	Proto       string
+	Secrets     []string
+	Omitted     int
 }
 
 // Auditor receives one Event per request: for a denied request before the

@@ -100,6 +100,8 @@ type Config struct {
 	DialTimeout time.Duration
 	// Logger receives audit failures and connection errors; nil discards.
 	Logger *slog.Logger
+	// CA signs intercepted hosts' certificates (stand-in).
+	CA *CA
 }
 
 // Proxy is the egress proxy. Create it with New, tell it which source
