@@ -118,15 +118,7 @@ func TestFormatIndentsANestedCallUnderItsRun(t *testing.T) {
 			Approval: &audit.Approval{By: "client", Decision: "deny", Message: "no", WaitMS: 1200}},
 			[]string{"  ↳ ✘ DENY ", "run r_9 call 6 · args 0 B · 0 ms · asked: client deny after 1200 ms · needs approval; the user denied this call from code: no\n"}},
 	} {
-		var b strings.Builder
-		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
-			}
-		}
+		formatContains(t, tc.name, tc.rec, tc.want)
 	}
 }
 
@@ -149,15 +141,7 @@ func TestFormatShowsSessionsAndTheirRuns(t *testing.T) {
 			SessionID: "s_5f1c2e", SessionRun: 1, StateLost: &audit.StateLost{Reason: "expired", Lost: "variables", Fresh: true}},
 			[]string{"session s_5f1c2e run 1 · state lost (expired, fresh session)"}},
 	} {
-		var b strings.Builder
-		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
-			}
-		}
+		formatContains(t, tc.name, tc.rec, tc.want)
 	}
 }
 
@@ -183,17 +167,25 @@ func TestFormatIndentsAnInterceptedRequestUnderItsRun(t *testing.T) {
 			Method: "CONNECT", Host: "pypi.org", Port: 443, BytesUp: 10, BytesDown: 20},
 			[]string{"#10    ✔ ALLOW   egress ", "pypi.org:443 ↑10 B ↓20 B"}},
 	} {
-		var b strings.Builder
-		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
-			}
-		}
-		if tc.rec.Method == "CONNECT" && strings.Contains(b.String(), "↳") {
-			t.Errorf("%s: a tunnel is indented: %q", tc.name, b.String())
+		line := formatContains(t, tc.name, tc.rec, tc.want)
+		if tc.rec.Method == "CONNECT" && strings.Contains(line, "↳") {
+			t.Errorf("%s: a tunnel is indented: %q", tc.name, line)
 		}
 	}
+}
+
+// formatContains formats rec plainly and checks that the line holds each
+// of want; it returns the line.
+func formatContains(t *testing.T, name string, rec audit.Record, want []string) string {
+	t.Helper()
+	var b strings.Builder
+	if err := console.Format(&b, &rec, console.Style{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s: %q lacks %q", name, b.String(), w)
+		}
+	}
+	return b.String()
 }
