@@ -228,9 +228,13 @@ func (x *exchange) serve(sb sandbox) {
 	out.Close = false
 	out.Trailer = nil
 	removeHopHeaders(out.Header)
-	if len(names) > 0 {
-		// The transport asks for gzip and decodes it itself, so that the
-		// response can be scrubbed; see RuleUndecodable.
+	// Every response to a run with secrets is scrubbed of all of them, not
+	// only of those injected into its request: an upstream may return a
+	// value it stored from an earlier request (a token echoed by a later
+	// GET). The transport asks for gzip and decodes it itself, so that the
+	// response can be scrubbed; see RuleUndecodable.
+	scrub := sb.secrets.Names()
+	if len(scrub) > 0 {
 		out.Header.Del("Accept-Encoding")
 	}
 	watched := &firstError{}
@@ -274,7 +278,7 @@ func (x *exchange) serve(sb sandbox) {
 		return
 	}
 	defer resp.Body.Close()
-	if ce := resp.Header.Get("Content-Encoding"); len(names) > 0 && ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce := resp.Header.Get("Content-Encoding"); len(scrub) > 0 && ce != "" && !strings.EqualFold(ce, "identity") {
 		x.refuse(http.StatusBadGateway, RuleUndecodable, fmt.Sprintf("the response came back with Content-Encoding %+.64q, which the proxy cannot decode to remove the secret from it", ce))
 		return
 	}
@@ -287,10 +291,10 @@ func (x *exchange) serve(sb sandbox) {
 		h["Content-Type"] = nil // no sniffing: pass on what upstream sent
 	}
 	var body io.Reader = resp.Body
-	if len(names) > 0 {
-		sb.secrets.ScrubHeader(h, names)
+	if len(scrub) > 0 {
+		sb.secrets.ScrubHeader(h, scrub)
 		h.Del("Content-Length") // scrubbing changes the length
-		body = sb.secrets.Scrub(body, names)
+		body = sb.secrets.Scrub(body, scrub)
 	}
 	down := &meteredBody{r: body, act: act, max: p.cfg.MaxBytesPerConn}
 	x.ev.Status = resp.StatusCode

@@ -104,6 +104,17 @@ func startTLSUpstream(t *testing.T, h2 bool) *tlsUpstream {
 			case <-r.Context().Done():
 			case <-time.After(waitFor):
 			}
+		case "/stored":
+			// What a server keeps from an earlier request and returns
+			// later: the last Authorization it was sent.
+			u.mu.Lock()
+			for _, hit := range slices.Backward(u.hits) {
+				if a := hit.Header.Get("Authorization"); a != "" {
+					fmt.Fprintf(w, "stored %s", a)
+					break
+				}
+			}
+			u.mu.Unlock()
 		case "/echo":
 			b, _ := io.ReadAll(r.Body)
 			u.mu.Lock()
@@ -626,6 +637,13 @@ func TestProxyInjectsASecretOnlyOverTLSAndScrubsItFromTheResponse(t *testing.T) 
 		t.Errorf("event %+v; want secrets [tok] and never the value", ev)
 	}
 
+	// A later request that carries no sentinel, to which the server
+	// returns the value it kept: scrubbed all the same.
+	resp, body = do(t, h.proxyClient(t, nil, false, nil), newReq(t, http.MethodGet, fmt.Sprintf("https://example.com:%d/stored", u.port), nil))
+	if resp.StatusCode != 200 || strings.Contains(body, "real-value-123") || body != "stored Bearer "+sentinels["tok"] {
+		t.Errorf("GET /stored = %q %q; want the kept value scrubbed to the sentinel", resp.Status, body)
+	}
+
 	// Plain http to the same host: refused before anything is sent.
 	plain := newReq(t, http.MethodGet, fmt.Sprintf("http://example.com:%d/", httpPort), nil)
 	plain.Header.Set("Authorization", "Bearer "+sentinels["tok"])
@@ -638,8 +656,8 @@ func TestProxyInjectsASecretOnlyOverTLSAndScrubsItFromTheResponse(t *testing.T) 
 	if resp.StatusCode != 200 || !strings.HasPrefix(body, "upstream ok") {
 		t.Errorf("plain http = %q %q", resp.Status, body)
 	}
-	if seen := j.seen(); len(seen) != 2 || seen[1].Scheme != "http" || seen[1].Path != "/plain" {
-		t.Errorf("judge saw %+v; want the plain request second, scheme http", seen)
+	if seen := j.seen(); len(seen) != 3 || seen[2].Scheme != "http" || seen[2].Path != "/plain" {
+		t.Errorf("judge saw %+v; want the plain request third, scheme http", seen)
 	}
 }
 
