@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/x509"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,5 +67,40 @@ func TestEgressCAIsMadeOrKept(t *testing.T) {
 	}
 	if _, err := egressCA(filepath.Join(file, "below-a-file")); err == nil || !strings.Contains(err.Error(), "--egress-ca-file") {
 		t.Errorf("an unusable CA file: %v, want an error naming the flag", err)
+	}
+}
+
+// TestUpstreamRootsAddAFileToTheSystems: --egress-upstream-ca adds its
+// certificates to the system's roots; a file without one is refused.
+func TestUpstreamRootsAddAFileToTheSystems(t *testing.T) {
+	t.Parallel()
+	if pool, err := upstreamRoots(""); pool != nil || err != nil {
+		t.Errorf("upstreamRoots(\"\") = %v, %v; want nil (the system's roots)", pool, err)
+	}
+	ca, err := egressCA("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "none.pem")
+	if err := os.WriteFile(good, ca.CertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := upstreamRoots(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Leaf("api.example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "api.example.com"}); err != nil {
+		t.Errorf("a leaf of the file's CA does not verify against the pool: %v", err)
+	}
+	if _, err := upstreamRoots(bad); err == nil || !strings.Contains(err.Error(), "--egress-upstream-ca") {
+		t.Errorf("a file without a certificate: %v, want an error naming the flag", err)
 	}
 }

@@ -75,6 +75,11 @@ run for the sidecar's re-decision of a run) and tool_use_id are optional,
 and sandbox_policy is an open_query override. The policy is loaded as
 serve loads it, from the same flags.
 
+With "event": "http_request" it decides a sandboxed program's request to
+an intercepted host (net.inspect, a secret's hosts) as the egress proxy's
+judge does, e.g.
+  {"event": "http_request", "http": {"method": "DELETE", "host": "api.github.com", "path": "/repos/our-org/x"}}
+
 With "event": "code_call" it reads a program's nested call instead, e.g.
   {"event": "code_call", "server": "crm", "tool": "delete_customer", "arguments": {"id": 7},
    "annotations": {"readOnlyHint": false, "destructiveHint": true}}
@@ -101,7 +106,7 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 	if isCodeCall(data) {
 		return decideNested(ctx, engineOpts, data, stdout, stderr)
 	}
-	req, werr := wire.DecodeDryRun(data, wire.EventPreToolUse, wire.EventCanUseTool, gate.EventRun)
+	req, werr := wire.DecodeDryRun(data, wire.EventPreToolUse, wire.EventCanUseTool, gate.EventRun, gate.EventHTTPRequest)
 	if werr != nil {
 		fmt.Fprintf(stderr, "gatekeeper decide: %s: %s\n", werr.Code, untrusted.Terminal(werr.Message))
 		return exitError(2)
@@ -118,6 +123,16 @@ Exit status: 0 allow, 1 deny, 3 ask, 2 bad input.`, stderr)
 			return exitError(1)
 		}
 		return err
+	}
+	if req.Decide.Event == gate.EventHTTPRequest {
+		// A run's request to an intercepted host, decided as the proxy's
+		// judge decides it (with the query's effective policy).
+		eff, err := q.Effective(ctx)
+		if err != nil {
+			return err
+		}
+		d := eff.DecideHTTP(ctx, server.HTTPInput(&req.Decide, "cli"), 0)
+		return writeDecision(stdout, decideResult{Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash})
 	}
 	d, err := q.Decide(ctx, server.Call(&req.Decide))
 	res := decideResult{Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -155,6 +156,7 @@ type egressOptions struct {
 	idleTimeout time.Duration
 	maxBytes    int64
 	caFile      string
+	upstreamCA  string
 }
 
 // egressFlags registers the egress proxy's flags on fs.
@@ -164,6 +166,7 @@ func egressFlags(fs *flag.FlagSet) *egressOptions {
 	fs.DurationVar(&o.idleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "an egress tunnel or request with no traffic for this long is closed")
 	fs.Int64Var(&o.maxBytes, "egress-max-bytes", egress.DefaultMaxBytesPerConn, "bytes each way one egress tunnel or request may carry")
 	fs.StringVar(&o.caFile, "egress-ca-file", "", "keep the egress proxy's CA (which signs the certificates of intercepted hosts) in this file, mode 0600, made if missing; without it the CA is made at start and lives in memory only")
+	fs.StringVar(&o.upstreamCA, "egress-upstream-ca", "", "a PEM file of CA certificates the egress proxy trusts, besides the system's, when it verifies an intercepted host (a company's private CA)")
 	return o
 }
 
@@ -175,9 +178,34 @@ func newEgressProxy(o egressOptions, log *slog.Logger) (*egress.Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
+	roots, err := upstreamRoots(o.upstreamCA)
+	if err != nil {
+		return nil, err
+	}
 	return egress.New(egress.Config{
 		Auditor: o.auditor, MaxConnsPerSandbox: o.maxConns, IdleTimeout: o.idleTimeout, MaxBytesPerConn: o.maxBytes, Logger: log, CA: ca,
+		UpstreamRoots: roots,
 	})
+}
+
+// upstreamRoots is the system's roots and the certificates of file; nil
+// (the system's roots) without one. A file with no certificate is an error.
+func upstreamRoots(file string) (*x509.CertPool, error) {
+	if file == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--egress-upstream-ca: %w", err)
+	}
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--egress-upstream-ca %s: no PEM certificate in it", file)
+	}
+	return pool, nil
 }
 
 // egressCA is the egress proxy's CA: kept in file, or in memory without one.
