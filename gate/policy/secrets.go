@@ -12,6 +12,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/runner"
+	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
 )
 
 // Secret is one entry of the policy's secrets catalog (secrets.<name>): a
@@ -91,19 +92,10 @@ const (
 // lines and the policy's input.
 var secretNameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 
-// launcherEnv are the environment variables the sandbox's launcher sets
-// itself, which a sentinel may not name (compared ignoring case; names
-// ending in _PROXY and starting with GATEKEEPER_ too): the egress proxy's
-// variables, and the CA variables that make the program trust the
-// sidecar's CA (docs/SANDBOX.md, "Secrets and request rules").
-var launcherEnv = []string{"PATH", "HOME", "LANG", "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "PIP_CERT", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "NPM_CONFIG_CAFILE"}
-
 // LauncherEnv reports whether the sandbox's launcher owns the environment
-// variable name, so that no sentinel may take it.
-func LauncherEnv(name string) bool {
-	u := strings.ToUpper(name)
-	return slices.Contains(launcherEnv, u) || strings.HasSuffix(u, "_PROXY") || strings.HasPrefix(u, "GATEKEEPER_")
-}
+// variable name, so that no sentinel may take it (runner/sandbox's
+// ReservedEnv: one list for the check here and the one at a run's start).
+func LauncherEnv(name string) bool { return sandbox.ReservedEnv(name) }
 
 // secrets checks the catalog: each entry's source (the mcp_servers value
 // check), hosts, inject, sentinel, and no two sentinels in one place.

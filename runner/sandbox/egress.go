@@ -86,15 +86,23 @@ func intercepts(n runner.Network) bool {
 // envName is a variable name a sentinel may take.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// reservedEnv are the variables the sandbox sets itself, which a
-// sentinel may not take.
-var reservedEnv = func() map[string]bool {
-	m := map[string]bool{}
-	for _, kv := range append(append(launch.Env(), ProxyEnv("")...), (&launch.Egress{}).Env()...) {
-		m[kv[:strings.IndexByte(kv, '=')]] = true
+// ReservedEnv reports whether the sandbox sets the variable name itself,
+// so that no sentinel may take it: the program's base environment, the
+// proxy's variables (any name ending in _PROXY), the CA variables, and any
+// name starting with GATEKEEPER_. Case is ignored (npm reads its
+// npm_config_ variables so). The gate's policy check asks it too.
+func ReservedEnv(name string) bool {
+	u := strings.ToUpper(name)
+	if strings.HasSuffix(u, "_PROXY") || strings.HasPrefix(u, "GATEKEEPER_") {
+		return true
 	}
-	return m
-}()
+	for _, kv := range append(append(launch.Env(), ProxyEnv("")...), (&launch.Egress{}).Env()...) {
+		if strings.ToUpper(kv[:strings.IndexByte(kv, '=')]) == u {
+			return true
+		}
+	}
+	return false
+}
 
 // planEgress gives p, whose network the proxy intercepts, the sentinels
 // of its sandbox (made here, once per sandbox) and what its launcher
@@ -121,7 +129,7 @@ func planEgress(p *Plan, ca []byte) (problems []string) {
 			problems = append(problems, fmt.Sprintf("secret %q: its sentinel needs exactly one of env and file", s.Name))
 		case env != "" && !envName.MatchString(env):
 			problems = append(problems, fmt.Sprintf("secret %q: sentinel env %q is not a variable name", s.Name, env))
-		case env != "" && (reservedEnv[env] || envs[env]):
+		case env != "" && (ReservedEnv(env) || envs[env]):
 			problems = append(problems, fmt.Sprintf("secret %q: sentinel env %q is taken", s.Name, env))
 		case env != "":
 			envs[env] = true
