@@ -75,7 +75,8 @@ type Config struct {
 	// MCP tools itself, through the Agent SDK, and the gate's overhead on a
 	// nested call), sessions (row 10: a sandbox kept for a query's runs
 	// against single-use runs, at scale, and idle sessions' memory),
-	// compare (Compare); empty means all.
+	// egress (row 11: an HTTPS request the egress proxy intercepts against
+	// one it tunnels), compare (Compare); empty means all.
 	Only []string
 	// Merge lays this run's rows over Out's results.json instead of
 	// replacing it (see MergeResults): with Only, the rows of one phase
@@ -179,6 +180,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"seccomp", e.seccomp},
 		{"codemode", e.codemode},
 		{"sessions", e.sessions},
+		{"egress", e.egress},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {

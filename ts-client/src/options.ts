@@ -71,6 +71,21 @@ export interface SandboxPolicy {
     allow?: string[];
     /** Hosts it may not reach. */
     deny?: string[];
+    /**
+     * Hosts whose HTTPS requests the sidecar's egress proxy terminates and
+     * decides one by one (event `http_request`); an override may add hosts,
+     * never drop one.
+     */
+    inspect?: string[];
+    /**
+     * Secrets (by name, from the policy's `secrets:`) the run may use but
+     * never read: it sees a sentinel that the proxy swaps for the value in
+     * requests to the secret's hosts. An override may add only names in the
+     * operator's `ceilings.secrets`.
+     */
+    secrets?: string[];
+    /** Bytes of a request body the policy sees: bytes, or a string such as `"1k"`. */
+    body_preview?: number | string;
   };
   /** The sandboxed process. */
   proc?: {

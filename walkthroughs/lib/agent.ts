@@ -129,7 +129,9 @@ function printOutcome(t: Transcript, o: Outcome): void {
     else t.line('gate', `run        → ${String(r.decision)}  ${String(r.rule)} (the sidecar decides the run's own input again)`);
   }
   for (const e of o.egress) {
-    t.line('egress', `${String(e.decision)} ${String(e.host)}:${String(e.port)}  ${String(e.rule)}`);
+    const req = e.method !== undefined && e.method !== 'CONNECT' ? ` ${e.method} ${e.path ?? ''} → ${e.status !== undefined ? String(e.status) : '-'}` : '';
+    const injected = e.secrets !== undefined && e.secrets.length > 0 ? `  secrets ${e.secrets.join(',')}` : '';
+    t.line('egress', `${String(e.decision)} ${String(e.host)}:${String(e.port)}${req}  ${String(e.rule)}${injected}`);
   }
   const s = o.sandbox;
   if (s !== undefined) {

@@ -1,4 +1,4 @@
-// Runs the ten walkthroughs in order, each in its own process, and fails
+// Runs the eleven walkthroughs in order, each in its own process, and fails
 // when any of them fails. `npm run all`.
 
 import { spawnSync } from 'node:child_process';
@@ -21,8 +21,8 @@ console.log(bold('━━ Walkthroughs ' + '━'.repeat(62)));
 for (const r of results) console.log(`   ${r.ok ? green('✔') : red('✘')} ${r.name.padEnd(26)} ${r.secs.toFixed(1).padStart(5)} s`);
 const failed = results.filter((r) => !r.ok);
 const total = ((Date.now() - started) / 1000).toFixed(1);
-if (scripts.length !== 10) {
-  console.log(red(`expected 10 walkthroughs in ${build}, found ${String(scripts.length)}`));
+if (scripts.length !== 11) {
+  console.log(red(`expected 11 walkthroughs in ${build}, found ${String(scripts.length)}`));
   process.exit(1);
 }
 console.log(failed.length === 0 ? green(bold(`all ${String(results.length)} walkthroughs passed (${total} s)`)) : red(bold(`${String(failed.length)} of ${String(results.length)} walkthroughs failed (${total} s)`)));

@@ -61,6 +61,12 @@ export interface PolicyParams {
   mcpServers?: Record<string, unknown>;
   /** code_calls: which of their tools code may call, and the bounds. */
   codeCalls?: Record<string, unknown>;
+  /** secrets: the credentials code may use but never read (none in the shipped policy). */
+  secrets?: Record<string, unknown>;
+  /** sandbox.net.inspect: hosts whose requests are each decided by the policy. */
+  netInspect?: string[];
+  /** sandbox.net.secrets: the secrets every run gets. */
+  netSecrets?: string[];
 }
 
 /** The parts of sandbox.policy.yaml a world sets (docs/SANDBOX.md has them all). */
@@ -69,13 +75,14 @@ interface ShippedPolicy {
   tools: { allow: string[]; ask: string[]; deny: string[] };
   sandbox: {
     fs: { image: string; workspace: { size: string }; tmp: { size: string }; deps: string; deny: string[] };
-    net: { enabled: boolean; allow: string[]; deny: string[] };
+    net: { enabled: boolean; allow: string[]; deny: string[]; inspect?: string[]; secrets?: string[] };
     proc: { cpus: number; memory: string; pids: number; timeout: string; runtime: string };
     output: { max_bytes: string };
   };
   ceilings: { memory: string; timeout: string; net_hosts: string[]; images: string[] };
   mcp_servers?: Record<string, unknown>;
   code_calls?: Record<string, unknown>;
+  secrets?: Record<string, unknown>;
 }
 
 /** shipped reads the shipped policy afresh: every world's policy starts from it. */
@@ -101,6 +108,8 @@ export function policyYaml(ws: string, p: PolicyParams): string {
   sb.fs.deny = p.fsDeny ?? sb.fs.deny;
   sb.net.enabled = p.netEnabled ?? sb.net.enabled;
   sb.net.allow = p.netAllow ?? sb.net.allow;
+  if (p.netInspect !== undefined) sb.net.inspect = p.netInspect;
+  if (p.netSecrets !== undefined) sb.net.secrets = p.netSecrets;
   sb.proc.cpus = p.cpus ?? sb.proc.cpus;
   sb.proc.memory = p.memory ?? sb.proc.memory;
   sb.proc.pids = p.pids ?? sb.proc.pids;
@@ -113,6 +122,7 @@ export function policyYaml(ws: string, p: PolicyParams): string {
   ceilings.images = p.ceilingImages ?? ceilings.images;
   if (p.mcpServers !== undefined) doc.mcp_servers = p.mcpServers;
   if (p.codeCalls !== undefined) doc.code_calls = p.codeCalls;
+  if (p.secrets !== undefined) doc.secrets = p.secrets;
   return `# written by walkthroughs/lib/world.ts: sandbox.policy.yaml with the walkthrough's knobs\n${stringify(doc)}`;
 }
 
@@ -137,6 +147,8 @@ export interface WorldOptions {
   policyFrom?: string;
   /** Operator Rego modules (file name → text), loaded with serve --rego-dir. */
   rego?: Record<string, string>;
+  /** Extra arguments of `gatekeeper serve`. */
+  serveArgs?: string[];
 }
 
 /** Dirs is the temp tree of a world. */
@@ -231,6 +243,7 @@ export async function startWorld(o: WorldOptions): Promise<World> {
     for (const [name, text] of Object.entries(o.rego)) writeFileSync(join(regoDir, name), text);
     args.push('--rego-dir', regoDir);
   }
+  args.push(...(o.serveArgs ?? []));
   const out = openSync(logFile, 'a');
   const child: ChildProcess = spawn(GATEKEEPER_BIN, args, { env, stdio: ['ignore', out, out] });
   closeSync(out);
@@ -397,6 +410,12 @@ export interface AuditRecord {
   error?: string;
   host?: string;
   port?: number;
+  /** An egress line of an intercepted request: its method, path and status, and the secrets injected, by name. */
+  method?: string;
+  path?: string;
+  status?: number;
+  secrets?: string[];
+  intercepted?: boolean;
   /** A code_call line: the MCP server, the call's number in its run, digests and sizes, the error of a call that got no result. */
   server?: string;
   call_seq?: number;

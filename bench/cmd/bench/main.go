@@ -44,7 +44,7 @@ func quote(log *slog.Logger, path string) string {
 }
 
 // withoutOPA are the phases that start no OPA server.
-var withoutOPA = []string{"runs", "memory", "trace", "profiles", "interpreters", "pool", "kube", "seccomp", "codemode", "sessions", "compare"}
+var withoutOPA = []string{"runs", "memory", "trace", "profiles", "interpreters", "pool", "kube", "seccomp", "codemode", "sessions", "egress", "compare"}
 
 // onlyWithoutOPA says whether only names phases that start no OPA server.
 func onlyWithoutOPA(only []string) bool {
@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.Kube, "kube", false, "also measure rows 6 and 7 on Kubernetes Pods (--runner kube, the cluster of the environment: scripts/ensure-kube env)")
 	pprofTop := fs.String("pprof-top", "", "file with `go tool pprof -top` output to quote")
 	regoBench := fs.String("rego-bench", "", "file with `go test -bench RegoDecision` output to quote")
-	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, interpreters, pool, kube, seccomp, codemode, sessions, compare")
+	only := fs.String("only", "", "comma-separated phases: decisions, throughput, runs, profiles, memory, trace, interpreters, pool, kube, seccomp, codemode, sessions, egress, compare")
 	conns := fs.String("conns", "1,16,64", "throughput concurrency levels")
 	sessions := fs.String("pool-sessions", "8,32", "the pool phase's levels of concurrent sessions")
 	think := fs.String("pool-think", "5s,1s", "the pool phase's pauses between a session's runs")
