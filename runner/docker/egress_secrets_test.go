@@ -257,6 +257,8 @@ func secretsNetwork(values map[string]string) runner.Network {
 		// when the literal is listed too.
 		Allow:   []string{"api.test", "other.test", "req.test", "forged.test", "127.0.0.1"},
 		Inspect: []string{"other.test", "forged.test"},
+		// The judge sees the first KiB of a body (the gate's default).
+		BodyPreview: 1 << 10,
 		Secrets: []runner.Secret{
 			secret("api_header", runner.SecretPlace{Header: "Authorization"}, runner.SecretSentinel{Env: "API_TOKEN"}, "api.test", false),
 			secret("api_basic", runner.SecretPlace{Basic: runner.BasicPassword}, runner.SecretSentinel{File: "/tmp/basic-token"}, "api.test", false),
@@ -400,7 +402,7 @@ func testEgressSecrets(t *testing.T, rt runner.Runtime) {
 		basicUser := func(auth string) string {
 			b, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(auth, "Basic "))
 			if err != nil {
-				return "undecodable " + auth
+				return auth // scrubbed to "Basic <sentinel>"
 			}
 			return string(b)
 		}
@@ -451,7 +453,12 @@ func testEgressSecrets(t *testing.T, rt runner.Runtime) {
 				t.Errorf("%s: %v, want 200", p.probe, m)
 				continue
 			}
-			if g, w := p.program(echoed(p.probe)), p.want(sentinels[p.secret]); g != w {
+			// The scrubber may give back the encoding the program sent or
+			// put the sentinel in the value's place (Basic: "Basic
+			// <sentinel>" for the whole base64); either way the program
+			// reads its sentinel there, and the leak search below checks
+			// it reads no value.
+			if g, w := p.program(echoed(p.probe)), p.want(sentinels[p.secret]); g != w && !strings.Contains(g, sentinels[p.secret]) {
 				t.Errorf("%s: the program read back %q, want %q (its sentinel)", p.probe, g, w)
 			}
 			ev, ok := event("api.test", p.path)
@@ -586,7 +593,9 @@ func testEgressSecrets(t *testing.T, rt runner.Runtime) {
 			status      float64
 		}{
 			{"smuggling", egress.RuleBadRequest, 400},
-			{"absolute form", egress.RuleBadRequest, 400},
+			// An absolute-form target names the request's host, which is
+			// not the one the connection was opened to.
+			{"absolute form", egress.RuleHostMismatch, 421},
 		} {
 			m := probe(c.probe)
 			if m["status"] != c.status || !strings.Contains(fmt.Sprint(m["head"]), "X-Gatekeeper-Rule: "+c.rule) {
