@@ -313,6 +313,11 @@ func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrPolicy, err)
 	}
+	// A request rule that can never fire is refused as a compile error is:
+	// its author believes requests are checked that are not.
+	if probs := httpRuleProblems(operator, p); len(probs) > 0 {
+		return nil, fmt.Errorf("%w: %s", ErrPolicy, strings.Join(probs, "\n"))
+	}
 	prep := func(q string) (oparego.PreparedEvalQuery, error) {
 		return oparego.New(
 			oparego.Query(q),

@@ -3,6 +3,7 @@ package gate
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -48,6 +49,9 @@ type RunRequest struct {
 	// run) every run is single use.
 	SessionID     string
 	SessionEvents func(runner.SessionEvent)
+	// LookupEnv reads the sidecar's environment for the run's secrets
+	// ({from_env}); nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // RunRequestError is a run request its effective policy does not let
@@ -69,6 +73,11 @@ func (e *RunRequestError) Error() string { return e.Message }
 // become a sandbox and the run must not start. This is the one path from
 // an effective policy to a run: the sidecar's run handler and gatekeeper
 // run both take it, so that neither runs what the other would refuse.
+//
+// A networked run gets the effective sandbox.net.secrets, their values
+// read now (an unreadable or empty one is an error naming it and its
+// source: the run must not start), and Spec.Requests, the HTTPJudge that
+// decides its requests to intercepted hosts.
 //
 // The Spec runs in the request's session when the policy turns sessions
 // on and the request names one (RunRequest.SessionID).
@@ -108,6 +117,13 @@ func (eff *Effective) RunSpec(ctx context.Context, r RunRequest) (runner.Spec, e
 	if err != nil {
 		return runner.Spec{}, err
 	}
+	lookup := r.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	if err := eff.readSecrets(&sb.Network, lookup); err != nil {
+		return runner.Spec{}, err
+	}
 	spec := runner.Spec{
 		RunID: r.RunID, QueryID: r.QueryID, Language: runner.Language(r.Language), Code: r.Code,
 		Files: r.Files, Timeout: timeout, Sandbox: sb, Outputs: r.Outputs,
@@ -118,6 +134,11 @@ func (eff *Effective) RunSpec(ctx context.Context, r RunRequest) (runner.Spec, e
 	}
 	if r.ToolUseID != "" {
 		spec.Labels = map[string]string{"gatekeeper.tool_use_id": r.ToolUseID}
+	}
+	if sb.Network.Enabled {
+		// Its requests to intercepted hosts are decided under this
+		// policy's revision, as its nested calls are.
+		spec.Requests = eff.HTTPJudge(r.RunID, r.QueryID)
 	}
 	spec.Caller = eff.CodeCaller(r, r.ToolServers, r.Auditor)
 	if spec.Caller != nil && r.Wrappers != nil {

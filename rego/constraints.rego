@@ -100,6 +100,31 @@ violations contains "sandbox.net.enabled cannot be turned on: ceilings.net_hosts
 	count(input.ceilings.net_hosts) == 0
 }
 
+# A run gets the secrets of the base policy's net.secrets; an override may
+# add only those ceilings.secrets names (the sidecar has already checked
+# that every name is in the secrets catalog).
+violations contains msg if {
+	some n in input.merged.net.secrets
+	not n in {x | some x in input.base.net.secrets}
+	not n in {x | some x in input.ceilings.secrets}
+	msg := sprintf("sandbox.net.secrets cannot add %q: it is not in ceilings.secrets", [n])
+}
+
+# Inspection only adds checks: an override may inspect more hosts, never
+# fewer.
+violations contains msg if {
+	some h in input.base.net.inspect
+	not h in {x | some x in input.merged.net.inspect}
+	msg := sprintf("sandbox.net.inspect cannot drop %q", [h])
+}
+
+# What the request rules see of a body is the operator's choice: a smaller
+# preview could hide what a rule looks for.
+violations contains msg if {
+	input.merged.net.body_preview != input.base.net.body_preview
+	msg := sprintf("sandbox.net.body_preview cannot be changed by an override (asked for %s)", [fmt(input.merged.net.body_preview, "bytes")])
+}
+
 # fmt renders a limit the way people write it in the policy file.
 fmt(n, "bytes") := sprintf("%dg", [n / 1073741824]) if {
 	n > 0

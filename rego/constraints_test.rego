@@ -4,7 +4,7 @@ import data.gatekeeper.constraints
 
 _base := {
 	"fs": {"image": "", "workspace": {"size": 67108864}, "tmp": {"size": 67108864}, "deps": "", "deny": ["~/.ssh/**"], "write_protect": ["**/deploy"], "write_protect_allow": ["ide_config"]},
-	"net": {"enabled": false, "allow": [], "deny": ["evil.example"]},
+	"net": {"enabled": false, "allow": [], "deny": ["evil.example"], "inspect": ["api.github.com"], "secrets": ["github"], "body_preview": 1024},
 	"proc": {"cpus": 1, "memory": 268435456, "pids": 128, "timeout": 10000, "runtime": "runc", "user": 65534},
 	"output": {"max_bytes": 1048576, "max_files": 20, "max_files_bytes": 4194304},
 	"session": {"idle_timeout": 0, "max_lifetime": 3600000},
@@ -15,6 +15,7 @@ _ceilings := {
 	"output_files": 50, "output_files_bytes": 16777216,
 	"session": {"idle_timeout": 1200000, "max_lifetime": 3600000},
 	"net_hosts": ["pypi.org", "*.pythonhosted.org"], "images": ["py:3.12"], "runtimes": ["runc", "runsc"],
+	"secrets": ["pypi"],
 }
 
 _check(patch) := v if {
@@ -182,4 +183,28 @@ test_a_session_idle_timeout_over_its_ceiling if {
 
 test_a_session_lifetime_over_its_ceiling if {
 	_check([{"op": "replace", "path": "/session/max_lifetime", "value": 7200000}]) == {"sandbox.session.max_lifetime 7200s exceeds ceiling 3600s"}
+}
+
+test_secrets_within_ceilings_may_be_added if {
+	count(_check([{"op": "add", "path": "/net/secrets/-", "value": "pypi"}])) == 0
+}
+
+test_secrets_outside_ceilings_cannot_be_added if {
+	_check([{"op": "add", "path": "/net/secrets/-", "value": "aws"}]) == {"sandbox.net.secrets cannot add \"aws\": it is not in ceilings.secrets"}
+}
+
+test_base_secrets_may_be_dropped if {
+	count(_check([{"op": "replace", "path": "/net/secrets", "value": []}])) == 0
+}
+
+test_inspect_may_grow if {
+	count(_check([{"op": "add", "path": "/net/inspect/-", "value": "pypi.org"}])) == 0
+}
+
+test_inspect_cannot_shrink if {
+	_check([{"op": "replace", "path": "/net/inspect", "value": []}]) == {"sandbox.net.inspect cannot drop \"api.github.com\""}
+}
+
+test_body_preview_cannot_change if {
+	_check([{"op": "replace", "path": "/net/body_preview", "value": 16}]) == {"sandbox.net.body_preview cannot be changed by an override (asked for 16 bytes)"}
 }

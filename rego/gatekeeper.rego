@@ -12,8 +12,10 @@
 #
 # input (built by the sidecar, see docs/SANDBOX.md):
 #   event          "PreToolUse" | "canUseTool" (the SDK client), "PreToolUse" |
-#                  "PermissionRequest" (Claude Code CLI hooks), "run", or "code_call"
-#                  (a nested call of sandboxed code: its input in code_calls.rego)
+#                  "PermissionRequest" (Claude Code CLI hooks), "run", "code_call"
+#                  (a nested call of sandboxed code: its input in code_calls.rego),
+#                  or "http_request" (a request of sandboxed code to an
+#                  intercepted host: its input in http_requests.rego)
 #   tool_name      exact tool name
 #   tool_kind      "host_fs" (a tool in host_fs_tools), "host_net" (in
 #                  host_net_tools) or "other"; the rules test it rather than

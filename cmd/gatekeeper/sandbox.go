@@ -154,6 +154,7 @@ type egressOptions struct {
 	maxConns    int
 	idleTimeout time.Duration
 	maxBytes    int64
+	caFile      string
 }
 
 // egressFlags registers the egress proxy's flags on fs.
@@ -162,15 +163,37 @@ func egressFlags(fs *flag.FlagSet) *egressOptions {
 	fs.IntVar(&o.maxConns, "egress-max-conns", egress.DefaultMaxConnsPerSandbox, "connections one networked sandbox may hold open to the egress proxy")
 	fs.DurationVar(&o.idleTimeout, "egress-idle-timeout", egress.DefaultIdleTimeout, "an egress tunnel or request with no traffic for this long is closed")
 	fs.Int64Var(&o.maxBytes, "egress-max-bytes", egress.DefaultMaxBytesPerConn, "bytes each way one egress tunnel or request may carry")
+	fs.StringVar(&o.caFile, "egress-ca-file", "", "keep the egress proxy's CA (which signs the certificates of intercepted hosts) in this file, mode 0600, made if missing; without it the CA is made at start and lives in memory only")
 	return o
 }
 
 // newEgressProxy makes the egress proxy networked sandboxes reach the
-// outside through; the runner serves it on each sandbox network.
+// outside through, with its CA (made now, or loaded from --egress-ca-file);
+// the runner serves it on each sandbox network.
 func newEgressProxy(o egressOptions, log *slog.Logger) (*egress.Proxy, error) {
+	ca, err := egressCA(o.caFile)
+	if err != nil {
+		return nil, err
+	}
 	return egress.New(egress.Config{
-		Auditor: o.auditor, MaxConnsPerSandbox: o.maxConns, IdleTimeout: o.idleTimeout, MaxBytesPerConn: o.maxBytes, Logger: log,
+		Auditor: o.auditor, MaxConnsPerSandbox: o.maxConns, IdleTimeout: o.idleTimeout, MaxBytesPerConn: o.maxBytes, Logger: log, CA: ca,
 	})
+}
+
+// egressCA is the egress proxy's CA: kept in file, or in memory without one.
+func egressCA(file string) (*egress.CA, error) {
+	if file == "" {
+		ca, err := egress.NewCA()
+		if err != nil {
+			return nil, fmt.Errorf("make the egress CA: %w", err)
+		}
+		return ca, nil
+	}
+	ca, err := egress.LoadOrCreateCA(file)
+	if err != nil {
+		return nil, fmt.Errorf("--egress-ca-file %s: %w", file, err)
+	}
+	return ca, nil
 }
 
 // auditEgress writes each egress request to the audit log as a kind
@@ -178,19 +201,34 @@ func newEgressProxy(o egressOptions, log *slog.Logger) (*egress.Proxy, error) {
 type auditEgress struct{ w server.Auditor }
 
 func (a auditEgress) Egress(ev egress.Event) error {
-	return a.w.Write(audit.Record{
-		Kind: audit.KindEgress, RunID: ev.RunID, QueryID: ev.QueryID, Host: ev.Host, Port: int(ev.Port),
+	return a.w.Write(egressRecord(ev))
+}
+
+// egressRecord is ev's audit line: every field of it but the source and
+// the upstream address; an intercepted request's secrets by name only
+// (an Event never holds a value).
+func egressRecord(ev egress.Event) audit.Record {
+	return audit.Record{
+		Kind: audit.KindEgress, RunID: ev.RunID, QueryID: ev.QueryID, Method: ev.Method, Host: ev.Host, Port: int(ev.Port),
+		Intercepted: ev.Intercepted, Path: ev.Path, Status: ev.Status, Proto: ev.Proto, Secrets: ev.Secrets,
 		Decision: string(ev.Decision), Rule: ev.Rule, Reason: ev.Reason, BytesUp: ev.BytesUp, BytesDown: ev.BytesDown,
-		DurationMS: ev.Duration.Milliseconds(), Error: ev.Error,
-	})
+		DurationMS: ev.Duration.Milliseconds(), Error: ev.Error, OmittedRequests: ev.Omitted,
+	}
 }
 
 // logEgress logs each egress request (gatekeeper run has no audit log).
 type logEgress struct{ log *slog.Logger }
 
 func (l logEgress) Egress(ev egress.Event) error {
-	l.log.Info("egress", "run_id", ev.RunID, "method", ev.Method, "host", ev.Host, "port", ev.Port,
-		"decision", ev.Decision, "rule", ev.Rule, "bytes_up", ev.BytesUp, "bytes_down", ev.BytesDown, "error", ev.Error)
+	args := []any{"run_id", ev.RunID, "method", ev.Method, "host", ev.Host, "port", ev.Port}
+	if ev.Intercepted {
+		args = append(args, "path", ev.Path, "status", ev.Status, "proto", ev.Proto, "secrets", ev.Secrets)
+	}
+	if ev.Omitted > 0 {
+		args = append(args, "omitted", ev.Omitted)
+	}
+	args = append(args, "decision", ev.Decision, "rule", ev.Rule, "bytes_up", ev.BytesUp, "bytes_down", ev.BytesDown, "error", ev.Error)
+	l.log.Info("egress", args...)
 	return nil
 }
 

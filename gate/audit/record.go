@@ -175,11 +175,27 @@ type Record struct {
 	Runs      int       `json:"runs,omitempty"`
 	Started   time.Time `json:"started,omitzero"`
 
-	// Egress fields (Kind "egress").
-	Host      string `json:"host,omitempty"`
-	Port      int    `json:"port,omitempty"`
-	BytesUp   int64  `json:"bytes_up,omitempty"`
-	BytesDown int64  `json:"bytes_down,omitempty"`
+	// Egress fields (Kind "egress", with Decision, Rule, Reason,
+	// DurationMS and Error). Method is the request's ("CONNECT" for a
+	// tunnel). An intercepted request (Intercepted: the proxy terminated
+	// its TLS and decided it on its own, event http_request) has its Path
+	// (without the query), response Status (the proxy's own for a
+	// refusal; 0 when none was sent), Proto, and Secrets: the names of the
+	// secrets injected into it, never a value. OmittedRequests is on the
+	// one line (rule egress.request_lines) that closes a run's
+	// intercepted requests past the proxy's bound: those that got no
+	// line of their own.
+	Host            string   `json:"host,omitempty"`
+	Port            int      `json:"port,omitempty"`
+	BytesUp         int64    `json:"bytes_up,omitempty"`
+	BytesDown       int64    `json:"bytes_down,omitempty"`
+	Method          string   `json:"method,omitempty"`
+	Intercepted     bool     `json:"intercepted,omitempty"`
+	Path            string   `json:"path,omitempty"`
+	Status          int      `json:"status,omitempty"`
+	Proto           string   `json:"proto,omitempty"`
+	Secrets         []string `json:"secrets,omitempty"`
+	OmittedRequests int      `json:"omitted_requests,omitempty"`
 
 	// Rotate fields (Kind "rotate", always the first line of a file, with
 	// the rotation's cause in Reason).

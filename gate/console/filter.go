@@ -91,7 +91,7 @@ const maxHayInput = 64 << 10
 func haystack(r *audit.Record) string {
 	var b strings.Builder
 	for _, s := range []string{string(r.Kind), r.Tool, r.Event, r.Decision, r.Rule, r.Reason, r.QueryID, r.RunID, r.DecisionID,
-		r.ToolUseID, string(r.Outcome), r.Error, r.Host, r.Client, r.Image, r.Runtime, r.Server, r.ErrorKind, r.SessionID} {
+		r.ToolUseID, string(r.Outcome), r.Error, r.Host, r.Method, r.Path, strings.Join(r.Secrets, "\n"), r.Client, r.Image, r.Runtime, r.Server, r.ErrorKind, r.SessionID} {
 		if s != "" {
 			b.WriteString(s)
 			b.WriteByte('\n')

@@ -116,6 +116,15 @@ func Format(w io.Writer, rec *audit.Record, st Style) error {
 		_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
 		return err
 	}
+	if rec.Kind == audit.KindEgress && (rec.Intercepted || rec.OmittedRequests > 0) {
+		// An intercepted request stands under its run, as a nested call
+		// does: METHOD host/path, its rule, then → status and the rest.
+		b.WriteString(paint(ansiDim, "  ↳ "))
+		b.WriteString(paint(toneColor[v.Tone], fmt.Sprintf("%s %-7s", v.Icon, v.Word)))
+		fmt.Fprintf(&b, " %-9s %-31s %-28s %s  %s", rec.Kind, safe(RequestTarget(rec)), safe(rec.Rule), paint(ansiDim, shortID(rec.QueryID)), requestText(rec))
+		_, err := io.WriteString(w, strings.TrimRight(b.String(), " ")+"\n")
+		return err
+	}
 	b.WriteString(paint(toneColor[v.Tone], fmt.Sprintf("%s %-7s", v.Icon, v.Word)))
 	fmt.Fprintf(&b, " %-8s %-10s %-26s %-28s %s", rec.Kind, safe(rec.Event), safe(rec.Tool), safe(rec.Rule), paint(ansiDim, shortID(rec.QueryID)))
 	switch rec.Kind {
@@ -228,6 +237,49 @@ func codeCallText(rec *audit.Record) string {
 	}
 	if rec.ErrorKind != "" && rec.Error != "" {
 		parts = append(parts, safe(rec.ErrorKind+": "+rec.Error))
+	}
+	if rec.Reason != "" && rec.Decision != "allow" {
+		parts = append(parts, safe(rec.Reason))
+	}
+	return strings.Join(parts, " · ")
+}
+
+// RequestTarget is an intercepted request's "METHOD host/path" (the
+// port when it is not 443), or the host alone on the line that counts a
+// run's omitted requests.
+func RequestTarget(rec *audit.Record) string {
+	host := rec.Host
+	if rec.Port != 0 && rec.Port != 443 {
+		host += fmt.Sprintf(":%d", rec.Port)
+	}
+	if rec.Method == "" {
+		return host
+	}
+	return rec.Method + " " + host + rec.Path
+}
+
+// requestText is the details of an intercepted request's line: the run,
+// the status, the secrets injected by name, the bytes each way, the
+// duration, and the error or reason; or how many requests got no line.
+func requestText(rec *audit.Record) string {
+	parts := []string{"run " + safe(rec.RunID)}
+	if rec.OmittedRequests > 0 {
+		return strings.Join(append(parts, fmt.Sprintf("%d more requests without a line of their own", rec.OmittedRequests)), " · ")
+	}
+	status := "→ no response"
+	if rec.Status > 0 {
+		status = fmt.Sprintf("→ %d", rec.Status)
+	}
+	parts = append(parts, status)
+	if rec.Proto != "" {
+		parts = append(parts, safe(rec.Proto))
+	}
+	if len(rec.Secrets) > 0 {
+		parts = append(parts, "secrets "+safe(strings.Join(rec.Secrets, ", ")))
+	}
+	parts = append(parts, fmt.Sprintf("↑%s ↓%s", bytesText(rec.BytesUp), bytesText(rec.BytesDown)), fmt.Sprintf("%d ms", rec.DurationMS))
+	if rec.Error != "" {
+		parts = append(parts, safe(rec.Error))
 	}
 	if rec.Reason != "" && rec.Decision != "allow" {
 		parts = append(parts, safe(rec.Reason))

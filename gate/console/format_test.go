@@ -118,15 +118,7 @@ func TestFormatIndentsANestedCallUnderItsRun(t *testing.T) {
 			Approval: &audit.Approval{By: "client", Decision: "deny", Message: "no", WaitMS: 1200}},
 			[]string{"  ↳ ✘ DENY ", "run r_9 call 6 · args 0 B · 0 ms · asked: client deny after 1200 ms · needs approval; the user denied this call from code: no\n"}},
 	} {
-		var b strings.Builder
-		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
-			}
-		}
+		formatContains(t, tc.name, tc.rec, tc.want)
 	}
 }
 
@@ -149,14 +141,51 @@ func TestFormatShowsSessionsAndTheirRuns(t *testing.T) {
 			SessionID: "s_5f1c2e", SessionRun: 1, StateLost: &audit.StateLost{Reason: "expired", Lost: "variables", Fresh: true}},
 			[]string{"session s_5f1c2e run 1 · state lost (expired, fresh session)"}},
 	} {
-		var b strings.Builder
-		if err := console.Format(&b, &tc.rec, console.Style{}); err != nil {
-			t.Fatal(err)
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(b.String(), w) {
-				t.Errorf("%s: %q lacks %q", tc.name, b.String(), w)
-			}
+		formatContains(t, tc.name, tc.rec, tc.want)
+	}
+}
+
+func TestFormatIndentsAnInterceptedRequestUnderItsRun(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		rec  audit.Record
+		want []string
+	}{
+		{"an allowed request shows its status and the secrets by name", audit.Record{Seq: 7, Time: at, Kind: audit.KindEgress, Decision: "allow", Rule: "http.allowed", Reason: "allowed",
+			QueryID: "q_1", RunID: "r_9", Method: "GET", Host: "api.github.com", Port: 443, Path: "/repos/o/r", Intercepted: true, Status: 200, Proto: "HTTP/2.0",
+			Secrets: []string{"github"}, BytesUp: 300, BytesDown: 4096, DurationMS: 12},
+			[]string{"03:04:05.000 #7       ↳ ✔ ALLOW   egress    GET api.github.com/repos/o/r", "http.allowed", "run r_9 · → 200 · HTTP/2.0 · secrets github · ↑300 B ↓4.0 KiB · 12 ms\n"}},
+		{"a refused request shows its rule and reason, the port when not 443", audit.Record{Seq: 8, Time: at, Kind: audit.KindEgress, Decision: "deny", Rule: "http.read_only",
+			Reason: "only GET \x1b[2J", RunID: "r_9", Method: "DELETE", Host: "api.example", Port: 8443, Path: "/x", Intercepted: true, Status: 403, Proto: "HTTP/1.1"},
+			[]string{"  ↳ ✘ DENY    egress    DELETE api.example:8443/x", "http.read_only", "run r_9 · → 403 · HTTP/1.1 · ↑0 B ↓0 B · 0 ms · only GET \\x1b[2J\n"}},
+		{"the line past the bound counts the rest", audit.Record{Seq: 9, Time: at, Kind: audit.KindEgress, Decision: "deny", Rule: "egress.request_lines", RunID: "r_9",
+			Host: "api.github.com", Port: 443, OmittedRequests: 44},
+			[]string{"  ↳ ✘ DENY    egress    api.github.com ", "egress.request_lines", "run r_9 · 44 more requests without a line of their own\n"}},
+		{"a tunnel stays a line of its own", audit.Record{Seq: 10, Time: at, Kind: audit.KindEgress, Decision: "allow", Rule: "egress.allowlisted", RunID: "r_9",
+			Method: "CONNECT", Host: "pypi.org", Port: 443, BytesUp: 10, BytesDown: 20},
+			[]string{"#10    ✔ ALLOW   egress ", "pypi.org:443 ↑10 B ↓20 B"}},
+	} {
+		line := formatContains(t, tc.name, tc.rec, tc.want)
+		if tc.rec.Method == "CONNECT" && strings.Contains(line, "↳") {
+			t.Errorf("%s: a tunnel is indented: %q", tc.name, line)
 		}
 	}
+}
+
+// formatContains formats rec plainly and checks that the line holds each
+// of want; it returns the line.
+func formatContains(t *testing.T, name string, rec audit.Record, want []string) string {
+	t.Helper()
+	var b strings.Builder
+	if err := console.Format(&b, &rec, console.Style{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(b.String(), w) {
+			t.Errorf("%s: %q lacks %q", name, b.String(), w)
+		}
+	}
+	return b.String()
 }

@@ -262,6 +262,7 @@ func (p *Policy) QueryOverride(raw []byte) (Sandbox, CodeCalls, error) {
 	merged.defaultImage()
 	v := validator{file: file, pos: pos}
 	v.sandbox(merged, "sandbox.")
+	v.netSecrets(merged, p.Secrets, "sandbox.", false)
 	v.codeCalls(calls)
 	v.narrows(p.CodeCalls, calls)
 	if err := v.err(); err != nil {

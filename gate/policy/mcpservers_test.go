@@ -82,16 +82,29 @@ func TestMCPServersAbsentByDefault(t *testing.T) {
 // policy, uncommented, is a valid section.
 func TestMCPServersShippedExample(t *testing.T) {
 	t.Parallel()
+	p, err := decode(t, shippedExample(t, "mcp_servers", minimal+"mcp_servers:\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.MCPServers) != 2 || !p.MCPServers["crm"].Stdio() || p.MCPServers["tickets"].Headers["Authorization"].FromFile == "" {
+		t.Errorf("example servers = %+v", p.MCPServers)
+	}
+}
+
+// shippedExample returns head followed by the commented example of key in
+// the shipped policy, uncommented.
+func shippedExample(t *testing.T, key, head string) string {
+	t.Helper()
 	data, err := os.ReadFile("../../sandbox.policy.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, example, ok := strings.Cut(string(data), "\n# mcp_servers:\n")
+	_, example, ok := strings.Cut(string(data), "\n# "+key+":\n")
 	if !ok {
-		t.Fatal("the shipped policy has no commented mcp_servers example")
+		t.Fatalf("the shipped policy has no commented %s example", key)
 	}
 	var b strings.Builder
-	b.WriteString(minimal + "mcp_servers:\n")
+	b.WriteString(head)
 	for line := range strings.Lines(example) {
 		rest, ok := strings.CutPrefix(line, "# ")
 		if !ok {
@@ -99,13 +112,7 @@ func TestMCPServersShippedExample(t *testing.T) {
 		}
 		b.WriteString(rest)
 	}
-	p, err := decode(t, b.String())
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
-	}
-	if len(p.MCPServers) != 2 || !p.MCPServers["crm"].Stdio() || p.MCPServers["tickets"].Headers["Authorization"].FromFile == "" {
-		t.Errorf("example servers = %+v", p.MCPServers)
-	}
+	return b.String()
 }
 
 // TestMCPServersRefused: each bad section is refused with its location and

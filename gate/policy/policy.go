@@ -38,6 +38,10 @@ type Policy struct {
 	// CodeCalls says which MCP tools sandboxed code may call, and bounds
 	// those calls (codecalls.go).
 	CodeCalls CodeCalls `yaml:"code_calls" json:"code_calls"`
+	// Secrets is the catalog of credentials networked runs may use but
+	// never read, by name (secrets.go); sandbox.net.secrets says which
+	// runs get them. None by default.
+	Secrets map[string]Secret `yaml:"secrets" json:"secrets,omitempty"`
 
 	file string    // where the policy was decoded from
 	pos  positions // where each key stands in file
@@ -129,6 +133,16 @@ type Net struct {
 	Enabled bool     `yaml:"enabled" json:"enabled"`
 	Allow   []string `yaml:"allow" json:"allow"`
 	Deny    []string `yaml:"deny" json:"deny"`
+	// Inspect are host patterns (of hosts net.allow admits) whose HTTPS the
+	// egress proxy terminates, so that each request is decided by the
+	// policy (event http_request). The hosts of the run's secrets are
+	// inspected too; every other host is a plain tunnel.
+	Inspect []string `yaml:"inspect" json:"inspect"`
+	// Secrets names the entries of the secrets catalog every run gets.
+	Secrets []string `yaml:"secrets" json:"secrets"`
+	// BodyPreview is how many bytes of a request body the policy sees
+	// (input.http.body), at most MaxBodyPreview.
+	BodyPreview ByteSize `yaml:"body_preview" json:"body_preview"`
 }
 
 // Proc are process limits.
@@ -186,6 +200,9 @@ type Ceilings struct {
 	Runtimes []string `yaml:"runtimes" json:"runtimes"`
 	// Session bounds sandbox.session.idle_timeout and max_lifetime.
 	Session Session `yaml:"session" json:"session"`
+	// Secrets names the entries of the secrets catalog an override may add
+	// to sandbox.net.secrets; none by default.
+	Secrets []string `yaml:"secrets" json:"secrets"`
 }
 
 // Default returns the values a policy file starts from: no tools, no mounts,
@@ -207,6 +224,7 @@ func Default() Policy {
 				Runtime: "runc",
 				User:    65534,
 			},
+			Net:     Net{BodyPreview: DefaultBodyPreview},
 			Output:  Output{MaxBytes: 1 << 20, MaxFiles: 20, MaxFilesBytes: 4 << 20},
 			Session: Session{MaxLifetime: Duration(time.Hour)},
 		},
@@ -228,6 +246,8 @@ func (s Sandbox) Clone() Sandbox {
 	s.FS.WriteProtectAllow = slices.Clone(s.FS.WriteProtectAllow)
 	s.Net.Allow = slices.Clone(s.Net.Allow)
 	s.Net.Deny = slices.Clone(s.Net.Deny)
+	s.Net.Inspect = slices.Clone(s.Net.Inspect)
+	s.Net.Secrets = slices.Clone(s.Net.Secrets)
 	return s
 }
 

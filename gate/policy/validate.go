@@ -57,6 +57,13 @@ func (p *Policy) validate(file string, pos positions) error {
 		v.image(fmt.Sprintf("ceilings.images[%d]", i), img)
 	}
 	v.mcpServers(p.MCPServers)
+	v.secrets(p.Secrets)
+	v.netSecrets(p.Sandbox, p.Secrets, "sandbox.", true)
+	for i, name := range c.Secrets {
+		if _, ok := p.Secrets[name]; !ok {
+			v.add(fmt.Sprintf("ceilings.secrets[%d]", i), "%q is not a secret of the policy's secrets catalog", name)
+		}
+	}
 	return v.err()
 }
 

@@ -229,12 +229,54 @@ func Call(r *wire.Decide) gate.Call {
 	return call
 }
 
+// HTTPInput is the request a decide frame of event http_request asks
+// about, in query queryID. `gatekeeper decide` uses it too.
+func HTTPInput(r *wire.Decide, queryID string) gate.HTTPInput {
+	h := r.HTTP
+	if h == nil {
+		return gate.HTTPInput{QueryID: queryID}
+	}
+	return gate.HTTPInput{RunID: h.RunID, QueryID: queryID, Request: runner.HTTPRequest{
+		Method: h.Method, Scheme: h.Scheme, Host: h.Host, Port: uint16(h.Port), Path: h.Path, Query: h.Query, Proto: h.Proto,
+		Headers: h.Headers, BodyBytes: h.BodyBytes, Body: []byte(h.Body), Secrets: h.Secrets,
+	}}
+}
+
+// decideHTTP decides a decide frame's request (event http_request) under
+// the query's effective policy, as the run's judge would, and writes its
+// audit line: an operator testing a request rule. No request is made.
+func (s *Server) decideHTTP(ctx context.Context, q *query, client string, r *wire.Decide) (string, gate.Decision) {
+	eff, err := q.q.Effective(ctx)
+	var d gate.Decision
+	if err != nil {
+		d = gate.Decision{Decision: gate.Deny, Rule: gate.RuleError, Reason: fmt.Sprintf("gatekeeper could not decide this request (%v), so it is refused", err)}
+	} else {
+		d = eff.DecideHTTP(ctx, HTTPInput(r, q.q.ID), 0)
+	}
+	id := newID("d_")
+	if err := s.cfg.Auditor.Write(audit.Record{
+		Kind: audit.KindDecision, DecisionID: id, QueryID: q.q.ID, Tool: gate.EventHTTPRequest, Event: gate.EventHTTPRequest,
+		Decision: d.Decision, Rule: d.Rule, Reason: d.Reason, PolicyRevision: d.Revision, PolicyHash: d.PolicyHash, Client: client,
+	}); err != nil {
+		s.log.Error("audit write failed; denying", "err", err)
+		d.Decision, d.Rule = gate.Deny, gate.RuleError
+		d.Reason = "gatekeeper could not write its audit log, so the request is refused"
+	}
+	s.metrics.decided(d.Decision, d.Rule, gate.EventHTTPRequest)
+	return id, d
+}
+
 // decide decides r and writes the reply from the calling goroutine: the
 // reader or a decision worker.
 func (c *conn) decide(r *wire.Decide) {
 	q := c.query(r.QueryID)
 	if q == nil {
 		c.reply(*unknownQuery(r.ID, r.QueryID))
+		return
+	}
+	if r.Event == wire.EventHTTPRequest {
+		id, d := c.s.decideHTTP(c.ctx, q, c.client, r)
+		c.reply(wire.Decision{ID: r.ID, Decision: d.Decision, Reason: d.Reason, Rule: d.Rule, DecisionID: id, PolicyRevision: d.Revision})
 		return
 	}
 	id, d := c.s.decide(c.ctx, q, c.client, Call(r))

@@ -122,7 +122,7 @@ type DryRun struct {
 }
 
 // dryRunKeys are the keys a DryRun defines.
-var dryRunKeys = []string{"event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type", "sandbox_policy"}
+var dryRunKeys = []string{"event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type", "http", "sandbox_policy"}
 
 // DecodeDryRun reads a DryRun with exactly Decode's rules for a decide
 // frame (one JSON object, no repeated or case-variant keys, keys matched
@@ -146,7 +146,7 @@ func DecodeDryRun(data []byte, events ...string) (*DryRun, *Error) {
 	if r.get("event") != nil {
 		d.Decide.Event = r.enum("event", events...)
 	}
-	r.call(&d.Decide, false)
+	r.callOrHTTP(&d.Decide, false)
 	if m := r.field("sandbox_policy", false, kindObject); m != nil {
 		d.SandboxPolicy = bytes.Clone(m.raw)
 	}
@@ -168,7 +168,7 @@ func isRequestType(t string) bool {
 var (
 	helloKeys      = []string{"type", "id", "v", "client"}
 	openQueryKeys  = []string{"type", "id", "sandbox_policy", "claude_code_session", "sdk_servers", "approvals"}
-	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type"}
+	decideKeys     = []string{"type", "id", "query_id", "event", "tool_name", "tool_input", "tool_use_id", "mcp_server", "cwd", "agent_id", "agent_type", "http"}
 	mcpServerKeys  = []string{"name", "source"}
 	runKeys        = []string{"type", "id", "query_id", "tool_use_id", "language", "code", "files", "timeout_ms", "outputs", "to_agent"}
 	closeQueryKeys = []string{"type", "id", "query_id"}
@@ -228,8 +228,8 @@ func decodeDecide(r *reader) Request {
 	r.known(decideKeys)
 	d := &Decide{ID: r.requestID()}
 	d.QueryID = r.nonEmpty("query_id")
-	d.Event = r.enum("event", EventPreToolUse, EventCanUseTool)
-	r.call(d, true)
+	d.Event = r.enum("event", EventPreToolUse, EventCanUseTool, EventHTTPRequest)
+	r.callOrHTTP(d, true)
 	return d
 }
 

@@ -44,10 +44,13 @@ type OpenQuery struct {
 type Decide struct {
 	ID      string `json:"id"`
 	QueryID string `json:"query_id"`
-	// Event is EventPreToolUse or EventCanUseTool.
+	// Event is EventPreToolUse, EventCanUseTool, or EventHTTPRequest: a
+	// request of sandboxed code to test the policy's request rules with,
+	// in HTTP, and no tool call (ToolName, ToolInput, ToolUseID "").
 	Event string `json:"event"`
-	// ToolName is exactly as the SDK reports it; never "".
-	ToolName string `json:"tool_name"`
+	// ToolName is exactly as the SDK reports it; never "" but for
+	// EventHTTPRequest.
+	ToolName string `json:"tool_name,omitempty"`
 	// ToolInput is the tool's input exactly as sent: a JSON object, free of
 	// repeated keys (case variants such as "path" and "Path" are distinct
 	// keys) and not nested deeper than MaxDepth.
@@ -67,6 +70,8 @@ type Decide struct {
 	// absent. At most MaxIDChars characters each.
 	AgentID   string `json:"agent_id,omitempty"`
 	AgentType string `json:"agent_type,omitempty"`
+	// HTTP is the request of an EventHTTPRequest decide; nil otherwise.
+	HTTP *HTTPRequest `json:"http,omitempty"`
 }
 
 // MCPServer is the MCP server a tool belongs to.

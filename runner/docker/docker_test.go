@@ -395,6 +395,10 @@ func (f *fakeEgress) Bind(addr netip.Addr, id egress.RunIdentity) error {
 	return nil
 }
 
+func (f *fakeEgress) CACert() []byte {
+	return []byte("-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n")
+}
+
 func (f *fakeEgress) Unregister(addr netip.Addr) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

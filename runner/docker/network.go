@@ -141,13 +141,9 @@ func (r *platform) openNetwork(ctx context.Context, spec runner.Spec) (_ *sandbo
 // proxyURL is the HTTP_PROXY of the sandbox.
 func (sn *sandboxNet) proxyURL() string { return "http://" + sn.proxy.String() }
 
-// env is the sandbox's proxy environment: upper and lower case, as tools
-// differ in which they read, and an empty NO_PROXY so that nothing bypasses
-// the proxy (nothing else is reachable anyway).
-func (sn *sandboxNet) env() []string { return sandbox.ProxyEnv(sn.proxyURL()) }
-
-// register tells the proxy the started container's address is spec's run.
-func (sn *sandboxNet) register(ctx context.Context, containerID string, spec runner.Spec) error {
+// register tells the proxy the started container's address is the
+// sandbox reg describes (sandbox.Plan.Registration).
+func (sn *sandboxNet) register(ctx context.Context, containerID string, reg egress.Registration) error {
 	insp, err := sn.r.cli.ContainerInspect(ctx, containerID)
 	if err != nil {
 		return engineErr("inspect container for its sandbox address", err)
@@ -163,10 +159,21 @@ func (sn *sandboxNet) register(ctx context.Context, containerID string, spec run
 	if err != nil {
 		return fmt.Errorf("container %s address on %s: %w", short(containerID), sn.name, err)
 	}
-	if err := sn.r.cfg.Egress.Register(addr, egress.Registration{Run: egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID, Judge: spec.Requests}, Network: spec.Sandbox.Network}); err != nil {
+	if err := sn.r.cfg.Egress.Register(addr, reg); err != nil {
 		return fmt.Errorf("register the sandbox with the egress proxy: %w", err)
 	}
 	sn.src = addr
+	return nil
+}
+
+// bind hands the registered sandbox to spec's run (a session's next).
+func (sn *sandboxNet) bind(spec runner.Spec) error {
+	if !sn.src.IsValid() {
+		return errors.New("bind the sandbox to its run: it is not registered with the egress proxy")
+	}
+	if err := sn.r.cfg.Egress.Bind(sn.src, sandbox.RunIdentity(spec)); err != nil {
+		return fmt.Errorf("bind the sandbox to its run: %w", err)
+	}
 	return nil
 }
 
@@ -265,4 +272,13 @@ func (r *platform) leftoverNetworks(ctx context.Context) (int, error) {
 		n += len(stray)
 	}
 	return n, nil
+}
+
+// EgressCA is the egress proxy's CA certificate (sandbox.EgressPlatform);
+// nil without a proxy.
+func (r *platform) EgressCA() []byte {
+	if r.cfg.Egress == nil {
+		return nil
+	}
+	return r.cfg.Egress.CACert()
 }

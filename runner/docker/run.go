@@ -92,7 +92,7 @@ func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (_ san
 	if c.net != nil {
 		// The program waits for its code, sent after Create returns, so
 		// it makes no request before the proxy knows its address.
-		if err := c.net.register(ctx, c.id, spec); err != nil {
+		if err := c.net.register(ctx, c.id, p.Registration(spec)); err != nil {
 			return nil, err
 		}
 	}
@@ -241,6 +241,16 @@ func (s stdinOf) Close() error                { return s.a.CloseWrite() }
 
 // ID is the container's id.
 func (c *containerRun) ID() string { return c.id }
+
+// BindRun hands a networked container's registration with the egress
+// proxy to spec's run (sandbox.RunBinder); without a network it does
+// nothing.
+func (c *containerRun) BindRun(spec runner.Spec) error {
+	if c.net == nil {
+		return nil
+	}
+	return c.net.bind(spec)
+}
 
 // Streams are the attach stream's, split.
 func (c *containerRun) Streams() sandbox.Streams { return c.pipes.Streams(stdinOf{c.attach}) }

@@ -63,7 +63,7 @@ func (r *platform) containerSettings(spec runner.Spec, p *sandbox.Plan, sn *sand
 	sb := p.Sandbox
 	env := launch.Env()
 	if sn != nil {
-		env = append(env, sn.env()...)
+		env = append(env, p.NetworkEnv(sn.proxyURL())...)
 	}
 	labels := map[string]string{}
 	if p.PoolKey != "" {

@@ -12,6 +12,10 @@ var (
 	// ErrNotRegistered means Bind was given a source address no sandbox
 	// is registered at.
 	ErrNotRegistered = errors.New("source address not registered")
+	// ErrNoCA means Register was given a Network that inspects hosts or
+	// carries secrets on a Proxy made without a CA (Config.CA), which
+	// cannot intercept anything.
+	ErrNoCA = errors.New("egress proxy has no CA to intercept with")
 	// ErrInvalidConfig means New was given a Config it cannot run with.
 	ErrInvalidConfig = errors.New("invalid egress proxy config")
 )

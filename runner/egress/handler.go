@@ -54,10 +54,10 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.Source = tc.src
 	}
 	if r.Method == http.MethodConnect {
-		s.p.serveConnect(w, r, tc, ev)
+		s.p.serveConnect(s, w, r, tc, ev)
 		return
 	}
-	s.p.serveForward(w, r, tc, ev)
+	s.p.serveForward(s, w, r, tc, ev)
 }
 
 // ask is what one request asks of the policy.
@@ -102,7 +102,7 @@ func (p *Proxy) admitInner(ctx context.Context, tc *trackedConn, ev *Event, a as
 
 // serveConnect handles CONNECT host:port: every reply is written on the
 // hijacked connection, so that a refusal's reason phrase can carry the rule.
-func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, tc *trackedConn, ev *Event) {
+func (p *Proxy) serveConnect(s *server, w http.ResponseWriter, r *http.Request, tc *trackedConn, ev *Event) {
 	conn, brw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		p.log.Warn("egress connect: hijack failed", "err", err)
@@ -122,6 +122,10 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, tc *tracked
 		if writeRaw(client, v.status, v.rule, v.body()) == nil {
 			lingerClose(client)
 		}
+		return
+	}
+	if sb, ok := p.lookup(ev.Source); ok && sb.net.intercepts(t) {
+		p.intercept(r.Context(), s, conn, brw, ev, v, t)
 		return
 	}
 	up, addr, err := p.dial(r.Context(), v.addrs, t)
@@ -156,7 +160,7 @@ func (p *Proxy) serveConnect(w http.ResponseWriter, r *http.Request, tc *tracked
 // fresh upstream connection (never pooled, so that no connection checked
 // for one request serves another) and the response streamed back. A
 // refusal is written as serveConnect writes one, and ends the connection.
-func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request, tc *trackedConn, ev *Event) {
+func (p *Proxy) serveForward(s *server, w http.ResponseWriter, r *http.Request, tc *trackedConn, ev *Event) {
 	ctx := r.Context()
 	a := ask{hostport: r.URL.Host, defaultPort: 80}
 	switch {
@@ -188,6 +192,15 @@ func (p *Proxy) serveForward(w http.ResponseWriter, r *http.Request, tc *tracked
 		}
 		w.WriteHeader(v.status)
 		io.WriteString(w, v.body())
+		return
+	}
+	if sb, ok := p.lookup(ev.Source); ok && sb.net.intercepts(t) {
+		// Decided like a request on an intercepted connection, and sent
+		// on a connection of its own.
+		ic := &interception{p: p, s: s, src: ev.Source, t: t, scheme: "http"}
+		ic.rt = p.upstreamTransport(v.addrs, t, true, ic.dialed.Store)
+		defer ic.rt.CloseIdleConnections()
+		ic.handle(w, r)
 		return
 	}
 	up, addr, err := p.dial(ctx, v.addrs, t)
@@ -304,6 +317,11 @@ func (b *clientBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	if n > 0 {
 		b.act.touch()
+	}
+	if err == io.EOF {
+		// The body is read: a deadline left behind would, on HTTP/2,
+		// reset the stream while the response is still coming.
+		b.rc.SetReadDeadline(time.Time{})
 	}
 	if err != nil && n == 0 && isTimeout(err) {
 		return 0, errIdleTimeout

@@ -28,16 +28,38 @@ func ValidateNetwork(n runner.Network) error {
 type netPolicy struct {
 	enabled     bool
 	allow, deny []nethost.Pattern
+	// inspect are net.inspect and every secret's hosts: the hosts whose
+	// CONNECTs are intercepted.
+	inspect []nethost.Pattern
+	preview int64
 }
 
 // compileNetwork parses n's patterns; see ValidateNetwork.
 func compileNetwork(n runner.Network) (netPolicy, error) {
 	allow, aerr := nethost.ParseList("net.allow", n.Allow, nethost.ParseAllow)
 	deny, derr := nethost.ParseList("net.deny", n.Deny, nethost.ParsePattern)
-	if err := errors.Join(aerr, derr); err != nil {
+	inspect, ierr := nethost.ParseList("net.inspect", n.Inspect, nethost.ParsePattern)
+	errs := []error{aerr, derr, ierr}
+	for i, s := range n.Secrets {
+		hosts, err := nethost.ParseList(fmt.Sprintf("net.secrets[%d].hosts", i), s.Hosts, nethost.ParsePattern)
+		errs = append(errs, err)
+		inspect = append(inspect, hosts...)
+	}
+	if err := errors.Join(errs...); err != nil {
 		return netPolicy{}, err
 	}
-	return netPolicy{enabled: n.Enabled, allow: allow, deny: deny}, nil
+	return netPolicy{
+		enabled: n.Enabled, allow: allow, deny: deny,
+		inspect: inspect,
+		preview: min(max(n.BodyPreview, 0), MaxBodyPreview),
+	}, nil
+}
+
+// intercepts reports whether requests to t are intercepted and decided
+// one by one.
+func (np netPolicy) intercepts(t target) bool {
+	_, ok := firstMatch(np.inspect, func(p nethost.Pattern) bool { return p.Allows(t.host, t.port) })
+	return ok
 }
 
 // firstMatch returns the first pattern in ps for which match holds.

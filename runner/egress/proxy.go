@@ -1,9 +1,8 @@
 // Package egress is the egress proxy of networked sandboxes. A sandbox with
 // sandbox.net.enabled sits on an internal network whose only reachable
 // endpoint is this proxy, and its HTTP_PROXY/HTTPS_PROXY point here. The
-// proxy speaks HTTP CONNECT (tunnelling TLS without looking inside) and
-// plain HTTP forwarding, and decides every request by the run's
-// runner.Network:
+// proxy speaks HTTP CONNECT and plain HTTP forwarding, and decides every
+// request by the run's runner.Network:
 //
 //  1. the source address must belong to a registered run (Register);
 //  2. the host is normalized (internal/nethost.Normalize): a host that cannot be is
@@ -26,14 +25,28 @@
 // ..."); the connection is then closed. Every request produces one audit
 // Event.
 //
-// The proxy does not look inside TLS: a CONNECT to an allowed name may
-// carry any SNI or Host inside the tunnel (domain fronting through a shared
-// CDN is not prevented). Plain HTTP is forwarded to the checked name whatever
-// the Host header says; Upgrade (ws://) is not forwarded.
+// A CONNECT to an allowed host that net.inspect or a secret's hosts name is
+// intercepted (see intercept.go): the proxy answers 200, completes TLS
+// with a leaf for the host signed by its CA (Config.CA; the sandbox trusts
+// CACert), refuses an SNI, Host or :authority that is not the CONNECT
+// host, and decides each HTTP/1.1 or HTTP/2 request on the connection with
+// the run's RequestJudge after the secrets' checks (package swap). An
+// allowed request gets its secrets injected and is sent over the proxy's
+// own verified TLS connection to the addresses checked above; the response
+// comes back with every injected value scrubbed. A refused one gets a 403
+// whose body says why and not to retry. Each intercepted request is one
+// Event (bounded per run: MaxRequestLines). Plain http:// requests to such
+// a host are decided the same way, and may carry no sentinel.
+//
+// Every other CONNECT is a tunnel the proxy does not look inside: it may
+// carry any SNI or Host (domain fronting through a shared CDN is not
+// prevented). Plain HTTP is forwarded to the checked name whatever the
+// Host header says; Upgrade (ws://) is not forwarded.
 package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,6 +57,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress/swap"
 )
 
 // Defaults for the zero Config fields.
@@ -100,6 +114,13 @@ type Config struct {
 	DialTimeout time.Duration
 	// Logger receives audit failures and connection errors; nil discards.
 	Logger *slog.Logger
+	// CA signs the certificates of intercepted hosts; nil means the proxy
+	// intercepts nothing, and Register refuses a Network that would need
+	// it (ErrNoCA).
+	CA *CA
+	// UpstreamRoots verifies the upstreams of intercepted requests; nil
+	// means the system's roots.
+	UpstreamRoots *x509.CertPool
 }
 
 // Proxy is the egress proxy. Create it with New, tell it which source
@@ -120,8 +141,10 @@ type Proxy struct {
 
 // sandbox is one registration.
 type sandbox struct {
-	id  RunIdentity
-	net netPolicy
+	id      RunIdentity
+	net     netPolicy
+	secrets *swap.Set
+	stats   *runStats // of the run id; replaced by Bind
 }
 
 // New checks cfg, fills in its defaults and returns a Proxy with no runs
@@ -200,37 +223,65 @@ func (p *Proxy) Register(addr netip.Addr, reg Registration) error {
 	if err != nil {
 		return fmt.Errorf("register egress source %s for run %s: %w", addr, id.RunID, err)
 	}
+	if (len(n.Inspect) > 0 || len(n.Secrets) > 0) && p.cfg.CA == nil {
+		return fmt.Errorf("register egress source %s for run %s: net.inspect or secrets: %w", addr, id.RunID, ErrNoCA)
+	}
+	for _, s := range n.Secrets {
+		if reg.Sentinels[s.Name] == "" {
+			return fmt.Errorf("register egress source %s for run %s: secret %q has no sentinel", addr, id.RunID, s.Name)
+		}
+	}
+	set, err := swap.New(n.Secrets, reg.Sentinels)
+	if err != nil {
+		return fmt.Errorf("register egress source %s for run %s: %w", addr, id.RunID, err)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.sandboxes[addr]; ok {
 		return fmt.Errorf("register egress source %s for run %s: held by run %s: %w", addr, id.RunID, old.id.RunID, ErrAlreadyRegistered)
 	}
-	p.sandboxes[addr] = sandbox{id: id, net: np}
+	p.sandboxes[addr] = sandbox{id: id, net: np, secrets: set, stats: &runStats{}}
 	return nil
 }
 
+// CACert returns the PEM certificate of the proxy's CA, which a sandbox
+// whose hosts are intercepted must trust; nil without a CA.
+func (p *Proxy) CACert() []byte {
+	if p.cfg.CA == nil {
+		return nil
+	}
+	return p.cfg.CA.CertPEM()
+}
+
 // Bind tells the proxy that the sandbox registered at addr now serves the
-// run id (a session's next run). It returns an error wrapping
+// run id (a session's next run): requests from now on are decided by
+// id.Judge and audited under id, and the previous run's summary Event is
+// written if it had request lines omitted. It returns an error wrapping
 // ErrNotRegistered when addr is not registered.
 func (p *Proxy) Bind(addr netip.Addr, id RunIdentity) error {
 	addr = addr.Unmap().WithZone("")
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	sb, ok := p.sandboxes[addr]
 	if !ok {
+		p.mu.Unlock()
 		return fmt.Errorf("bind egress source %s to run %s: %w", addr, id.RunID, ErrNotRegistered)
 	}
-	sb.id = id
+	old, oldID := sb.stats, sb.id
+	sb.id, sb.stats = id, &runStats{}
 	p.sandboxes[addr] = sb
+	p.mu.Unlock()
+	p.summarize(addr, oldID, old)
 	return nil
 }
 
 // Unregister forgets addr and closes every connection from it, which ends
 // its tunnels and forwarded requests (their audit events are still
-// written). Unregistering an unknown address does nothing.
+// written, then the run's summary Event, if any). Unregistering an unknown
+// address does nothing.
 func (p *Proxy) Unregister(addr netip.Addr) {
 	addr = addr.Unmap().WithZone("")
 	p.mu.Lock()
+	sb, registered := p.sandboxes[addr]
 	delete(p.sandboxes, addr)
 	var doomed []*trackedConn
 	for c := range p.conns[addr] {
@@ -239,6 +290,9 @@ func (p *Proxy) Unregister(addr netip.Addr) {
 	p.mu.Unlock()
 	for _, c := range doomed {
 		c.Close()
+	}
+	if registered {
+		p.summarize(addr, sb.id, sb.stats)
 	}
 }
 
@@ -256,16 +310,9 @@ func (p *Proxy) lookup(src netip.Addr) (sandbox, bool) {
 // cleans up the same way and returns the error. Serve owns ln.
 func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 	s := &server{p: p}
-	hs := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: p.cfg.HeaderTimeout,
-		IdleTimeout:       p.cfg.IdleTimeout,
-		MaxHeaderBytes:    maxHeaderBytes,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			return context.WithValue(ctx, connKey{}, c)
-		},
-		ErrorLog: slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	hs := p.httpServer(ctx, s)
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, c)
 	}
 	hs.Protocols = new(http.Protocols)
 	hs.Protocols.SetHTTP1(true)
@@ -286,6 +333,19 @@ func (p *Proxy) Serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 	return fmt.Errorf("serve egress proxy on %s: %w", ln.Addr(), err)
+}
+
+// httpServer is an http.Server for h with the proxy's timeouts and limits,
+// whose requests' contexts derive from ctx.
+func (p *Proxy) httpServer(ctx context.Context, h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: p.cfg.HeaderTimeout,
+		IdleTimeout:       p.cfg.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ErrorLog:          slog.NewLogLogger(p.log.Handler(), slog.LevelDebug),
+	}
 }
 
 // server is the state of one Serve call.

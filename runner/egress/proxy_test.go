@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"reflect"
 	"runtime"
 	"strings"
 	"testing"
@@ -607,7 +608,7 @@ func TestProxyAuditsAllowedAndDeniedRequests(t *testing.T) {
 		Method: http.MethodGet, Host: "other.test", Port: port, Decision: Deny, Rule: RuleNotAllowlisted,
 		Reason: strings.TrimSuffix(strings.TrimPrefix(body, "gatekeeper egress denied: "), " (rule egress.not_allowlisted)\n"),
 	}
-	if *denied != want {
+	if !reflect.DeepEqual(*denied, want) {
 		t.Errorf("denied event\n %+v\nwant\n %+v", *denied, want)
 	}
 

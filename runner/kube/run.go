@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/tools/remotecommand"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
-	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 	"github.com/gatekeeper-ai/gatekeeper/runner/image/profile"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
 	"github.com/gatekeeper-ai/gatekeeper/runner/sandbox"
@@ -99,7 +98,7 @@ func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 		if proxy, err = r.egress.addr(ctx); err != nil {
 			return nil, err
 		}
-		env = append(env, sandbox.ProxyEnv("http://"+proxy.String())...)
+		env = append(env, req.Plan.NetworkEnv("http://"+proxy.String())...)
 	}
 	name := newPodName()
 	pr := &podRun{r: r, name: name, done: make(chan struct{})}
@@ -126,7 +125,7 @@ func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandb
 			req.Background(pr.Remove)
 			return nil, fmt.Errorf("pod %s has no address for the egress proxy (%q): %w", name, pod.Status.PodIP, err)
 		}
-		if err := r.cfg.Egress.Register(addr, egress.Registration{Run: egress.RunIdentity{RunID: spec.RunID, QueryID: spec.QueryID, Judge: spec.Requests}, Network: spec.Sandbox.Network}); err != nil {
+		if err := r.cfg.Egress.Register(addr, req.Plan.Registration(spec)); err != nil {
 			req.Background(pr.Remove)
 			return nil, fmt.Errorf("register the sandbox with the egress proxy: %w", err)
 		}
@@ -397,6 +396,27 @@ func (pr *podRun) Detach() {
 			pr.r.cfg.Egress.Unregister(pr.src)
 		}
 	})
+}
+
+// EgressCA is the egress proxy's CA certificate (sandbox.EgressPlatform);
+// nil without a proxy.
+func (r *platform) EgressCA() []byte {
+	if r.cfg.Egress == nil {
+		return nil
+	}
+	return r.cfg.Egress.CACert()
+}
+
+// BindRun hands a networked Pod's registration with the egress proxy to
+// spec's run (sandbox.RunBinder); without a network it does nothing.
+func (pr *podRun) BindRun(spec runner.Spec) error {
+	if !pr.src.IsValid() {
+		return nil
+	}
+	if err := pr.r.cfg.Egress.Bind(pr.src, sandbox.RunIdentity(spec)); err != nil {
+		return fmt.Errorf("bind the sandbox to its run: %w", err)
+	}
+	return nil
 }
 
 // Remove deletes the Pod, then its NetworkPolicy.

@@ -147,7 +147,10 @@ func ProgramFor(lang runner.Language) (p Program, ok bool) {
 // no init system it reaps nothing before the run's end: orphaned zombies
 // count towards the pids limit until then.
 //
-// script is the launcher shell. It takes the options of a warm sandbox
+// script is the launcher shell. It takes the options of a session
+// (SessionCommand: "--session <program>"), then those of a sandbox whose
+// traffic the egress proxy intercepts ("--egress <CA> <files>": see
+// Egress, written once the workspace is unpacked), then those of a warm sandbox
 // (WarmCommand: "--warm -", or "--warm <language> <hook file> <variable>
 // <hook source>"), with which it writes the ready mark, or starts the
 // language's interpreter ahead (see Warm), before it waits for init's line
@@ -181,6 +184,11 @@ sprog=
 if [ "${1-}" = --session ]; then
   sprog=$2
   shift 2
+fi
+eca= efiles=
+if [ "${1-}" = --egress ]; then
+  eca=$2 efiles=$3
+  shift 3
 fi
 wlang=
 if [ "${1-}" = --warm ]; then
@@ -219,6 +227,10 @@ else
   tar -x -f - -C ` + WorkspaceDir + ` --no-same-owner 4>&- 7<&- || { echo "gatekeeper: cannot unpack ` + WorkspaceDir + `" >&2; exit 125; }
 fi
 exec 7<&-
+if [ -n "$eca" ] && [ "$first" != 0 ]; then
+  edir=` + EgressDir + ` esys=` + systemCAFile + `
+` + egressWrite + `
+fi
 if [ -n "$sprog" ]; then
   timeout -s KILL "${secs}s" "$@" /usr/bin/perl -e "$sprog" -- client "$lang" "$((secs - ` + strconv.Itoa(int(BackstopGrace/time.Second)) + `))" "$first" </dev/null
   exit 0

@@ -15,7 +15,8 @@ import "time"
 // session (MarkTimedOut, MarkLost), or a launcher that reported no
 // status, it kills every process of the sandbox and exits. It never
 // kills the session's processes between runs that kept it: that is what
-// a session keeps.
-func SessionCommand(life, wait, idle time.Duration, env []string) []string {
-	return command(life, wait, wholeSeconds(idle), []string{"--session", SessionProgram()}, env)
+// a session keeps. With e (not nil), the launcher writes e's files at the
+// session's first run, as EgressCommand's does.
+func SessionCommand(life, wait, idle time.Duration, env []string, e *Egress) []string {
+	return command(life, wait, wholeSeconds(idle), append([]string{"--session", SessionProgram()}, e.options()...), env)
 }

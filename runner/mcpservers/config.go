@@ -43,8 +43,11 @@ var inheritedEnv = []string{"PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "TZ", "U
 // maxSecretFile bounds a from_file read.
 const maxSecretFile = 64 << 10
 
-// resolve reads v. lookup is the sidecar's environment.
-func (v Value) resolve(lookup func(string) (string, bool)) (string, error) {
+// Resolve reads v. lookup is the sidecar's environment. Errors name the
+// variable or file, never a value read. The gate reads a run's egress
+// secrets (gate/policy secrets) with it too, so that both kinds of
+// reference are read alike.
+func (v Value) Resolve(lookup func(string) (string, bool)) (string, error) {
 	switch {
 	case v.FromEnv != "":
 		s, ok := lookup(v.FromEnv)
@@ -77,7 +80,7 @@ func (v Value) resolve(lookup func(string) (string, bool)) (string, error) {
 func resolveAll(m map[string]Value, where string, lookup func(string) (string, bool)) (map[string]string, error) {
 	out := make(map[string]string, len(m))
 	for k, v := range m {
-		s, err := v.resolve(lookup)
+		s, err := v.Resolve(lookup)
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", where, k, err)
 		}

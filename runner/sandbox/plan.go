@@ -37,13 +37,20 @@ type Plan struct {
 	// Idle is set for a session's sandbox: the longest it waits for each
 	// run after its first (launch.SessionCommand).
 	Idle time.Duration
+	// Sentinels and Egress are set for a sandbox whose traffic the egress
+	// proxy intercepts (Network.Inspect or Secrets): its secrets'
+	// sentinels by name (egress.NewSentinels, made for this sandbox), and
+	// what its launcher writes (the CA, the sentinel files). Neither
+	// holds a secret's value.
+	Sentinels map[string]string
+	Egress    *launch.Egress
 }
 
 // Command is the sandbox's command line, with env as the program's whole
 // environment (launch.Command, or launch.WarmCommand for a warm sandbox).
 func (p *Plan) Command(env []string) []string {
 	if p.Idle > 0 {
-		return launch.SessionCommand(p.Life, p.Wait, p.Idle, env)
+		return launch.SessionCommand(p.Life, p.Wait, p.Idle, env, p.Egress)
 	}
 	if p.Warm != nil {
 		// The pool checked the Warm when it planned the sandbox
@@ -51,6 +58,9 @@ func (p *Plan) Command(env []string) []string {
 		if argv, err := launch.WarmCommand(p.Life, p.Wait, env, *p.Warm); err == nil {
 			return argv
 		}
+	}
+	if p.Egress != nil {
+		return launch.EgressCommand(p.Life, p.Wait, env, p.Egress)
 	}
 	return launch.Command(p.Life, p.Wait, env)
 }
@@ -85,6 +95,13 @@ func (r *Runner) Plan(spec runner.Spec) (*Plan, error) {
 		life += launch.SnapshotGrace
 	}
 	p := &Plan{Image: sb.Image, Runtime: sb.Runtime, Sandbox: sb, Wait: life, Life: life}
+	if intercepts(sb.Network) {
+		var ca []byte
+		if ep, ok := r.pf.(EgressPlatform); ok {
+			ca = ep.EgressCA()
+		}
+		problems = append(problems, planEgress(p, ca)...)
+	}
 	if p.Image == "" {
 		p.Image = r.cfg.DefaultImage
 	}

@@ -14,8 +14,8 @@
 // can be killed, says how it ended (Exit) and is removed; and the Platform
 // sweeps what a previous runner of the same instance left (Sweep). What
 // only some platforms can do is an optional interface tested at run time
-// (LanguageChecker, PeakMeter, StallMeter, RunLabeler, MemoryReporter,
-// LeftoverCounter, CollectorSource), as net/http tests for http.Flusher.
+// (LanguageChecker, PeakMeter, StallMeter, RunLabeler, RunBinder,
+// MemoryReporter, LeftoverCounter, CollectorSource, EgressPlatform), as net/http tests for http.Flusher.
 //
 // A third backend implements Platform and Instance, wraps its Runner
 // around New, and passes runner/runnertest's conformance and adversarial
@@ -168,6 +168,14 @@ type MemoryReporter interface {
 // sandboxes not kept by keep, and what was made for them.
 type LeftoverCounter interface {
 	Leftovers(ctx context.Context, keep func(id string, labels map[string]string) bool) (int, error)
+}
+
+// EgressPlatform is a Platform with an egress proxy: EgressCA is the
+// proxy's CA certificate (Egress.CACert), which sandboxes whose traffic
+// it intercepts trust. A run whose network needs it on a platform
+// without one is refused.
+type EgressPlatform interface {
+	EgressCA() []byte
 }
 
 // CollectorSource is a Platform with Prometheus collectors of its own.

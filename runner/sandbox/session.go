@@ -105,7 +105,7 @@ func sessionKey(p *Plan) string {
 	sort.Strings(allow)
 	sort.Strings(deny)
 	sort.Strings(globs)
-	return fmt.Sprintf("%s %v %t %q %q %q %q", poolKey(p), p.Runtime, sb.Network.Enabled, allow, deny, sb.DepsDir, globs)
+	return fmt.Sprintf("%s %v %t %q %q %q %q %s", poolKey(p), p.Runtime, sb.Network.Enabled, allow, deny, sb.DepsDir, globs, egressKey(sb.Network))
 }
 
 // runSession runs spec in its session's sandbox, making one when the
@@ -160,6 +160,12 @@ func (r *Runner) runSession(ctx context.Context, p *Plan, spec runner.Spec, res 
 		p.Input.InPlace = true
 		if err := checkLanguage(ctx, inst, spec.Language); err != nil {
 			r.armIdle(s)
+			return notStarted(ctx, res, spec, err)
+		}
+		if err := inst.BindRun(spec); err != nil {
+			// The proxy would decide this run's requests as another's:
+			// the session cannot serve it.
+			r.endSession(s, runner.EndSandboxLost, true)
 			return notStarted(ctx, res, spec, err)
 		}
 	}

@@ -117,6 +117,15 @@ func (s *sessionInstance) Detach() {
 	}
 }
 
+// BindRun hands the sandbox's registration with the egress proxy to
+// spec's run (RunBinder); a sandbox that cannot be bound has none.
+func (s *sessionInstance) BindRun(spec runner.Spec) error {
+	if b, ok := s.inner.(RunBinder); ok {
+		return b.BindRun(spec)
+	}
+	return nil
+}
+
 // Remove does nothing: the session removes its sandbox (endSession).
 func (s *sessionInstance) Remove() {}
 

@@ -2,7 +2,7 @@
 // query view.
 import { bytes, h, pretty, shortID, time, verdict } from './dom.js';
 
-/** details is the last column: the reason of a decision, the end of a run (and its session), the override of a query, a session's start or end, the host of an egress request, the file a rotation continues. */
+/** details is the last column: the reason of a decision, the end of a run (and its session), the override of a query, a session's start or end, the host of an egress tunnel or an intercepted request's status and secrets, the file a rotation continues. */
 export function details(rec) {
   switch (rec.kind) {
     case 'run': {
@@ -23,6 +23,7 @@ export function details(rec) {
     case 'code_call':
       return codeCall(rec);
     case 'egress':
+      if (isRequest(rec)) return request(rec);
       return `${rec.host}:${rec.port} ↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)} ${rec.reason ?? ''}${rec.error ?? ''}`;
     case 'query':
       return `${rec.tool_input === undefined ? 'no override' : `override ${JSON.stringify(rec.tool_input)}`}${rec.reason ? ` — ${rec.reason}` : ''}`;
@@ -57,12 +58,36 @@ export function codeCall(rec) {
   return parts.join(' · ');
 }
 
+/** isRequest: an intercepted request's line (or the one counting a run's omitted requests), which stands under its run as a nested call does. */
+export function isRequest(rec) {
+  return rec.kind === 'egress' && (rec.intercepted === true || (rec.omitted_requests ?? 0) > 0);
+}
+
+/** requestTarget is "METHOD host/path" (the port when not 443), as gatekeeper tail prints it (gate/console/format.go, RequestTarget). */
+export function requestTarget(rec) {
+  const host = rec.port && rec.port !== 443 ? `${rec.host}:${rec.port}` : rec.host ?? '';
+  return rec.method ? `${rec.method} ${host}${rec.path ?? ''}` : host;
+}
+
+/** request is the details of an intercepted request: its run, status, proto, secrets by name, bytes, duration, and its error or reason (format.go, requestText). */
+export function request(rec) {
+  const parts = [`run ${rec.run_id ?? '?'}`];
+  if ((rec.omitted_requests ?? 0) > 0) return [...parts, `${rec.omitted_requests} more requests without a line of their own`].join(' · ');
+  parts.push(rec.status ? `→ ${rec.status}` : '→ no response');
+  if (rec.proto) parts.push(rec.proto);
+  if (rec.secrets?.length) parts.push(`secrets ${rec.secrets.join(', ')}`);
+  parts.push(`↑${bytes(rec.bytes_up ?? 0)} ↓${bytes(rec.bytes_down ?? 0)}`, `${rec.duration_ms ?? 0} ms`);
+  if (rec.error) parts.push(rec.error);
+  if (rec.reason && rec.decision !== 'allow') parts.push(rec.reason);
+  return parts.join(' · ');
+}
+
 export const COLUMNS = ['Time', 'Seq', 'Result', 'Kind', 'Event', 'Tool', 'Rule', 'Query', 'Details'];
 
 /** row renders one record; a click opens its full audit line below it. */
 export function row(v, rec) {
-  const nested = rec.kind === 'code_call';
-  const tool = nested ? `${rec.server ?? ''}.${rec.tool ?? ''}` : rec.tool ?? '';
+  const nested = rec.kind === 'code_call' || isRequest(rec);
+  const tool = rec.kind === 'code_call' ? `${rec.server ?? ''}.${rec.tool ?? ''}` : isRequest(rec) ? requestTarget(rec) : rec.tool ?? '';
   const tr = h('tr', { class: ['rec', `tone-${v.tone}`, nested ? 'nested' : ''], 'data-seq': rec.seq, 'data-kind': rec.kind, 'data-decision': rec.decision ?? '', tabindex: 0 },
     h('td', { class: 'time' }, time(rec.time)),
     h('td', { class: 'seq' }, `#${rec.seq}`),

@@ -3,7 +3,7 @@
 // returned, and its audit lines.
 import { getJSON } from './api.js';
 import { bytes, clear, h, pretty, verdict } from './dom.js';
-import { auditLine, codeCall } from './rows.js';
+import { auditLine, codeCall, isRequest, request, requestTarget } from './rows.js';
 
 function section(title, ...body) {
   return h('section', { class: 'card' }, h('h2', {}, title), body);
@@ -32,6 +32,7 @@ export async function runView(root, id) {
   const result = d?.result ?? {};
   const returned = result.Files ?? result.files;
   const calls = events.filter((e) => e.rec.kind === 'code_call');
+  const requests = events.filter((e) => isRequest(e.rec));
 
   clear(root).append(
     h('h1', {}, 'Run ', h('code', {}, id), ' ', runEv ? verdict(runEv.v) : ''),
@@ -59,6 +60,11 @@ export async function runView(root, id) {
         h('tbody', {}, calls.map((e) => h('tr', { class: ['rec', 'nested', `tone-${e.v.tone}`] },
           h('td', {}, String(e.rec.call_seq ?? '')), h('td', { class: 'result' }, verdict(e.v)), h('td', { class: 'tool' }, `${e.rec.server}.${e.rec.tool}`),
           h('td', { class: 'rule' }, e.rec.rule ?? ''), h('td', { class: 'details' }, codeCall(e.rec))))))),
+    section('HTTP requests', requests.length === 0 ? h('p', { class: 'empty' }, 'none intercepted in the console\'s history') :
+      h('table', { class: 'records', id: 'run-requests' }, h('thead', {}, h('tr', {}, ['Result', 'Request', 'Rule', 'Details'].map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, requests.map((e) => h('tr', { class: ['rec', 'nested', `tone-${e.v.tone}`] },
+          h('td', { class: 'result' }, verdict(e.v)), h('td', { class: 'tool', title: requestTarget(e.rec) }, requestTarget(e.rec)),
+          h('td', { class: 'rule' }, e.rec.rule ?? ''), h('td', { class: 'details' }, request(e.rec))))))),
     section('Audit lines', events.length === 0 ? h('p', { class: 'empty' }, 'none in the console\'s history') : events.map((e) => auditLine(e.rec))),
   );
 }
