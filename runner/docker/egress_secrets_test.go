@@ -1,5 +1,3 @@
-//go:build egress2
-
 package docker
 
 import (
@@ -300,7 +298,7 @@ func testEgressSecrets(t *testing.T, rt runner.Runtime) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	judge := &egresstest.Judge{DenyMethods: []string{"DELETE"}}
+	judge := &egresstest.Judge{Decide: egresstest.DenyMethods("DELETE")}
 	spec := runnertest.Spec(secretsProbe)
 	spec.Sandbox.Runtime = rt
 	spec.Sandbox.Network = secretsNetwork(values)
@@ -722,7 +720,7 @@ func testPackageManagers(t *testing.T, rt runner.Runtime) {
 			spec.Sandbox.WorkspaceBytes = 64 << 20
 			spec.Sandbox.MaxOutputBytes = 32 << 20
 			spec.Timeout = 3 * time.Minute
-			spec.Requests = &egresstest.Judge{DenyMethods: []string{"DELETE"}}
+			spec.Requests = &egresstest.Judge{Decide: egresstest.DenyMethods("DELETE")}
 			spec.Sandbox.Network = runner.Network{
 				Enabled: true,
 				Allow:   []string{tl.host, "127.0.0.1"},

@@ -1,4 +1,4 @@
-//go:build kube && egress2
+//go:build kube
 
 package kube
 
@@ -69,7 +69,7 @@ func TestSecretsInGVisorPods(t *testing.T) {
 	echo := &egresstest.Echo{}
 	srv := egresstest.TLSServer(t, echo, "api.test")
 	value := egresstest.SecretValue(t, "api")
-	judge := &egresstest.Judge{DenyMethods: []string{"DELETE"}}
+	judge := &egresstest.Judge{Decide: egresstest.DenyMethods("DELETE")}
 
 	spec := runnertest.Spec(strings.ReplaceAll(secretProbe, "ECHO", strconv.Itoa(srv.Port)))
 	spec.Requests = judge

@@ -10,9 +10,9 @@ import (
 	"github.com/gatekeeper-ai/gatekeeper/runner/egress/egresstest"
 )
 
-func TestJudgeDeniesItsMethodsAndRecords(t *testing.T) {
+func TestDenyMethodsDeniesItsMethodsAndTheJudgeRecords(t *testing.T) {
 	t.Parallel()
-	j := &egresstest.Judge{DenyMethods: []string{"DELETE"}}
+	j := &egresstest.Judge{Decide: egresstest.DenyMethods("DELETE")}
 	if v := j.JudgeRequest(t.Context(), runner.HTTPRequest{Method: "GET", Path: "/a"}); !v.Allow || v.Rule != egresstest.JudgeAllowRule {
 		t.Errorf("GET: %+v, want an allow", v)
 	}
