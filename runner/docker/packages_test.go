@@ -1,8 +1,6 @@
 package docker
 
 import (
-	"archive/zip"
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -10,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
@@ -154,7 +151,7 @@ func TestNpmInstallThroughTheAllowlist(t *testing.T) {
 // index's port and the PEM of its self-signed certificate.
 func testIndex(t *testing.T) (port int, caPEM string) {
 	t.Helper()
-	wheel := buildWheel(t, "gkdemo", "1.0", "VALUE = 'from the test index'\n")
+	wheel := egresstest.BuildWheel(t, "gkdemo", "1.0", map[string]string{"__init__.py": "VALUE = 'from the test index'\n"})
 	sum := sha256.Sum256(wheel)
 	name := "gkdemo-1.0-py3-none-any.whl"
 	mux := http.NewServeMux()
@@ -171,40 +168,6 @@ func testIndex(t *testing.T) (port int, caPEM string) {
 	go srv.ServeTLS(ln, "", "")
 	t.Cleanup(func() { srv.Close() })
 	return ln.Addr().(*net.TCPAddr).Port, caPEM
-}
-
-// buildWheel makes a pure-Python wheel of one module (PEP 427), as
-// setuptools would: the module, METADATA, WHEEL and RECORD.
-func buildWheel(t *testing.T, name, version, module string) []byte {
-	t.Helper()
-	info := name + "-" + version + ".dist-info/"
-	files := []struct{ path, body string }{
-		{name + "/__init__.py", module},
-		{info + "METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
-		{info + "WHEEL", "Wheel-Version: 1.0\nGenerator: gatekeeper-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
-	}
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	var record strings.Builder
-	for _, f := range files {
-		w, err := zw.Create(f.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte(f.body))
-		sum := sha256.Sum256([]byte(f.body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
-	}
-	record.WriteString(info + "RECORD,,\n")
-	w, err := zw.Create(info + "RECORD")
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // ipCert is a self-signed certificate for 127.0.0.1.

@@ -108,11 +108,14 @@ func All() []Profile {
 		},
 		{
 			Name:   "python",
-			About:  "the full Python 3.11 standard library, pip and venv (installs go to the user site in /workspace/.local), python as well as python3; the default",
+			About:  "the full Python 3.11 standard library, pip and venv (installs go to the user site in /workspace/.local), python as well as python3, git (clone over HTTPS); the default",
 			Parent: "minimal",
 			// python-is-python3: models write "python script.py" in their
-			// shell commands at least as often as "python3".
-			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata"},
+			// shell commands at least as often as "python3". git: a
+			// private repository cloned over HTTPS with a token the egress
+			// proxy swaps in (Basic auth) is everyday use of a networked
+			// run; without recommends it brings no ssh, less or patch.
+			Packages:     []string{"python3", "python-is-python3", "python3-pip", "python3-venv", "ca-certificates", "tzdata", "git"},
 			Setup:        pythonSetup,
 			Languages:    []string{"python", "sh"},
 			Interpreters: []string{"python"},

@@ -238,3 +238,26 @@ func TestLanguagesFollowTheRecipe(t *testing.T) {
 		t.Errorf("Languages of an image that is no profile = %v, want nil (unknown)", got)
 	}
 }
+
+// TestGitFromPythonUp pins git to the python profile and every profile
+// built on it (git clone over HTTPS through the egress proxy is a test of
+// the engine), and keeps it out of the minimal base, the benchmarks'
+// baseline; no other layer installs it again.
+func TestGitFromPythonUp(t *testing.T) {
+	t.Parallel()
+	for _, p := range All() {
+		var layers []string
+		for _, layer := range p.Chain() {
+			if slices.Contains(layer.Packages, "git") {
+				layers = append(layers, layer.Name)
+			}
+		}
+		want := []string{"python"}
+		if p.Name == "minimal" {
+			want = nil
+		}
+		if !slices.Equal(layers, want) {
+			t.Errorf("profile %s: git installed by layers %v, want %v", p.Name, layers, want)
+		}
+	}
+}
