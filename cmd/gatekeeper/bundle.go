@@ -181,4 +181,3 @@ func cmdBundleBuild(ctx context.Context, args []string, env envLookup, stdout, s
 	fmt.Fprintf(stdout, "%s: revision %s, serial %d, %d Rego module(s), signed: %v\n", *out, o.Revision, o.Serial, len(o.Modules), o.SigningKey != nil)
 	return nil
 }
-
