@@ -27,7 +27,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
-	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
+	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz and /readyz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	engineOpts := engineFlags(fs, true)
 	bundleOpts := bundleFlags(fs)
