@@ -236,6 +236,33 @@ func serveBundle(t *testing.T, dir string, extra ...string) (ready func() readyz
 	return ready, logs, stop
 }
 
+// hookBash asks the sidecar in dir about a Bash call through the Claude
+// Code hook endpoint and returns its answer.
+func hookBash(t *testing.T, dir string) string {
+	t.Helper()
+	token, err := os.ReadFile(filepath.Join(dir, "token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", filepath.Join(dir, "gk.sock"))
+	}}}
+	body := `{"session_id":"s1","transcript_path":"/t.jsonl","cwd":"/","permission_mode":"default","hook_event_name":"PreToolUse","tool_name":"Bash","tool_input":{"command":"ls"},"tool_use_id":"toolu_1"}`
+	req, err := http.NewRequestWithContext(t.Context(), "POST", "http://gk/v1/claude-code/hook", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return string(out)
+}
+
 func waitReady(t *testing.T, what string, ready func() readyz, ok func(readyz) bool, logs *syncWriter) readyz {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
@@ -251,12 +278,13 @@ func waitReady(t *testing.T, what string, ready func() readyz, ok func(readyz) b
 }
 
 // TestServeBundleFromNginx runs the sidecar on signed bundles that
-// `gatekeeper bundle build` made, served by Debian's nginx: ETag polling
+// `gatekeeper bundle build` made, served by Debian's nginx: a decision and
+// its audit line carry the bundle's revision; ETag polling
 // picks up a new revision; a broken bundle, an unsigned one, one signed
 // with another key, one whose signature names no key id and a rollback
 // are each refused, with the running revision kept and the reason in
 // /readyz; a restart while nginx is down starts on the cached bundle,
-// and one with no cache denies (503) until nginx comes back.
+// and one with no cache answers 503 and denies every call saying why.
 func TestServeBundleFromNginx(t *testing.T) {
 	ng := newNginx(t)
 	dir, policyFile := writePolicy(t, cliPolicy)
@@ -270,10 +298,17 @@ func TestServeBundleFromNginx(t *testing.T) {
 
 	ng.publish(signed("r1", "1"))
 	ng.start()
-	ready, logs, stop := serveBundle(t, t.TempDir(), flags...)
+	sdir := t.TempDir()
+	ready, logs, stop := serveBundle(t, sdir, flags...)
 	r := waitReady(t, "r1", ready, func(r readyz) bool { return r.BundleRevision == "r1" }, logs)
 	if r.code != http.StatusOK || !r.Ready || !r.SignatureVerified || !strings.HasPrefix(r.PolicyRevision, "bundle:r1@sha256:") {
 		t.Fatalf("/readyz on r1 = %+v, want 200, ready, verified, policy revision bundle:r1@sha256:...", r)
+	}
+	if out := hookBash(t, sdir); !strings.Contains(out, `"deny"`) || !strings.Contains(out, "Bash") {
+		t.Fatalf("Bash under r1 = %s, want the policy's deny of Bash", out)
+	}
+	if audit, _ := os.ReadFile(filepath.Join(sdir, "audit.jsonl")); !strings.Contains(string(audit), `"policy_revision":"`+r.PolicyRevision+`"`) {
+		t.Fatalf("no audit line carries %s:\n%s", r.PolicyRevision, audit)
 	}
 
 	t.Run("ETag polling answers 304 until a new revision is published", func(t *testing.T) {
@@ -352,11 +387,15 @@ func TestServeBundleFromNginx(t *testing.T) {
 	t.Run("with no cache and nginx down every call is denied and readyz says so", func(t *testing.T) {
 		ng.stop()
 		empty := append(append([]string{}, flags...), "--bundle-cache", filepath.Join(t.TempDir(), "none"))
-		ready, logs, stop := serveBundle(t, t.TempDir(), empty...)
+		sdir := t.TempDir()
+		ready, logs, stop := serveBundle(t, sdir, empty...)
 		defer stop()
 		r := waitReady(t, "a 503", ready, func(r readyz) bool { return r.code == http.StatusServiceUnavailable }, logs)
 		if r.Ready || !strings.Contains(r.Reason, "no policy bundle has been loaded") {
 			t.Fatalf("/readyz without a bundle = %+v, want 503 saying no bundle has been loaded", r)
+		}
+		if out := hookBash(t, sdir); !strings.Contains(out, `"deny"`) || !strings.Contains(out, "no policy bundle has been loaded") {
+			t.Fatalf("Bash without a bundle = %s, want a deny saying no policy bundle has been loaded", out)
 		}
 		if !strings.Contains(logs.String(), "no cached policy bundle") {
 			t.Fatalf("the log does not say there is no bundle:\n%s", logs.String())
