@@ -62,8 +62,10 @@ test: build engine image test-go test-fuzz test-ts test-install test-cli walkthr
 	scripts/ensure-kube down
 	@echo "make test: all suites passed"
 
-# runner/toolwrap's tests typecheck the generated .d.ts with ts-client's TypeScript.
+# runner/toolwrap's tests typecheck the generated .d.ts with ts-client's TypeScript; cmd/gatekeeper's
+# bundle tests serve bundles with Debian's nginx (installed here when missing; under CI=true they fail without it).
 test-go: ts-deps
+	scripts/ensure-command nginx nginx
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout 30m ./...
 

@@ -53,6 +53,35 @@ type Config struct {
 	// revision; an error refuses the load. Each path is protected as
 	// written and, when a link is in it, where it leads.
 	Protect func() ([]string, error)
+	// Source, when set, supplies the policy and the operator's modules
+	// in place of PolicyFile and RegoDir (a policy bundle: gate/bundle).
+	// It is asked at every load and reload; an error refuses the load.
+	Source Source
+}
+
+// Source supplies a policy from somewhere other than a file: the
+// document it returns is validated and compiled as the file and Rego
+// directory are, with its names in every error.
+type Source interface {
+	PolicyDocument() (Document, error)
+}
+
+// Document is a policy and the operator's modules as a Source holds
+// them.
+type Document struct {
+	// Name names the policy in errors ("bundle r7: gatekeeper/sandbox.policy.yaml").
+	Name string
+	// Policy is the sandbox.policy.yaml text; Dir resolves a relative
+	// workspace_root in it.
+	Policy []byte
+	Dir    string
+	// Modules are the operator's Rego modules by name, checked and
+	// compiled as --rego-dir modules are.
+	Modules map[string][]byte
+	// Revision, when set, leads the engine's revision
+	// ("bundle:<Revision>@sha256:..."), so decisions and audit lines
+	// carry it.
+	Revision string
 }
 
 // Engine holds the current policy snapshot. It is safe for concurrent use;
@@ -192,6 +221,13 @@ func (e *Engine) Reload(ctx context.Context) error {
 	return nil
 }
 
+// Refused records a policy refused before it reached the engine (a
+// bundle whose signature, revision or expiry a Source rejected) in the
+// reload history, as a refused reload is: the current policy stays.
+func (e *Engine) Refused(revision string, err error) {
+	e.remember(ReloadEvent{Revision: revision, Previous: e.Revision(), Err: err.Error()})
+}
+
 // Watch reloads whenever the policy file or Rego directory changes, checking
 // every interval, until ctx ends.
 func (e *Engine) Watch(ctx context.Context, interval time.Duration) {
@@ -214,16 +250,26 @@ const protectSource = "claude-code install (write-protected paths)"
 type source struct {
 	name     string
 	data     []byte
-	operator bool // from Config.RegoDir
+	operator bool   // from Config.RegoDir or a Source
+	dir      string // a Source's Document.Dir
+	label    string // a Source's Document.Revision
 }
 
 // sources reads the policy file and every operator module, in a fixed order.
 func (e *Engine) sources() (pol source, mods []source, err error) {
-	data, err := os.ReadFile(e.cfg.PolicyFile)
-	if err != nil {
-		return pol, nil, fmt.Errorf("%w: read %s: %w", ErrPolicy, e.cfg.PolicyFile, err)
+	var doc Document
+	if e.cfg.Source != nil {
+		if doc, err = e.cfg.Source.PolicyDocument(); err != nil {
+			return pol, nil, fmt.Errorf("%w: %w", ErrPolicy, err)
+		}
+		pol = source{name: doc.Name, data: doc.Policy, dir: doc.Dir, label: doc.Revision}
+	} else {
+		data, err := os.ReadFile(e.cfg.PolicyFile)
+		if err != nil {
+			return pol, nil, fmt.Errorf("%w: read %s: %w", ErrPolicy, e.cfg.PolicyFile, err)
+		}
+		pol = source{name: e.cfg.PolicyFile, data: data}
 	}
-	pol = source{name: e.cfg.PolicyFile, data: data}
 	err = fs.WalkDir(builtin.Files(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || strings.HasSuffix(p, "_test.rego") {
 			return err
@@ -242,6 +288,9 @@ func (e *Engine) sources() (pol source, mods []source, err error) {
 		}
 		paths = withLinkTargets(paths)
 		mods = append(mods, source{name: protectSource, data: []byte(strings.Join(paths, "\n"))})
+	}
+	for _, n := range slices.Sorted(maps.Keys(doc.Modules)) {
+		mods = append(mods, source{name: n, data: doc.Modules[n], operator: true})
 	}
 	if e.cfg.RegoDir != "" {
 		names, err := filepath.Glob(filepath.Join(e.cfg.RegoDir, "*.rego"))
@@ -290,14 +339,21 @@ func revisionOf(pol source, mods []source) string {
 		fmt.Fprintf(h, "%s\x00%d\x00", s.name, len(s.data))
 		h.Write(s.data)
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	rev := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	if pol.label != "" {
+		rev = "bundle:" + pol.label + "@" + rev
+	}
+	return rev
 }
 
 // load compiles a snapshot from the sources read by sources.
 func (e *Engine) load(ctx context.Context, pol source, mods []source) (*snapshot, error) {
-	dir, err := filepath.Abs(filepath.Dir(pol.name))
-	if err != nil {
-		return nil, err
+	dir := pol.dir
+	if dir == "" {
+		var err error
+		if dir, err = filepath.Abs(filepath.Dir(pol.name)); err != nil {
+			return nil, err
+		}
 	}
 	p, err := policy.Decode(pol.name, pol.data, dir)
 	if err != nil {

@@ -29,13 +29,16 @@ type Inputs struct {
 	DecisionTimeout time.Duration
 	// Logger receives reload outcomes; nil means slog.Default().
 	Logger *slog.Logger
+	// Source, when set, supplies the policy and the operator's modules
+	// in place of PolicyFile and RegoDir (Config.Source).
+	Source Source
 }
 
 // Open loads and compiles the policy of in, as New does, and fails as New
 // fails: a broken policy file, Rego module or managed settings file is an
 // error naming it.
 func Open(ctx context.Context, in Inputs) (*Engine, error) {
-	cfg := Config{PolicyFile: in.PolicyFile, RegoDir: in.RegoDir, DecisionTimeout: in.DecisionTimeout, Logger: in.Logger}
+	cfg := Config{PolicyFile: in.PolicyFile, RegoDir: in.RegoDir, DecisionTimeout: in.DecisionTimeout, Logger: in.Logger, Source: in.Source}
 	if dir := in.ClaudeCodeDir; dir != "" {
 		cfg.Protect = func() ([]string, error) { return claudecode.InstalledPaths(dir) }
 	}

@@ -51,6 +51,7 @@ Usage:
   gatekeeper decide          decide one call given as JSON on stdin
   gatekeeper run             run code in the sandbox with no agent
   gatekeeper image build     build sandbox image profiles locally (python; PROFILE...; --all)
+  gatekeeper bundle build    make a (signed) OPA bundle of a policy and Rego directory, for serve --bundle
   gatekeeper audit verify P  verify an audit log's hash chain, across rotated files
   gatekeeper runs list       list the runs recorded in an artifacts directory (serve --artifacts-dir)
   gatekeeper runs show ID    print one run's artifact
@@ -75,7 +76,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return nil
 	}
 	cmd, rest := args[0], args[1:]
-	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code" || cmd == "runs") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
+	if (cmd == "policy" || cmd == "audit" || cmd == "image" || cmd == "claude-code" || cmd == "runs" || cmd == "bundle") && len(rest) > 0 && rest[0] != "-h" && rest[0] != "--help" {
 		cmd, rest = cmd+" "+rest[0], rest[1:]
 	}
 	env := envLookup(os.LookupEnv)
@@ -88,6 +89,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return cmdDecide(ctx, rest, env, stdin, stdout, stderr)
 	case "run":
 		return cmdRun(ctx, rest, env, stdin, stdout, stderr)
+	case "bundle build":
+		return cmdBundleBuild(ctx, rest, env, stdout, stderr)
 	case "image build":
 		return cmdImageBuild(ctx, rest, env, stdout, stderr)
 	case "audit verify":

@@ -27,9 +27,10 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	fs := newFlags("serve", "serve [flags]", stderr)
 	listen := fs.String("listen", defaultSocket(), "where to listen: unix:///path.sock or tcp://127.0.0.1:7777")
 	allowRemote := fs.Bool("allow-remote", false, "allow a TCP listen address beyond loopback")
-	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
+	hookListen := fs.String("hook-listen", "", "also serve the Claude Code hook endpoint (and /healthz and /readyz only) here, for the CLI's HTTP hooks: tcp://127.0.0.1:PORT (port 0 picks one)")
 	tokenFile := fs.String("token-file", defaultTokenFile(), "bearer token file, created (mode 0600) with a random token if absent")
 	engineOpts := engineFlags(fs, true)
+	bundleOpts := bundleFlags(fs)
 	auditOpts := auditFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
@@ -70,7 +71,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		debug.SetGCPercent(*gcPercent)
 	}
 
-	eng, err := engineOpts.open(ctx, log)
+	eng, bundles, err := openPolicy(ctx, engineOpts, bundleOpts, fs, *stateDir, log)
 	if err != nil {
 		return err
 	}
@@ -105,6 +106,9 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		cfg.Artifacts = d
 	}
 	caps.apply(&cfg)
+	if bundles != nil {
+		cfg.Readiness = bundleReadiness(bundles, eng)
+	}
 	cfg.Debug = *debugEndpoints
 	var sandboxes *sandboxRunner
 	var con *console.Console
@@ -170,7 +174,9 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 			return err
 		}
 	}
-	if *watch > 0 {
+	if bundles != nil {
+		go runBundles(ctx, bundles, log)
+	} else if *watch > 0 {
 		go eng.Watch(ctx, *watch)
 	}
 	hup := make(chan os.Signal, 1)
@@ -187,7 +193,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		}
 	}()
 	addr := listenAddr(ln, *listen)
-	log.Info("gatekeeper serving", "listen", addr, "policy", engineOpts.in.PolicyFile, "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
+	log.Info("gatekeeper serving", "listen", addr, "policy", policyName(engineOpts, bundleOpts), "revision", eng.Revision(), "audit_log", auditOpts.path, "token_file", *tokenFile, "ui", *ui)
 	fmt.Fprintf(stderr, "GATEKEEPER_URL=%s\n", clientURL(addr))
 	if con != nil {
 		if host, ok := strings.CutPrefix(addr, "tcp://"); ok {

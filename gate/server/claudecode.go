@@ -39,6 +39,7 @@ type ClaudeCodeConfig struct {
 func (s *Server) HookHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
 	return mux
 }

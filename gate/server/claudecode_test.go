@@ -357,6 +357,7 @@ func TestHookListenerServesOnlyTheHookEndpoint(t *testing.T) {
 		status       int
 	}{
 		{"GET", "/healthz", 200},
+		{"GET", "/readyz", 200},
 		{"POST", wire.HookPath, 401},
 		{"GET", "/v1/ws", 404},
 		{"GET", "/metrics", 404},

@@ -111,6 +111,10 @@ type RunInfo struct {
 type Config struct {
 	Engine  *gate.Engine
 	Auditor Auditor
+	// Readiness, when set, answers /readyz: a JSON-encodable status and
+	// whether the sidecar is ready (serve --bundle: a bundle is in force).
+	// Nil means always ready.
+	Readiness func() (status any, ready bool)
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
 	// Workspaces keeps each query's /workspace between its runs, removed
@@ -265,6 +269,7 @@ func New(cfg Config) (*Server, error) {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.authorized(promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{})))
 	mux.Handle("GET /v1/ws", s.authorized(http.HandlerFunc(s.upgrade)))
 	mux.Handle("POST "+wire.HookPath, s.authorized(http.HandlerFunc(s.hook)))
@@ -319,6 +324,22 @@ func (s *Server) closeAll() {
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write([]byte(`{"status":"ok","policy_revision":"` + s.cfg.Engine.Revision() + `"}`))
+}
+
+// readyz answers 200 when the sidecar has a policy to decide by, 503 when
+// it denies every call for want of one (Config.Readiness), with the
+// status as JSON either way. Like /healthz it needs no token.
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
+	var status any = map[string]any{"ready": true, "policy_revision": s.cfg.Engine.Revision(), "decision_log_backlog": nil}
+	ready := true
+	if s.cfg.Readiness != nil {
+		status, ready = s.cfg.Readiness()
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if !ready {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	_ = json.NewEncoder(w).Encode(status)
 }
 
 // authorized refuses requests without the bearer token (401) and browser

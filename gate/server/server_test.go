@@ -370,6 +370,9 @@ func TestWhoMayConnect(t *testing.T) {
 	if s := get("/healthz", ""); s != 200 {
 		t.Errorf("/healthz without token: %d", s)
 	}
+	if s := get("/readyz", ""); s != 200 {
+		t.Errorf("/readyz without token (a policy file: always ready): %d", s)
+	}
 	if s := get("/metrics", ""); s != 401 {
 		t.Errorf("/metrics without token: %d", s)
 	}
