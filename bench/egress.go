@@ -2,25 +2,20 @@ package bench
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gatekeeper-ai/gatekeeper/runner/egress"
 )
 
 // EgressResult is row 11: what the egress proxy's interception costs one
@@ -135,10 +130,13 @@ func (e *env) egress(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(dir, "ws"), 0o755); err != nil {
 		return err
 	}
-	caPEM, cert, err := egressCerts("127.0.0.2", "127.0.0.3")
+	// The server's certificates come from a CA of the egress package's
+	// own kind, made for this run: a different CA from the sidecar's.
+	upstreamCA, err := egress.NewCA()
 	if err != nil {
 		return err
 	}
+	caPEM := upstreamCA.CertPEM()
 	caFile := filepath.Join(dir, "upstream-ca.pem")
 	if err := os.WriteFile(caFile, caPEM, 0o644); err != nil {
 		return err
@@ -152,7 +150,14 @@ func (e *env) egress(ctx context.Context) error {
 			}
 			w.Write([]byte(`{"item": 1}`))
 		}),
-		TLSConfig:         &tls.Config{Certificates: []tls.Certificate{cert}},
+		TLSConfig: &tls.Config{GetCertificate: func(hi *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			// The address the client reached: the IP literal it verifies.
+			host, _, err := net.SplitHostPort(hi.Conn.LocalAddr().String())
+			if err != nil {
+				return nil, err
+			}
+			return upstreamCA.Leaf(host)
+		}},
 		ReadHeaderTimeout: 10 * time.Second,
 	}
 	var hosts [2]string
@@ -249,42 +254,6 @@ func roundRatiosAt(a, b []time.Duration, rounds int, pct float64) (low, high flo
 		}
 	}
 	return low, high
-}
-
-// egressCerts makes a CA and a server certificate for the IP addresses.
-func egressCerts(ips ...string) ([]byte, tls.Certificate, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "bench upstream CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "bench upstream"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
-	for _, ip := range ips {
-		tmpl.IPAddresses = append(tmpl.IPAddresses, net.IP(netip.MustParseAddr(ip).AsSlice()))
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		return nil, tls.Certificate{}, err
-	}
-	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	return caPEM, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
 }
 
 // Goals of row 11.
