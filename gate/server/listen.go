@@ -50,6 +50,9 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("listen unix socket %s: %w", path, err)
 	}
+	if err := checkSocketDir(filepath.Dir(path)); err != nil {
+		return nil, fmt.Errorf("listen unix socket %s: %w", path, err)
+	}
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("listen unix socket %s: a non-socket file is in the way", path)

@@ -401,6 +401,38 @@ func TestListenRefusesRemoteTCPWithoutAllowRemote(t *testing.T) {
 	ln.Close()
 }
 
+// A socket directory made first by another user (the default
+// /tmp/gatekeeper-<uid> is a name anyone can take), or a link to one, is
+// refused: its owner could swap the socket for its own. One of root's,
+// such as a Pod's emptyDir (0777), is accepted.
+func TestListenRefusesASocketDirectoryOfAnotherUser(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		t.Fatalf("this test makes a directory of another user and needs root (uid %d)", os.Geteuid())
+	}
+	base := t.TempDir()
+	theirs := filepath.Join(base, "gatekeeper-0")
+	must(t, os.Mkdir(theirs, 0o777))
+	must(t, os.Chown(theirs, 65534, 65534))
+	link := filepath.Join(base, "link")
+	must(t, os.Symlink(theirs, link))
+	for _, dir := range []string{theirs, link} {
+		_, err := server.Listen("unix://"+filepath.Join(dir, "gatekeeper.sock"), false)
+		if err == nil || !strings.Contains(err.Error(), "belongs to uid 65534") {
+			t.Errorf("listen in %s: %v, want a refusal naming uid 65534", dir, err)
+		}
+		if _, err := os.Lstat(filepath.Join(theirs, "gatekeeper.sock")); !os.IsNotExist(err) {
+			t.Errorf("a socket was made in %s: %v", dir, err)
+		}
+	}
+	shared := filepath.Join(base, "emptydir")
+	must(t, os.Mkdir(shared, 0o777))
+	must(t, os.Chmod(shared, 0o777))
+	ln, err := server.Listen("unix://"+filepath.Join(shared, "gatekeeper.sock"), false)
+	must(t, err)
+	ln.Close()
+}
+
 func TestMetricsCountDecisions(t *testing.T) {
 	t.Parallel()
 	h := start(t, options{})

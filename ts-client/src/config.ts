@@ -1,7 +1,7 @@
 // Connection settings: the sidecar's address, the token, timeouts, and the
 // injectable socket.
 
-import { readFileSync } from 'node:fs';
+import { lstatSync, readFileSync, statSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { WS_PATH } from './protocol.js';
@@ -254,6 +254,29 @@ function writeStderr(level: string, message: string, fields?: Record<string, unk
   process.stderr.write(`[${level}] ${message}${extra}\n`);
 }
 
+/**
+ * sharedDirProblem says why the default socket's directory, a name in /tmp
+ * that anyone can make first, must not be trusted: it (or the link to it)
+ * belongs to another user than this one and root, who could put a socket
+ * of its own there, collect the token and answer every call. The sidecar
+ * refuses to listen there for the same reason (gate/server/listen_unix.go).
+ */
+export function sharedDirProblem(dir: string): string | undefined {
+  const me = typeof process.getuid === 'function' ? process.getuid() : 0;
+  for (const stat of [lstatSync, statSync]) {
+    let uid: number;
+    try {
+      uid = stat(dir).uid;
+    } catch {
+      return undefined; // nothing there: the connection fails on its own
+    }
+    if (uid !== me && uid !== 0) {
+      return `the default socket's directory ${dir} belongs to uid ${String(uid)}, not to this user (uid ${String(me)}) or root, so that user could impersonate the sidecar: remove it, or set GATEKEEPER_URL or XDG_RUNTIME_DIR to a directory of your own`;
+    }
+  }
+  return undefined;
+}
+
 /** resolveConfig applies env and defaults; it throws GatekeeperConfigError. */
 export function resolveConfig(opts: GatekeeperOptions = {}, env: NodeJS.ProcessEnv = process.env): ResolvedConfig {
   const display = opts.url ?? env.GATEKEEPER_URL ?? defaultUrl(env);
@@ -261,7 +284,21 @@ export function resolveConfig(opts: GatekeeperOptions = {}, env: NodeJS.ProcessE
   if (!Number.isFinite(timeout) || timeout <= 0) {
     throw new GatekeeperConfigError(`gatekeeper decisionTimeoutMs must be a positive number of milliseconds, got ${String(timeout)}`);
   }
-  const token = tokenSource(opts, env);
+  const source = tokenSource(opts, env);
+  // The /tmp default is checked at each connection, before the token is
+  // sent: the directory may appear after the client starts.
+  const tmpDefault = opts.url === undefined && env.GATEKEEPER_URL === undefined && !env.XDG_RUNTIME_DIR;
+  const token: TokenSource = tmpDefault
+    ? Object.assign(
+        () => {
+          const dir = display.slice('unix://'.length).replace(/\/[^/]*$/, '');
+          const problem = sharedDirProblem(dir);
+          if (problem !== undefined) throw new GatekeeperConfigError(problem);
+          return source();
+        },
+        { origin: source.origin },
+      )
+    : source;
   const cfg: ResolvedConfig = {
     address: parseUrl(display),
     display,

@@ -1,10 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { GatekeeperConfigError, defaultTokenFile, defaultUrl, parseUrl, resolveConfig, stderrLogger, tokenSource } from '../src/config.js';
+import { GatekeeperConfigError, defaultTokenFile, defaultUrl, parseUrl, resolveConfig, sharedDirProblem, stderrLogger, tokenSource } from '../src/config.js';
 import { GATEKEEPER_BIN } from './helpers/sidecar.js';
 
 test('parseUrl turns each GATEKEEPER_URL form into the address ws dials', () => {
@@ -34,6 +34,24 @@ test('parseUrl refuses URLs it cannot dial, saying why', () => {
   for (const c of cases) {
     assert.throws(() => parseUrl(c.url), (err: unknown) => err instanceof GatekeeperConfigError && c.want.test(err.message), c.name);
   }
+});
+
+test("the /tmp default socket's directory is not trusted when another user made it (or a link to it)", () => {
+  assert.equal(process.getuid?.(), 0, 'this test makes a directory of another user and needs root');
+  const base = mkdtempSync(join(tmpdir(), 'gk-shared-'));
+  const theirs = join(base, 'gatekeeper-0');
+  mkdirSync(theirs, { mode: 0o777 });
+  chownSync(theirs, 65534, 65534);
+  const link = join(base, 'link');
+  symlinkSync(theirs, link);
+  for (const dir of [theirs, link]) {
+    assert.match(sharedDirProblem(dir) ?? '', /belongs to uid 65534, not to this user \(uid 0\) or root/, dir);
+  }
+  const emptyDir = join(base, 'emptydir');
+  mkdirSync(emptyDir);
+  chmodSync(emptyDir, 0o777);
+  assert.equal(sharedDirProblem(emptyDir), undefined, "root's directory, writable by all as a Pod's emptyDir, is accepted");
+  assert.equal(sharedDirProblem(join(base, 'missing')), undefined, 'a missing directory is left to the connection to report');
 });
 
 test('defaultUrl is the sidecar default socket', () => {
