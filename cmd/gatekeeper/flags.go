@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/sockdir"
 )
 
 type envLookup func(string) (string, bool)
@@ -69,7 +71,7 @@ func defaultSocket() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return "unix://" + filepath.Join(d, "gatekeeper.sock")
 	}
-	return fmt.Sprintf("unix:///tmp/gatekeeper-%d/gatekeeper.sock", os.Getuid())
+	return "unix://" + filepath.Join(sockdir.TmpDefault(), "gatekeeper.sock")
 }
 
 // defaultLockDir holds the sidecars' instance locks: the user's runtime
@@ -78,7 +80,7 @@ func defaultLockDir() string {
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "gatekeeper", "instances")
 	}
-	return filepath.Join(os.TempDir(), fmt.Sprintf("gatekeeper-%d", os.Getuid()), "instances")
+	return filepath.Join(sockdir.TmpDefault(), "instances")
 }
 
 func xdgDir(envVar, fallback string) string {

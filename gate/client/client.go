@@ -12,12 +12,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/sockdir"
 )
 
 // Endpoint is where the sidecar listens.
@@ -64,7 +67,14 @@ func (e Endpoint) String() string {
 }
 
 // dial connects to the endpoint, whatever address the caller asked for.
+// A socket in the /tmp default directory is refused, before anything is
+// sent, when another user made that directory (internal/sockdir).
 func (e Endpoint) dial(ctx context.Context, _, _ string) (net.Conn, error) {
+	if dir := filepath.Dir(e.Addr); e.Network == "unix" && dir == sockdir.TmpDefault() {
+		if err := sockdir.Check(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("sidecar socket %s: %w", e.Addr, err)
+		}
+	}
 	return (&net.Dialer{}).DialContext(ctx, e.Network, e.Addr)
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/gatekeeper-ai/gatekeeper/internal/sockdir"
 )
 
 // Listen opens the listener named by addr: "unix:///path/to.sock" (created
@@ -50,7 +52,7 @@ func listenUnix(path string) (net.Listener, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("listen unix socket %s: %w", path, err)
 	}
-	if err := checkSocketDir(filepath.Dir(path)); err != nil {
+	if err := sockdir.Check(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("listen unix socket %s: %w", path, err)
 	}
 	if fi, err := os.Lstat(path); err == nil {

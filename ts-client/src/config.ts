@@ -259,7 +259,8 @@ function writeStderr(level: string, message: string, fields?: Record<string, unk
  * that anyone can make first, must not be trusted: it (or the link to it)
  * belongs to another user than this one and root, who could put a socket
  * of its own there, collect the token and answer every call. The sidecar
- * refuses to listen there for the same reason (gate/server/listen_unix.go).
+ * refuses to listen there, and its Go clients to connect, for the same
+ * reason: internal/sockdir has the Go copy of this check.
  */
 export function sharedDirProblem(dir: string): string | undefined {
   const me = typeof process.getuid === 'function' ? process.getuid() : 0;
