@@ -238,7 +238,7 @@ func (r *Runner) startSession(ctx context.Context, s *session, p *Plan, spec run
 	cfg := spec.Session
 	p.Idle = cfg.IdleTimeout + sessionMargin
 	p.Life = cfg.MaxLifetime + spec.Timeout + launch.InterruptGrace + launch.BackstopGrace + launch.SnapshotGrace + r.cfg.ColdMargin
-	if err := r.sessions.makeRoom(s); err != nil {
+	if err := r.sessions.makeRoom(s, p.Sandbox.MemoryBytes); err != nil {
 		return nil, err
 	}
 	req := CreateRequest{Plan: p, Spec: spec, Background: r.background}
@@ -387,28 +387,40 @@ func (r *Runner) EndSession(ctx context.Context, id string) error {
 	return nil
 }
 
-// makeRoom ends the idle sessions past the cap on idle sessions, oldest
-// idle first, before s starts a sandbox; they report EndEvicted at their
-// next run.
-func (ss *sessionSet) makeRoom(s *session) error {
+// makeRoom ends idle sessions, oldest idle first, before s starts a
+// sandbox of mem bytes of memory limit: those past the cap on idle
+// sessions, and those whose memory would take the idle sessions past the
+// pool's memory budget (--pool-max-memory) once s is idle too. They
+// report EndEvicted at their next run. A session larger than the budget
+// alone still starts, as a run does: the budget bounds what waits.
+func (ss *sessionSet) makeRoom(s *session, mem int64) error {
+	var budget int64
+	if ss.r.pool != nil {
+		budget = ss.r.pool.budget
+	}
 	ss.mu.Lock()
 	var idle []*session
+	var idleMem int64
 	for _, o := range ss.m {
 		if o != s && o.inst != nil && !o.running {
 			idle = append(idle, o)
+			idleMem += o.inst.memory
 		}
 	}
 	ss.mu.Unlock()
-	if len(idle) < ss.maxIdle {
-		return nil
-	}
 	sort.Slice(idle, func(i, j int) bool { return idle[i].lastEnd.Before(idle[j].lastEnd) })
-	for _, o := range idle[:len(idle)-ss.maxIdle+1] {
+	for i, o := range idle {
+		overCap := len(idle)-i >= ss.maxIdle
+		overBudget := budget > 0 && idleMem+mem > budget
+		if !overCap && !overBudget {
+			break
+		}
 		select {
 		case <-o.turn:
 		default:
 			continue // it runs now: no longer idle
 		}
+		idleMem -= o.inst.memory
 		ss.r.endSession(o, runner.EndEvicted, true)
 		o.turn <- struct{}{}
 	}
