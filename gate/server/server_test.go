@@ -54,6 +54,7 @@ type harness struct {
 	sock, token, dir, auditPath string
 	srv                         *server.Server
 	audit                       *audit.Log
+	engine                      *gate.Engine
 	// shutdown ends Serve and waits for it to return, or for wait to end.
 	shutdown func(wait context.Context) error
 }
@@ -98,6 +99,7 @@ func start(t testing.TB, o options) *harness {
 	}
 	eng, err := gate.New(t.Context(), gcfg)
 	must(t, err)
+	h.engine = eng
 	h.audit, err = audit.Open(h.auditPath, audit.Options{})
 	must(t, err)
 	t.Cleanup(func() { h.audit.Close() })
