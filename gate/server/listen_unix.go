@@ -13,4 +13,3 @@ func listenUnixPrivate(path string) (net.Listener, error) {
 	defer syscall.Umask(old)
 	return net.Listen("unix", path)
 }
-
