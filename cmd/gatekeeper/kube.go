@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,12 @@ type kubeOptions struct {
 	netns        string
 	hostUsers    bool
 	startTimeout time.Duration
+	leaseFor     time.Duration
 	checkImage   string // the image the start-up canaries run; set by serve
+	// lease, set by serve, guards the instance with a Lease (holder names
+	// this process in it).
+	lease  bool
+	holder string
 }
 
 // kubeFlags registers the flags of the Kubernetes backend on fs.
@@ -43,7 +49,45 @@ func kubeFlags(fs *flag.FlagSet) *kubeOptions {
 	fs.StringVar(&o.netns, "kube-netns", "", "with --runner kube: listen for the egress proxy inside this network namespace (a name under /run/netns or a path), where --kube-egress-addr exists (the test cluster of scripts/ensure-kube)")
 	fs.BoolVar(&o.hostUsers, "kube-host-users", false, "with --runner kube: run runc Pods in the node's user namespace (a weaker, node-wide pids bound) where the runtime cannot give each its own")
 	fs.DurationVar(&o.startTimeout, "kube-start-timeout", kube.DefaultStartTimeout, "with --runner kube: how long a Pod may take to start (scheduling included) before its run answers runner_unavailable")
+	fs.DurationVar(&o.leaseFor, "kube-lease-duration", kube.DefaultLeaseDuration, "with serve --runner kube: how long the instance's Lease stands unrenewed before another sidecar may take it over (renewed every third of it)")
 	return o
+}
+
+// The downward API's environment of an in-cluster sidecar (the manifests
+// of docs/kubernetes set them from the Pod's fields).
+const (
+	envPodName = "POD_NAME" // metadata.name
+	envPodUID  = "POD_UID"  // metadata.uid
+	envPodIP   = "POD_IP"   // status.podIP
+)
+
+// serving readies the options of serve --runner kube after fs is parsed:
+// the instance's Lease guards it, and in a Pod (no --kubeconfig) the
+// instance defaults to the Pod's name (POD_NAME; a StatefulSet's Pod
+// keeps its name when replaced, so its successor removes what it left)
+// and --kube-egress-addr to the Pod's IP (POD_IP), where the proxy then
+// listens. A flag or its GATEKEEPER_ variable wins. It returns the
+// instance.
+func (o *kubeOptions) serving(fs *flag.FlagSet, env envLookup, instance string) string {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	name, _ := env(envPodName)
+	if o.kubeconfig == "" {
+		if !set["instance"] && name != "" {
+			instance = name
+		}
+		if ip, ok := env(envPodIP); ok && !set["kube-egress-addr"] && o.netns == "" {
+			o.egressAddr = ip
+		}
+	}
+	o.lease = true
+	if uid, _ := env(envPodUID); name != "" || uid != "" {
+		o.holder = "pod " + name + " uid " + uid
+	} else {
+		host, _ := os.Hostname()
+		o.holder = fmt.Sprintf("%s pid %d", host, os.Getpid())
+	}
+	return instance
 }
 
 // restConfig is the API server configuration of --kubeconfig, or the
@@ -128,6 +172,9 @@ func newKubeRunner(o runnerOptions, proxy *egress.Proxy) (*sandboxRunner, func(c
 		Instance: o.instance, Namespace: ko.namespace, REST: rc, Pool: o.pool.config(), MaxIdleSessions: o.pool.maxSessions, Logger: o.log,
 		EgressAddr: addr, EgressPorts: ports, Listen: ko.listen(),
 		HostUsers: ko.hostUsers, StartTimeout: ko.startTimeout,
+	}
+	if ko.lease {
+		cfg.Lease = &kube.LeaseConfig{Holder: ko.holder, Duration: ko.leaseFor}
 	}
 	if addr.IsValid() {
 		cfg.Egress = proxy

@@ -48,3 +48,42 @@ func TestServeRefusesAnUnknownRunner(t *testing.T) {
 		t.Fatalf("newSandboxRunner = %v; want the unknown runner named", err)
 	}
 }
+
+// TestServeInAPodTakesItsInstanceAndEgressAddressFromThePod: in a Pod (no
+// --kubeconfig), serve --runner kube names its instance after the Pod and
+// serves the egress proxy on the Pod's IP, from the downward API's
+// POD_NAME and POD_IP; a flag or its variable wins; with a kubeconfig
+// (outside the cluster) neither applies. The Lease's holder names the Pod.
+func TestServeInAPodTakesItsInstanceAndEgressAddressFromThePod(t *testing.T) {
+	t.Parallel()
+	pod := map[string]string{"POD_NAME": "agent-2", "POD_UID": "6f1c", "POD_IP": "10.214.0.7"}
+	tests := []struct {
+		name         string
+		args         []string
+		env          map[string]string
+		wantInstance string
+		wantAddr     string
+		wantHolder   string
+	}{
+		{name: "in a Pod", env: pod, wantInstance: "agent-2", wantAddr: "10.214.0.7", wantHolder: "pod agent-2 uid 6f1c"},
+		{name: "flags win", args: []string{"--instance", "mine", "--kube-egress-addr", "10.0.0.9"}, env: pod, wantInstance: "mine", wantAddr: "10.0.0.9", wantHolder: "pod agent-2 uid 6f1c"},
+		{name: "variables win", env: map[string]string{"POD_NAME": "agent-2", "POD_IP": "10.214.0.7", "GATEKEEPER_INSTANCE": "env-name"}, wantInstance: "env-name", wantAddr: "10.214.0.7", wantHolder: "pod agent-2 uid "},
+		{name: "with a kubeconfig", args: []string{"--kubeconfig", "/x"}, env: pod, wantInstance: "default", wantHolder: "pod agent-2 uid 6f1c"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fs := newFlags("serve", "", nil)
+			instance := fs.String("instance", "default", "")
+			ko := kubeFlags(fs)
+			env := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+			if err := parse(fs, tc.args, env); err != nil {
+				t.Fatal(err)
+			}
+			got := ko.serving(fs, env, *instance)
+			if got != tc.wantInstance || ko.egressAddr != tc.wantAddr || ko.holder != tc.wantHolder || !ko.lease {
+				t.Errorf("instance %q, egress %q, holder %q, lease %v; want %q, %q, %q, true", got, ko.egressAddr, ko.holder, ko.lease, tc.wantInstance, tc.wantAddr, tc.wantHolder)
+			}
+		})
+	}
+}

@@ -332,6 +332,15 @@ func newSandboxRunner(ctx context.Context, o runnerOptions) (*sandboxRunner, err
 		return nil, err
 	}
 	s.lock = lock
+	if st, ok := s.backend.(interface{ Start(context.Context) error }); ok {
+		// The Kubernetes backend checks its permissions and takes the
+		// instance's Lease, the cluster's guard, before removing anything.
+		if err := st.Start(ctx); err != nil {
+			_ = s.backend.Close()
+			lock.Release()
+			return nil, err
+		}
+	}
 	s.queue, s.warmed = runner.NewQueue(s.backend, o.maxRuns), make(chan struct{})
 	cctx, cancel := context.WithTimeout(ctx, cleanupAtStartTimeout)
 	defer cancel()

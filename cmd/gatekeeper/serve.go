@@ -56,6 +56,9 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	if err := parse(fs, args, env); err != nil {
 		return err
 	}
+	if *backend == "kube" {
+		*instance = kubeOpts.serving(fs, env, *instance)
+	}
 	log := newLogger(stderr, *logLevel)
 	code, err := artifacts.ParseStoreCode(*storeCode)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gatekeeper-ai/gatekeeper/runner"
 	"github.com/gatekeeper-ai/gatekeeper/runner/launch"
@@ -157,6 +156,21 @@ func newClassChecks(r *platform) *classChecks {
 	return &classChecks{r: r, states: map[string]*classState{}}
 }
 
+// passed reports whether the class's canary passed.
+func (c *classChecks) passed(class string) bool {
+	c.mu.Lock()
+	st, ok := c.states[class]
+	c.mu.Unlock()
+	if !ok {
+		return false
+	}
+	if !st.mu.TryLock() {
+		return false // being checked
+	}
+	defer st.mu.Unlock()
+	return st.ok
+}
+
 // require returns nil when the class of plan p passed its check, running
 // the check first if it has not run (or failed over checkRetry ago); else
 // why runs under it are refused.
@@ -212,12 +226,6 @@ func (r *platform) check(ctx context.Context, image string) map[string]error {
 // check runs the RuntimeClass's canary: see the package doc.
 func (c *classChecks) check(ctx context.Context, p *plan) error {
 	r := c.r
-	if _, err := r.cs.NodeV1().RuntimeClasses().Get(ctx, p.class, metav1.GetOptions{}); err != nil {
-		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("RuntimeClass %s does not exist in the cluster: %w", p.class, runner.ErrRuntimeUnavailable)
-		}
-		return apiErr("get RuntimeClass "+p.class, err)
-	}
 	targets := map[string]netip.AddrPort{}
 	var canary *canaryListener
 	if r.egress != nil {
@@ -241,6 +249,11 @@ func (c *classChecks) check(ctx context.Context, p *plan) error {
 	out, err := r.probe(ctx, p, targets)
 	if errors.Is(err, errImageMissing) {
 		return err // the image's fault, not the class's
+	}
+	if apierrors.IsForbidden(err) && !errors.Is(err, runner.ErrUnavailable) {
+		// The runner's Role cannot read RuntimeClasses (cluster-wide): a
+		// class that does not exist shows as its canary Pod refused.
+		return fmt.Errorf("RuntimeClass %s: the API server refused its canary Pod (the RuntimeClass admission plugin refuses a Pod whose class does not exist): %w: %w", p.class, runner.ErrRuntimeUnavailable, err)
 	}
 	if err != nil {
 		return fmt.Errorf("the canary of RuntimeClass %s: %w: %w", p.class, runner.ErrRuntimeUnavailable, err)

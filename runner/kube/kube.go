@@ -144,10 +144,13 @@ type Config struct {
 	Instance string
 	// Namespace is where the Pods run; empty means DefaultNamespace.
 	Namespace string
-	// REST is how to reach the API server, with the runner's credentials
-	// (Pods, pods/attach and NetworkPolicies in Namespace; read
-	// RuntimeClasses).
+	// REST is how to reach the API server, with the runner's credentials:
+	// exactly Permissions in Namespace, nothing cluster-wide.
 	REST *rest.Config
+	// Lease, when set, guards the instance against a second live sidecar
+	// in the cluster (see LeaseConfig): Start takes it, and the runner
+	// makes no sandbox without it.
+	Lease *LeaseConfig
 	// Classes names the RuntimeClasses; the zero value means
 	// DefaultRuntimeClasses.
 	Classes RuntimeClasses
@@ -223,6 +226,7 @@ type platform struct {
 	egress *egressListener // nil without Config.Egress
 	checks *classChecks
 	images *imageProbes
+	lease  *instanceLease  // nil without Config.Lease
 	sr     *sandbox.Runner // runs the canaries and probes
 	// peakUnseen logs once that the Pods' memory cgroups are out of sight.
 	peakUnseen sync.Once
@@ -281,6 +285,9 @@ func newRunner(cfg Config, cs kubernetes.Interface) (*Runner, error) {
 	}
 	r.checks = newClassChecks(r)
 	r.images = newImageProbes(r)
+	if cfg.Lease != nil {
+		r.lease = newInstanceLease(r, *cfg.Lease)
+	}
 	sr, err := sandbox.New(r, sandbox.Config{
 		Instance: cfg.Instance, ColdMargin: coldMargin, DrainTimeout: drainTimeout,
 		MinMemoryBytes: minMemoryBytes, Pool: cfg.Pool, MaxIdleSessions: cfg.MaxIdleSessions, Logger: log,
@@ -290,6 +297,32 @@ func newRunner(cfg Config, cs kubernetes.Interface) (*Runner, error) {
 	}
 	r.sr = sr
 	return &Runner{Runner: sr, pf: r}, nil
+}
+
+// Start readies the runner of a sidecar before it removes its
+// predecessor's leftovers (Cleanup): it checks that its credentials hold
+// every permission it needs (CheckAccess), so that a Role with less fails
+// here rather than at the first run, and with Config.Lease it takes the
+// instance's Lease (a live sidecar of the instance holding it is
+// ErrLeaseHeld, naming it; a crashed one's is taken over once it
+// expires). Without the Lease, Run refuses every run. Close releases it.
+func (r *Runner) Start(ctx context.Context) error {
+	if err := r.pf.checkAccess(ctx); err != nil {
+		return err
+	}
+	if r.pf.lease == nil {
+		return nil
+	}
+	return r.pf.lease.take(ctx)
+}
+
+// guard returns nil while the runner may make sandboxes: always without
+// Config.Lease, else while it holds the Lease.
+func (r *platform) guard() error {
+	if r.lease == nil {
+		return nil
+	}
+	return r.lease.check()
 }
 
 // Instance returns the runner's instance name.
@@ -319,13 +352,17 @@ func (r *platform) Close() error {
 		r.egress.close()
 	}
 	r.watch.stop()
+	if r.lease != nil {
+		r.lease.release()
+	}
 	return nil
 }
 
 // Status is what the cluster says about itself.
 type Status struct {
 	// Version is the API server's version; Classes the RuntimeClasses the
-	// runner uses that exist, sorted.
+	// runner uses whose canary passed, sorted (the runner's Role cannot
+	// read RuntimeClasses, which are cluster-wide).
 	Version string
 	Classes []string
 }
@@ -337,11 +374,11 @@ func (r *platform) status(ctx context.Context) (Status, error) {
 	}
 	st := Status{Version: v.GitVersion}
 	for _, name := range r.classNames() {
-		if _, err := r.cs.NodeV1().RuntimeClasses().Get(ctx, name, metav1.GetOptions{}); err == nil {
+		if r.checks.passed(name) {
 			st.Classes = append(st.Classes, name)
 		}
 	}
-	return st, nil
+	return st, r.guard()
 }
 
 // classNames are the configured RuntimeClass names, sorted, without
@@ -364,6 +401,9 @@ func (r *platform) classNames() []string {
 // does not keep (warm Pods of the pool included), and their
 // NetworkPolicies, and returns how many it deleted.
 func (r *platform) Sweep(ctx context.Context, keep func(id string, pooled bool) bool) (removed int, err error) {
+	if err := r.guard(); err != nil {
+		return 0, err // the instance's Pods are its Lease holder's to remove
+	}
 	sel := metav1.ListOptions{LabelSelector: runner.LabelInstance + "=" + r.cfg.Instance}
 	pods, err := r.cs.CoreV1().Pods(r.cfg.Namespace).List(ctx, sel)
 	if err != nil {

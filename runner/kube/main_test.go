@@ -84,7 +84,7 @@ type discardAudit struct{}
 func (discardAudit) Egress(egress.Event) error { return nil }
 
 // newTestRunner returns a Runner of cfg, closed and cleaned up when t
-// ends.
+// ends (cleaned up only while it may: see platform.guard).
 func newTestRunner(t testing.TB, cfg Config) *Runner {
 	t.Helper()
 	r, err := New(cfg)
@@ -92,10 +92,14 @@ func newTestRunner(t testing.TB, cfg Config) *Runner {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if _, err := r.Cleanup(ctx); err != nil {
-			t.Errorf("cleanup: %v", err)
+		// Only the holder of the instance's Lease (with Config.Lease) may
+		// remove its Pods: a crashed runner's successor removed them.
+		if r.pf.guard() == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			if _, err := r.Cleanup(ctx); err != nil {
+				t.Errorf("cleanup: %v", err)
+			}
 		}
 		r.Close()
 	})

@@ -193,7 +193,7 @@ func TestCanaryRefusesClasses(t *testing.T) {
 		{name: "a class with a network for runs without one", classes: RuntimeClasses{RuncNoNet: "runc"}, rt: runner.Runc,
 			want: runner.ErrNetworkUnsupported, say: `network interfaces "eth0,lo"`},
 		{name: "a class that does not exist", classes: RuntimeClasses{RunscNoNet: "no-such-class"}, rt: runner.Runsc,
-			want: runner.ErrRuntimeUnavailable, say: "RuntimeClass no-such-class does not exist"},
+			want: runner.ErrRuntimeUnavailable, say: `RuntimeClass "no-such-class" not found`},
 		{name: "a runc class whose handler cannot give a Pod its own user namespace", classes: RuntimeClasses{RuncNoNet: "gvisor-nonet"}, rt: runner.Runc,
 			want: runner.ErrRuntimeUnavailable, say: "gvisor-nonet"},
 		{name: "no class for runs with a network", classes: RuntimeClasses{RuncNoNet: "runc-nonet"}, rt: runner.Runc, network: true,

@@ -64,12 +64,16 @@ func (r *platform) Validate(spec runner.Spec, sp *sandbox.Plan) ([]string, error
 	return problems, nil
 }
 
-// Prepare starts watching the cluster, makes sure the plan's RuntimeClass
+// Prepare refuses every run while the runner lacks its instance's Lease
+// (with Config.Lease), starts watching the cluster, makes sure the plan's RuntimeClass
 // passed its canary and, with lang, that the image has lang's interpreter
 // (a probe run, once per image): before the first run under a class, and
 // again after a failed check, a canary run under it checks what the class
 // must give (see the package doc).
 func (r *platform) Prepare(ctx context.Context, sp *sandbox.Plan, lang runner.Language) error {
+	if err := r.guard(); err != nil {
+		return err
+	}
 	p := r.podPlan(sp)
 	if err := r.watch.start(ctx); err != nil {
 		return err
@@ -83,13 +87,17 @@ func (r *platform) Prepare(ctx context.Context, sp *sandbox.Plan, lang runner.La
 	return r.images.require(ctx, p, lang)
 }
 
-// Create creates the Pod of req.Plan (and its NetworkPolicy), waits until
+// Create refuses, as Prepare does, without the instance's Lease; else it
+// creates the Pod of req.Plan (and its NetworkPolicy), waits until
 // its container runs, registers a networked Pod's address with the egress
 // proxy, and attaches to it. The container's command waits for a first
 // line on standard input before it starts the launcher, and Create sends
 // that line once attached: a Pod's attach sees only what the container
 // writes after it, and so nothing the launcher writes is lost.
 func (r *platform) Create(ctx context.Context, req sandbox.CreateRequest) (sandbox.Instance, error) {
+	if err := r.guard(); err != nil {
+		return nil, err
+	}
 	p, spec := r.podPlan(req.Plan), req.Spec
 	env := launch.Env()
 	var proxy netip.AddrPort
