@@ -82,7 +82,7 @@ test-fuzz:
 # at once as a large machine has cores they could run out, and the suite is proven at two.
 test-kube: kube
 	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./runner/kube/ && $(GO) test -tags kube -count=1 -parallel 2 -v -timeout 30m ./runner/kube/
-	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./cmd/gatekeeper/ && $(GO) test -tags kube -count=1 -v -run '^TestKube' -timeout 10m ./cmd/gatekeeper/
+	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./cmd/gatekeeper/ && $(GO) test -tags kube -count=1 -v -run '^TestKube' -timeout 20m ./cmd/gatekeeper/
 	eval "$$(scripts/ensure-kube env)" && cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && \
 	  export GATEKEEPER_BIN=$(CURDIR)/$(BIN) WALKTHROUGH_RUNNER=kube && npm run 1 && npm run 6
 
