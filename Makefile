@@ -75,7 +75,8 @@ test-fuzz:
 
 # The Kubernetes backend against the real cluster (build tag kube): the cluster's smoke test, the
 # conformance suite under runc and gVisor, the canaries, cleanup, the pool, image loading; a one-shot
-# gatekeeper run --runner kube; then the happy-path and resource-abuse walkthroughs through
+# gatekeeper run --runner kube; agent Pods with gatekeeper as their native sidecar, from
+# docs/kubernetes (TestKubeAgentPods: builds and loads the agent image, about 7 min); then the happy-path and resource-abuse walkthroughs through
 # serve --runner kube.
 # Two tests at a time on any machine (-parallel defaults to the core count): the suite shares one
 # node and the cluster's eight egress ports (each test's runner holds one while it lives): with as many
