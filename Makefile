@@ -75,14 +75,15 @@ test-fuzz:
 
 # The Kubernetes backend against the real cluster (build tag kube): the cluster's smoke test, the
 # conformance suite under runc and gVisor, the canaries, cleanup, the pool, image loading; a one-shot
-# gatekeeper run --runner kube; then the happy-path and resource-abuse walkthroughs through
+# gatekeeper run --runner kube; agent Pods with gatekeeper as their native sidecar, from
+# docs/kubernetes (TestKubeAgentPods: builds and loads the agent image, about 7 min); then the happy-path and resource-abuse walkthroughs through
 # serve --runner kube.
 # Two tests at a time on any machine (-parallel defaults to the core count): the suite shares one
 # node and the cluster's eight egress ports (each test's runner holds one while it lives): with as many
 # at once as a large machine has cores they could run out, and the suite is proven at two.
 test-kube: kube
 	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./runner/kube/ && $(GO) test -tags kube -count=1 -parallel 2 -v -timeout 30m ./runner/kube/
-	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./cmd/gatekeeper/ && $(GO) test -tags kube -count=1 -v -run '^TestKube' -timeout 10m ./cmd/gatekeeper/
+	eval "$$(scripts/ensure-kube env)" && $(GO) vet -tags kube ./cmd/gatekeeper/ && $(GO) test -tags kube -count=1 -v -run '^TestKube' -timeout 20m ./cmd/gatekeeper/
 	eval "$$(scripts/ensure-kube env)" && cd walkthroughs && npm ci --no-audit --no-fund --loglevel=error && \
 	  export GATEKEEPER_BIN=$(CURDIR)/$(BIN) WALKTHROUGH_RUNNER=kube && npm run 1 && npm run 6
 
