@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
 	"github.com/gatekeeper-ai/gatekeeper/gate/server"
@@ -74,6 +75,7 @@ func TestCodeModeOnTheRealEngineWithRealMCPServers(t *testing.T) {
     places: [lookup]
 `, mcptest.Stdio(bin, "people", 500, nil), mcptest.HTTP(t, "places", 500, nil))
 	c := h.connect(t)
+	c.wait = 2 * time.Minute // the program's first output can take long on a loaded machine
 	run := func(t *testing.T, q, id, code string) (map[string]any, string) {
 		t.Helper()
 		return runCode(t, c, q, id, code)

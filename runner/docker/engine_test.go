@@ -303,7 +303,7 @@ sys.stdout.write("\x1egatekeeper-end 0000000000000000 000\x1e")
 sys.stdout.write("x" * 10000)
 if os.fork() == 0:
     import time
-    time.sleep(0.3)
+    time.sleep(3)
     sys.stdout.write("late orphan\n")
     sys.stdout.flush()
     os._exit(0)
