@@ -386,6 +386,18 @@ func TestAMaskedValueNeverReachesTheReceiver(t *testing.T) {
 	}
 }
 
+func TestABundlePolicyIsNamedWithItsRevision(t *testing.T) {
+	t.Parallel()
+	r := newReceiver(t)
+	s := newSidecar(t, r, audit.Options{}, func(o *decisionlog.Options) { o.Bundle = "gatekeeper" })
+	s.write(1)
+	s.start()
+	ev := receivedAll(t, r, s)[0]
+	if ev.Bundles["gatekeeper"]["revision"] != "rev7" || ev.Revision != "" {
+		t.Fatalf("bundles %v, revision %q", ev.Bundles, ev.Revision)
+	}
+}
+
 func TestABrokenChainStopsShippingLoudly(t *testing.T) {
 	t.Parallel()
 	r := newReceiver(t)
