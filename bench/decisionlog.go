@@ -251,7 +251,7 @@ func (r *Results) decisionLogRows(row func(...string)) {
 	}
 	row("12", fmt.Sprintf("decision log: %d decision lines (%d B each) already in the audit log, shipped from disk in OPA's format (gzipped batches of 500) to a loopback receiver that gunzips and decodes them", x.Lines, x.LineBytes),
 		fmt.Sprintf("%.0f events/s", x.EventsPerSec), "—", fmt.Sprintf("gzip %.1f×", x.GzipRatio), "—", "")
-	row("12", fmt.Sprintf("decision log: a %.0f s receiver outage (503) at %d decisions/s, --decision-log-overflow %s, bound %d lines", x.OutageSeconds, x.Rate, x.Overflow, x.MaxBacklog),
+	row("12", fmt.Sprintf("decision log: a %.0f s receiver outage (503) at %d decisions/s asked (%.0f/s written), --decision-log-overflow %s, bound %d lines", x.OutageSeconds, x.Rate, float64(x.Written)/max(1, x.OutageSeconds), x.Overflow, x.MaxBacklog),
 		fmt.Sprintf("peak backlog %d, lost %.0f, denied %d; drained in %.1f s", x.PeakBacklog, x.Dropped, x.HeldDecisions, x.DrainSeconds),
 		fmt.Sprintf("%d written, %d received", x.Written, x.Received), fmt.Sprintf("heap ≤ %.0f MiB", x.PeakHeapMiB), "nothing lost", r.met("decision_log_outage"))
 }
