@@ -31,6 +31,7 @@ type Results struct {
 	CodeMode     *CodeModeResult    `json:"code_mode,omitempty"`
 	Sessions     *SessionResult     `json:"sessions,omitempty"`
 	Egress       *EgressResult      `json:"egress,omitempty"`
+	DecisionLog  *DecisionLogResult `json:"decision_log,omitempty"`
 	Memory       *MemoryResult      `json:"memory,omitempty"`
 	Trace        []RunTrace         `json:"cold_run_trace,omitempty"`
 	Perf         *PerfProfile       `json:"sidecar_profile,omitempty"`
@@ -246,6 +247,7 @@ func (r *Results) evaluate() {
 	r.evaluateCodeMode()
 	r.evaluateSessions()
 	r.evaluateEgress()
+	r.evaluateDecisionLog()
 	if m := r.Memory; m != nil && m.IdleGatekeeper > 0 {
 		r.target("rss_idle", "sidecar RSS idle < 60 MiB", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), ptr(mib(m.IdleGatekeeper) < 60))
 	} else {
@@ -371,6 +373,7 @@ func (r *Results) Table() string {
 	r.codeModeRows(row)
 	r.sessionRows(row)
 	r.egressRows(row)
+	r.decisionLogRows(row)
 	if m := r.Memory; m != nil {
 		if m.IdleGatekeeper > 0 {
 			row("4", "resident memory (VmRSS) idle: sidecar vs OPA REST", fmt.Sprintf("%.1f MiB", mib(m.IdleGatekeeper)), fmt.Sprintf("%.1f MiB", mib(m.IdleOPA)), ratio(float64(m.IdleGatekeeper), float64(m.IdleOPA)), "< 60 MiB", r.met("rss_idle"))

@@ -76,8 +76,12 @@ type Config struct {
 	// nested call), sessions (row 10: a sandbox kept for a query's runs
 	// against single-use runs, at scale, and idle sessions' memory),
 	// egress (row 11: an HTTPS request the egress proxy intercepts against
-	// one it tunnels), compare (Compare); empty means all.
+	// one it tunnels), decisionlog (row 12: decision-log throughput and a
+	// receiver outage of DecisionLogOutage), compare (Compare); empty
+	// means all.
 	Only []string
+	// DecisionLogOutage is row 12's receiver outage (5m).
+	DecisionLogOutage time.Duration
 	// Merge lays this run's rows over Out's results.json instead of
 	// replacing it (see MergeResults): with Only, the rows of one phase
 	// are measured again and the others kept. latency.svg is then left as it is.
@@ -107,6 +111,9 @@ func (c *Config) defaults() {
 	}
 	if len(c.PoolThink) == 0 {
 		c.PoolThink = []time.Duration{5 * time.Second, time.Second}
+	}
+	if c.DecisionLogOutage <= 0 {
+		c.DecisionLogOutage = 5 * time.Minute
 	}
 	if c.Slice <= 0 {
 		c.Slice = 500 * time.Millisecond
@@ -181,6 +188,7 @@ func Run(ctx context.Context, cfg Config) (*Results, error) {
 		{"codemode", e.codemode},
 		{"sessions", e.sessions},
 		{"egress", e.egress},
+		{"decisionlog", e.decisionLog},
 		{"compare", e.compare},
 	}
 	for _, p := range phases {

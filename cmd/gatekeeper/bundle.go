@@ -15,6 +15,7 @@ import (
 
 	"github.com/gatekeeper-ai/gatekeeper/gate"
 	"github.com/gatekeeper-ai/gatekeeper/gate/bundle"
+	"github.com/gatekeeper-ai/gatekeeper/gate/decisionlog"
 )
 
 // bundleOptions are serve's --bundle flags (docs/BUNDLES.md).
@@ -106,12 +107,13 @@ func bundleReadiness(m *bundle.Manager, eng *gate.Engine) func() (any, bool) {
 	}
 }
 
-// readyStatus is bundle.Status with the engine's revision and the field
-// the decision-log backlog will fill (null until decision logs ship).
+// readyStatus is bundle.Status with the engine's revision and, with
+// --decision-log, the shipper's backlog and state (null without).
 type readyStatus struct {
 	bundle.Status
-	PolicyRevision     string `json:"policy_revision"`
-	DecisionLogBacklog *int64 `json:"decision_log_backlog"`
+	PolicyRevision     string              `json:"policy_revision"`
+	DecisionLogBacklog *int64              `json:"decision_log_backlog"`
+	DecisionLog        *decisionlog.Status `json:"decision_log,omitempty"`
 }
 
 func cmdBundleBuild(ctx context.Context, args []string, env envLookup, stdout, stderr io.Writer) error {

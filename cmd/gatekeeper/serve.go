@@ -32,6 +32,7 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	engineOpts := engineFlags(fs, true)
 	bundleOpts := bundleFlags(fs)
 	auditOpts := auditFlags(fs)
+	decisionLogOpts := decisionLogFlags(fs)
 	var origins listFlag
 	fs.Var(&origins, "allow-origin", "browser Origin allowed to connect (repeatable); any other Origin is refused")
 	maxFrame := fs.Int64("max-frame-bytes", server.DefaultMaxFrameBytes, "largest frame accepted; a larger one closes the connection with 1009")
@@ -113,6 +114,13 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 		cfg.Readiness = bundleReadiness(bundles, eng)
 	}
 	cfg.Debug = *debugEndpoints
+	shipper, err := decisionLogOpts.open(alog, auditOpts.path, *instance, bundles != nil, log)
+	if err != nil {
+		return err
+	}
+	if shipper != nil {
+		defer startDecisionLog(shipper, &cfg, eng)() // stops before the audit log closes
+	}
 	var sandboxes *sandboxRunner
 	var con *console.Console
 	if *ui {
@@ -163,6 +171,11 @@ func cmdServe(ctx context.Context, args []string, env envLookup, stdout, stderr 
 	}
 	if sandboxes != nil {
 		if err := srv.Register(sandboxes.collectors...); err != nil {
+			return err
+		}
+	}
+	if shipper != nil {
+		if err := srv.Register(shipper.Collectors()...); err != nil {
 			return err
 		}
 	}

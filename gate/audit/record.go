@@ -26,6 +26,10 @@ const (
 	// KindSession: a query's session started or ended (Event is
 	// SessionStart or SessionEnd).
 	KindSession Kind = "session"
+	// KindDecisionLog: the decision-log shipper (gate/decisionlog) could
+	// not ship some lines and says which (Dropped), with its Rule and
+	// Reason. The line is itself shipped.
+	KindDecisionLog Kind = "decision_log"
 )
 
 // The events of a session line (Kind "session"): the values of
@@ -205,6 +209,18 @@ type Record struct {
 	// Pruned names the oldest files this rotation removes to keep
 	// Options.Keep; a verifier accepts their absence.
 	Pruned []string `json:"pruned,omitempty"`
+
+	// Dropped is on a decision_log line: the lines the shipper never
+	// shipped, by seq.
+	Dropped *Dropped `json:"dropped,omitempty"`
+}
+
+// Dropped is a decision_log line's record of lines the decision-log
+// shipper gave up on: seqs From to To, Lines of them.
+type Dropped struct {
+	From  int64 `json:"from"`
+	To    int64 `json:"to"`
+	Lines int64 `json:"lines"`
 }
 
 // Approval is a code_call line's answer to the policy's ask

@@ -290,8 +290,11 @@ func (c *conn) decide(r *wire.Decide) {
 // returns the decision's id and the decision.
 func (s *Server) decide(ctx context.Context, q *query, client string, call gate.Call) (string, gate.Decision) {
 	start := time.Now()
-	d, err := q.q.Decide(ctx, call)
-	if err != nil {
+	var d gate.Decision
+	var err error
+	if rule, reason, held := s.hold(); held {
+		d = gate.Decision{Decision: gate.Deny, Rule: rule, Reason: reason, Revision: s.cfg.Engine.Revision()}
+	} else if d, err = q.q.Decide(ctx, call); err != nil {
 		s.log.Warn("decision failed closed", "query_id", q.q.ID, "tool", call.ToolName, "err", err)
 	}
 	id := newID("d_")
@@ -314,6 +317,14 @@ func (s *Server) decide(ctx context.Context, q *query, client string, call gate.
 	s.metrics.decided(d.Decision, d.Rule, call.Event)
 	s.metrics.latency.Observe(time.Since(start).Seconds())
 	return id, d
+}
+
+// hold asks Config.Hold.
+func (s *Server) hold() (rule, reason string, held bool) {
+	if s.cfg.Hold == nil {
+		return "", "", false
+	}
+	return s.cfg.Hold()
 }
 
 // run re-decides a run itself, runs it, streams its output and reports it.

@@ -115,6 +115,12 @@ type Config struct {
 	// whether the sidecar is ready (serve --bundle: a bundle is in force).
 	// Nil means always ready.
 	Readiness func() (status any, ready bool)
+	// Hold, when set, is asked before each tool-call decision (the
+	// WebSocket's decide and the Claude Code hook endpoint): held denies
+	// the call with rule and reason, audited as any decision, without
+	// asking the policy. serve --decision-log holds while its backlog is
+	// full under --decision-log-overflow block (gate/decisionlog).
+	Hold func() (rule, reason string, held bool)
 	// Runner executes allowed runs; nil answers every run with runner_unavailable.
 	Runner Runner
 	// Workspaces keeps each query's /workspace between its runs, removed
