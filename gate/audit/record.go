@@ -218,9 +218,14 @@ type Record struct {
 // Dropped is a decision_log line's record of lines the decision-log
 // shipper gave up on: seqs From to To, Lines of them.
 type Dropped struct {
-	From  int64 `json:"from"`
-	To    int64 `json:"to"`
-	Lines int64 `json:"lines"`
+	// From and To are the first and the last line dropped, Lines how
+	// many; Ranges are the lines themselves, as sorted, disjoint
+	// [first, last] pairs (one pair unless earlier announcements, dropped
+	// in turn, were folded in while lines between them were shipped).
+	From   int64      `json:"from"`
+	To     int64      `json:"to"`
+	Lines  int64      `json:"lines"`
+	Ranges [][2]int64 `json:"ranges,omitempty"`
 }
 
 // Approval is a code_call line's answer to the policy's ask

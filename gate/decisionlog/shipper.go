@@ -1,10 +1,11 @@
 package decisionlog
 
 import (
-	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,10 +51,10 @@ type pending struct {
 	seq  int64
 	hash string
 	json []byte
-	// announced is the first line a decision_log line says was dropped,
-	// 0 for other lines: dropping this line folds its range into the
-	// next announcement.
-	announced int64
+	// announced are the lines a decision_log line says were dropped,
+	// none for other lines: dropping this line folds them into the next
+	// announcement.
+	announced [][2]int64
 }
 
 // Run ships until ctx ends (it then returns nil: what was acknowledged
@@ -109,7 +110,7 @@ func (s *Shipper) run(ctx context.Context) error {
 					held = &l // ship what came before the gap first
 					break
 				}
-				if cur, err = s.announce(cur, l.gapFrom, l.gapTo, l.prev, RulePruned, l.gapTo-l.gapFrom+1); err != nil {
+				if cur, err = s.announce(cur, [][2]int64{{l.gapFrom, l.gapTo}}, l.prev, RulePruned, l.gapTo-l.gapFrom+1); err != nil {
 					return err
 				}
 				l.gapFrom, l.gapTo = 0, 0
@@ -150,20 +151,34 @@ func (s *Shipper) encode(l line) (pending, error) {
 	if err != nil {
 		return pending{}, fmt.Errorf("decision log: audit line %d: %w", l.seq, err)
 	}
-	return pending{seq: l.seq, hash: l.hash, json: b, announced: announcedFrom(l.text)}, nil
+	return pending{seq: l.seq, hash: l.hash, json: b, announced: announcedRanges(l.text)}, nil
 }
 
-// announcedFrom is the first dropped line a decision_log line names, 0
-// for any other line.
-func announcedFrom(text []byte) int64 {
-	if !bytes.Contains(text, []byte(`"kind":"decision_log"`)) {
-		return 0
-	}
+// announcedRanges are the lines a decision_log line says were dropped,
+// none for any other line.
+func announcedRanges(text []byte) [][2]int64 {
 	var rec audit.Record
 	if json.Unmarshal(text, &rec) != nil || rec.Kind != audit.KindDecisionLog || rec.Dropped == nil {
-		return 0
+		return nil
 	}
-	return rec.Dropped.From
+	if len(rec.Dropped.Ranges) > 0 {
+		return rec.Dropped.Ranges
+	}
+	return [][2]int64{{rec.Dropped.From, rec.Dropped.To}}
+}
+
+// mergeRanges sorts rs and joins those that overlap or touch.
+func mergeRanges(rs [][2]int64) [][2]int64 {
+	slices.SortFunc(rs, func(a, b [2]int64) int { return cmp.Compare(a[0], b[0]) })
+	var out [][2]int64
+	for _, r := range rs {
+		if n := len(out); n > 0 && r[0] <= out[n-1][1]+1 {
+			out[n-1][1] = max(out[n-1][1], r[1])
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // deliver sends batch until the receiver acknowledges it, and moves the
@@ -229,18 +244,16 @@ func (s *Shipper) dropOver(r *reader, cur Cursor, batch []pending, held **line) 
 	}
 	// Drop down to the bound less one: the announcement takes that place.
 	target := head - s.o.MaxBacklog + 1 // the newest line to drop
-	from, to, toHash := cur.Seq+1, cur.Seq, cur.Hash
+	to, toHash := cur.Seq, cur.Hash
 	// An announcement dropped in turn is folded into the new one, which
 	// then covers its lines as well: a receiver gets every dropped line
-	// in exactly one announcement that arrives.
-	fold := func(a int64) {
-		if a > 0 {
-			from = min(from, a)
-		}
-	}
+	// in exactly one announcement that arrives. Its lines are added as
+	// they are, not as a span: lines between them may have been shipped,
+	// or announced by a later line that will arrive.
+	var folded [][2]int64
 	for len(batch) > 0 && batch[0].seq <= target {
 		to, toHash = batch[0].seq, batch[0].hash
-		fold(batch[0].announced)
+		folded = append(folded, batch[0].announced...)
 		batch = batch[1:]
 	}
 	if len(batch) == 0 {
@@ -262,13 +275,13 @@ func (s *Shipper) dropOver(r *reader, cur Cursor, batch []pending, held **line) 
 				break
 			}
 			to, toHash = l.seq, l.hash
-			fold(announcedFrom(l.text))
+			folded = append(folded, announcedRanges(l.text)...)
 		}
 	}
-	if to < from {
+	if to <= cur.Seq {
 		return cur, batch, nil
 	}
-	cur, err := s.announce(cur, from, to, toHash, RuleDropped, to-cur.Seq)
+	cur, err := s.announce(cur, append(folded, [2]int64{cur.Seq + 1, to}), toHash, RuleDropped, to-cur.Seq)
 	return cur, batch, err
 }
 
@@ -276,13 +289,18 @@ func (s *Shipper) dropOver(r *reader, cur Cursor, batch []pending, held **line) 
 // never be shipped, then moves the cursor past them (to's hash is
 // toHash) and counts the fresh ones, those after the cursor (the others
 // were counted when an earlier announcement, now folded in, was made).
-func (s *Shipper) announce(cur Cursor, from, to int64, toHash, rule string, fresh int64) (Cursor, error) {
-	n := to - from + 1
-	reason := fmt.Sprintf("the decision-log receiver could not take audit lines %d to %d (%d lines) before the backlog passed its bound of %d lines, so they were dropped from shipping; the local audit log still holds them", from, to, n, s.o.MaxBacklog)
+func (s *Shipper) announce(cur Cursor, lines [][2]int64, toHash, rule string, fresh int64) (Cursor, error) {
+	lines = mergeRanges(lines)
+	from, to := lines[0][0], lines[len(lines)-1][1]
+	var n int64
+	for _, r := range lines {
+		n += r[1] - r[0] + 1
+	}
+	reason := fmt.Sprintf("the decision-log receiver could not take %d audit lines between %d and %d before the backlog passed its bound of %d lines, so they were dropped from shipping (this line's ranges name them); the local audit log still holds them", n, from, to, s.o.MaxBacklog)
 	if rule == RulePruned {
 		reason = fmt.Sprintf("audit lines %d to %d (%d lines) were removed from disk by the audit log's retention (--audit-keep) before they were shipped", from, to, n)
 	}
-	rec := audit.Record{Kind: audit.KindDecisionLog, Rule: rule, Reason: reason, Dropped: &audit.Dropped{From: from, To: to, Lines: n}}
+	rec := audit.Record{Kind: audit.KindDecisionLog, Rule: rule, Reason: reason, Dropped: &audit.Dropped{From: from, To: to, Lines: n, Ranges: lines}}
 	if err := s.o.Writer.Write(rec); err != nil {
 		return cur, fmt.Errorf("decision log: write the line that counts %d dropped lines: %w", n, err)
 	}
