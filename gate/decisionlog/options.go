@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gatekeeper-ai/gatekeeper/gate/audit"
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 )
 
 // Overflow says what happens when the backlog reaches Options.MaxBacklog.
@@ -130,6 +131,9 @@ func (o Options) withDefaults() (Options, error) {
 	var errs []error
 	if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("decision log URL %q: want an http:// or https:// URL of the service's logs endpoint", o.URL))
+	} else if u.Scheme == "http" && o.TokenFile != "" && !nethost.IsLoopback(u.Hostname()) {
+		// The token and every decision would cross the network in the clear.
+		errs = append(errs, fmt.Errorf("decision log URL %q: a token is sent only over https (or plain http to this machine's loopback)", o.URL))
 	}
 	if o.AuditPath == "" || o.Head == nil || o.Writer == nil {
 		errs = append(errs, errors.New("decision log: the audit log, its head and its writer are required"))

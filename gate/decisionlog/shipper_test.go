@@ -445,11 +445,21 @@ func TestOptionsAreChecked(t *testing.T) {
 		"a negative backlog":          func(o *decisionlog.Options) { o.MaxBacklog = -1 },
 		"a max backoff below min":     func(o *decisionlog.Options) { o.MinBackoff, o.MaxBackoff = time.Second, time.Millisecond },
 		"a CA file that is not there": func(o *decisionlog.Options) { o.CAFile = "/nonexistent/ca.pem" },
+		"a token over plain http to another host": func(o *decisionlog.Options) {
+			o.URL, o.TokenFile = "http://logs.example.com/logs", "/run/token"
+		},
 	} {
 		o := base
 		set(&o)
 		if _, err := decisionlog.New(o); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+	for _, url := range []string{"http://127.0.0.1:1/logs", "http://[::1]:1/logs", "http://localhost:1/logs", "https://logs.example.com/logs"} {
+		o := base
+		o.URL, o.TokenFile = url, "/run/token"
+		if _, err := decisionlog.New(o); err != nil {
+			t.Errorf("a token to %s: %v, want it accepted (loopback or https)", url, err)
 		}
 	}
 	if _, err := decisionlog.New(base); err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"path/filepath"
 	"reflect"
@@ -12,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"golang.org/x/net/http/httpguts"
 	"gopkg.in/yaml.v3"
 )
@@ -307,7 +307,7 @@ func (v *validator) mcpURL(pre string, s MCPServer) {
 		hasRef = hasRef || val.Ref()
 		v.mcpValue(at, k, val)
 	}
-	if hasRef && u.Scheme == "http" && !loopbackHost(u.Hostname()) {
+	if hasRef && u.Scheme == "http" && !nethost.IsLoopback(u.Hostname()) {
 		v.add(pre+".url", "credentials would travel in clear text to %s: use https (plain http only to a loopback host)", u.Hostname())
 	}
 }
@@ -327,14 +327,6 @@ func (v *validator) mcpValue(at, name string, val MCPValue) {
 	case SecretName(name) && val.Literal != "":
 		v.add(at, "%s holds a secret by its name, which the policy never holds: write {from_env: NAME} or {from_file: PATH}", name)
 	}
-}
-
-func loopbackHost(h string) bool {
-	if h == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/gatekeeper-ai/gatekeeper/internal/nethost"
 	"github.com/gatekeeper-ai/gatekeeper/internal/sockdir"
 )
 
@@ -36,14 +36,8 @@ func Listen(addr string, allowRemote bool) (net.Listener, error) {
 }
 
 // IsLoopback reports whether host (a name or an IP literal, without a
-// port) is this machine: "localhost" or a loopback address.
-func IsLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.IsLoopback()
-}
+// port) is this machine (nethost.IsLoopback).
+func IsLoopback(host string) bool { return nethost.IsLoopback(host) }
 
 func listenUnix(path string) (net.Listener, error) {
 	if path == "" || !filepath.IsAbs(path) {

@@ -313,3 +313,13 @@ func clip(s string) string {
 	}
 	return s[:max] + "..."
 }
+
+// IsLoopback reports whether host (a name or an IP literal, without a
+// port or brackets) is this machine: "localhost" or a loopback address.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
